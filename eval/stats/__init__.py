@@ -1,0 +1,1 @@
+"""`pasr stats`: refine-tag usage statistics, report and plots from rollout dumps."""

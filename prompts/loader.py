@@ -1,0 +1,75 @@
+"""Load prompt templates by built-in name or by file path, and build chat messages.
+
+A run points at its own template with a path (``pasr.prompts.refine=/my/prompt.txt``); a bare
+name (``refine_system``) means the file shipped in ``prompts/templates``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+BUILTIN_PROMPTS = tuple(sorted(p.stem for p in TEMPLATE_DIR.glob("*.txt")))
+
+
+@lru_cache(maxsize=64)
+def _read(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8").strip("\n")
+
+
+def resolve_prompt_path(name_or_path: str) -> Path:
+    """A built-in template name, or a path to a text file. Raises a clear error otherwise."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.suffix == ".txt" or candidate.is_file() or "/" in name_or_path:
+        if not candidate.is_file():
+            raise FileNotFoundError(f"prompt template file not found: {name_or_path}")
+        return candidate.resolve()
+    builtin = TEMPLATE_DIR / f"{name_or_path}.txt"
+    if not builtin.is_file():
+        raise KeyError(
+            f"unknown prompt {name_or_path!r}: give a file path or one of {', '.join(BUILTIN_PROMPTS)}"
+        )
+    return builtin
+
+
+def load_prompt(name_or_path: str) -> str:
+    """Return the template text (trailing newlines stripped)."""
+    return _read(str(resolve_prompt_path(name_or_path)))
+
+
+def prompt_version(text: str) -> str:
+    """A short content hash: judge caches and rollout dumps key on it, so editing a template
+    never serves stale cached scores."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def build_chat(system: str | None, user: str) -> list[dict[str, str]]:
+    """Chat messages in the OpenAI / HF chat-template shape."""
+    messages = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The resolved texts one run uses (both engines and eval take one of these)."""
+
+    refine: str
+    plain: str
+    judge: str
+
+    @classmethod
+    def load(cls, refine: str = "refine_system", plain: str = "plain_system", judge: str = "judge_continuous"):
+        return cls(refine=load_prompt(refine), plain=load_prompt(plain), judge=load_prompt(judge))
+
+    def refine_chat(self, question: str) -> list[dict[str, str]]:
+        return build_chat(self.refine, question)
+
+    def plain_chat(self, question: str) -> list[dict[str, str]]:
+        return build_chat(self.plain, question)

@@ -1,0 +1,1 @@
+"""PASR engines (local CPU engine and verl engine), their configs, run scripts and the ``pasr`` CLI."""

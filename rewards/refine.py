@@ -1,0 +1,61 @@
+"""The PASR refine reward: did refining beat answering without the refine prompt?
+
+For a rollout that refines, its accuracy is compared with the **mean accuracy of the plain
+rollouts** of the same query (plain system prompt, sampled in the same step, never trained on):
+
+* better by more than ``zeta``  -> ``+1``
+* worse by more than ``zeta``   -> ``-1``
+* otherwise (a tie)             -> ``tie_value`` (the paper: ``-0.5``)
+* no refine in the rollout      -> ``0``
+
+Why ``zeta``: the reference code tests float equality, so a plain mean of 0.6666 and a judge
+score of 0.6667 are "different". ``zeta`` makes the tie band explicit (default 1e-6 for rule
+judges; widen it for a continuous LLM judge).
+
+The paper's tie problem: when every plain rollout and the refined one score 1.0, refining is a
+tie and gets ``-0.5``, so on easy questions the model is pushed to stop refining even though
+the refinement did no harm. That is the paper's intent (refine only when it helps), but it also
+means that on a training set the model already solves, PASR trains refinement away. Set
+``tie_value: 0.0`` for a neutral tie; both are one config key (``pasr.tie_value``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BETTER, WORSE, TIE, NONE, NO_BASELINE = "better", "worse", "tie", "none", "no_baseline"
+
+
+@dataclass(frozen=True)
+class RefineReward:
+    value: float
+    outcome: str  # better | worse | tie | none | no_baseline
+    baseline: float | None  # mean plain accuracy used, None when there was none
+
+
+def plain_baseline(plain_accs: Sequence[float | None]) -> float | None:
+    """Mean accuracy of the plain rollouts; judge errors (None) are left out, not scored 0."""
+    valid = [a for a in plain_accs if a is not None]
+    return sum(valid) / len(valid) if valid else None
+
+
+def refine_reward(
+    acc: float,
+    has_refine: bool,
+    baseline: float | None,
+    tie_value: float = -0.5,
+    zeta: float = 1e-6,
+) -> RefineReward:
+    """The refine reward of one rollout given the plain baseline of its query."""
+    if not has_refine:
+        return RefineReward(0.0, NONE, baseline)
+    if baseline is None:
+        # Every plain rollout of this query failed to be judged: there is nothing to compare
+        # with, so no refine signal (counted under `no_baseline` in the metrics).
+        return RefineReward(0.0, NO_BASELINE, None)
+    if acc > baseline + zeta:
+        return RefineReward(1.0, BETTER, baseline)
+    if acc < baseline - zeta:
+        return RefineReward(-1.0, WORSE, baseline)
+    return RefineReward(float(tie_value), TIE, baseline)
