@@ -1,0 +1,26 @@
+"""Shared fixtures. The benchmark data sets live in ../shared/data beside the checkout (read-only,
+never copied into the repo); tests that need them skip with a clear reason when absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("PASR_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "gsm8k_test.jsonl").is_file():
+        pytest.skip(f"shared data sets not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def pasr_cache(tmp_path, monkeypatch) -> Path:
+    """Isolate the judge/model cache of a test (the converted SmolLM2 folder stays shared)."""
+    monkeypatch.setenv("PASR_JUDGE_CACHE", str(tmp_path / "judge_cache"))
+    return tmp_path
