@@ -1,0 +1,67 @@
+"""Per-step ``pasr/*`` metrics from rollout records, shared by both engines.
+
+verl logs its own ``actor/*``, ``critic/*`` and ``timing_s/*`` keys but not reward extra
+info, so PASR's view of a step (is the model refining, does it help) is computed here from the
+same records that are dumped, and merged into the engine's metrics dict.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from statistics import fmean
+
+from data.records import PLAIN, REFINE, RolloutRecord
+from rewards.refine_quality import assess_refines
+
+OUTCOMES = ("better", "worse", "tie", "none", "no_baseline", "judge_error")
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return float(fmean(values)) if values else 0.0
+
+
+def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
+    """Empty-refine rate (per span) and refine-fix rate (per refining response)."""
+    spans = empty = fixes = fix_known = 0
+    for r in records:
+        if r.n_refine == 0:
+            continue
+        q = assess_refines(r.response, r.gold, None if r.acc is None else r.acc >= 1.0)
+        spans += q.n_refine
+        empty += q.n_empty
+        if q.fix is not None:
+            fix_known += 1
+            fixes += int(q.fix)
+    return {
+        f"{prefix}/empty_refine_rate": empty / spans if spans else 0.0,
+        f"{prefix}/refine_fix_rate": fixes / fix_known if fix_known else 0.0,
+    }
+
+
+def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
+    """Metrics of one step's rollouts (refine rollouts are the trained ones)."""
+    refine = [r for r in records if r.variant == REFINE]
+    plain = [r for r in records if r.variant == PLAIN]
+    judged = [r for r in refine if r.acc is not None]
+    lengths = [r.response_tokens for r in refine]
+    outcomes = Counter(r.refine_outcome for r in refine)
+    m = {
+        f"{prefix}/format_pass_rate": _mean(r.format_ok for r in refine),
+        f"{prefix}/refine_rate": _mean(r.n_refine > 0 for r in refine),
+        f"{prefix}/refine_tags_per_response": _mean(r.n_refine for r in refine),
+        f"{prefix}/acc_refine": _mean(r.acc for r in judged),
+        f"{prefix}/acc_plain": _mean(r.acc for r in plain if r.acc is not None),
+        f"{prefix}/reward_mean": _mean(r.total_reward for r in judged),
+        f"{prefix}/refine_reward_mean": _mean(r.refine_reward for r in judged),
+        f"{prefix}/judge_errors": float(sum(r.acc is None for r in records)),
+        f"{prefix}/response_length/mean": _mean(lengths),
+        f"{prefix}/response_length/max": float(max(lengths, default=0)),
+        f"{prefix}/response_length/clip_ratio": _mean(r.finish_reason == "length" for r in refine),
+        f"{prefix}/plain_response_length/mean": _mean(r.response_tokens for r in plain),
+    }
+    for name in OUTCOMES:
+        m[f"{prefix}/refine_outcome/{name}"] = outcomes.get(name, 0) / len(refine) if refine else 0.0
+    m.update(refine_quality_metrics(refine, prefix))
+    return m

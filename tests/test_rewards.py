@@ -1,0 +1,82 @@
+"""Answer extraction, the refine reward's tie/tolerance rules and the combined PASR reward."""
+
+import pytest
+
+from rewards.extract import extract_answer, gsm8k_gold, last_boxed
+from rewards.pasr import RewardWeights, score_group
+from rewards.refine import plain_baseline, refine_reward
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("<think>..</think><answer>27</answer>", "27"),
+        ("<think>..</think><answer>so \\boxed{1} or \\boxed{\\frac{1}{2}}</answer>", "\\frac{1}{2}"),
+        ("The answer is \\boxed{42}.", "42"),
+        ("<answer>  </answer>", None),
+        ("no answer here 12", None),
+        ("<think>\\boxed{3}</think><answer>5</answer>", "5"),  # the answer block wins
+        ("<answer>1</answer> then <answer>2</answer>", "2"),
+    ],
+)
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_extract_last_number_fallback_is_opt_in():
+    assert extract_answer("so it is 1,234") is None
+    assert extract_answer("so it is 1,234", fallback_last_number=True) == "1234"
+
+
+def test_last_boxed_nested_and_unbalanced():
+    assert last_boxed("\\boxed{\\sqrt{2}}") == "\\sqrt{2}"
+    assert last_boxed("\\boxed{1} \\boxed{2") == "1"
+    assert last_boxed("nothing") is None
+
+
+def test_gsm8k_gold():
+    assert gsm8k_gold("work\n#### 1,000") == "1000"
+    with pytest.raises(ValueError):
+        gsm8k_gold("no marker")
+
+
+def test_refine_reward_rules():
+    assert refine_reward(1.0, True, 0.5).value == 1.0
+    assert refine_reward(0.0, True, 0.5).value == -1.0
+    tie = refine_reward(1.0, True, 1.0)
+    assert tie.value == -0.5 and tie.outcome == "tie"  # the paper's tie problem: all correct -> penalised
+    assert refine_reward(1.0, True, 1.0, tie_value=0.0).value == 0.0
+    assert refine_reward(0.0, False, 0.5).outcome == "none"
+    assert refine_reward(1.0, True, None).outcome == "no_baseline"
+
+
+def test_refine_reward_tolerance_avoids_float_equality():
+    # 2/3 from three plain rollouts vs a continuous judge's 0.6667: a tie within zeta
+    assert refine_reward(0.6667, True, 2 / 3, zeta=1e-3).outcome == "tie"
+    assert refine_reward(0.6667, True, 2 / 3, zeta=0.0).outcome == "better"
+
+
+def test_plain_baseline_skips_judge_errors():
+    assert plain_baseline([1.0, None, 0.0]) == 0.5
+    assert plain_baseline([None]) is None
+
+
+def test_score_group_components_and_weights():
+    responses = [
+        "<think>a <refine>b</refine></think><answer>4</answer>",
+        "<think>a</think><answer>4</answer>",
+        "4",
+        "<think>a <refine>b</refine></think><answer>5</answer>",
+    ]
+    out = score_group(responses, [1.0, 1.0, 1.0, None], [0.0, 1.0], weights=RewardWeights(1.0, 2.0, 0.5))
+    assert [r.refine_outcome for r in out] == ["better", "none", "none", "judge_error"]
+    assert out[0].total == pytest.approx(1.0 + 2.0 + 0.5)
+    assert out[1].total == pytest.approx(1.0 + 2.0)
+    assert out[2].total == pytest.approx(-1.0 + 2.0) and out[2].format_reason == "missing_think"
+    assert out[3].total is None and out[3].judge_error
+    assert all(r.baseline == 0.5 for r in out)
+
+
+def test_score_group_length_mismatch():
+    with pytest.raises(ValueError):
+        score_group(["a"], [1.0, 0.0], [1.0])
