@@ -1,3 +1,184 @@
-from recipe.open_issue import placeholder
+"""``pasr data``: list the known data sets, preview rows, and write verl RL parquet files.
 
-build_parser, run = placeholder(3, "pasr data")
+    pasr data list
+    pasr data preview --dataset gsm8k --limit 3
+    pasr data prepare --dataset gsm8k --split train --out ~/data/pasr/gsm8k_train.parquet
+    pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out train.parquet
+    pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out t.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from recipe.cli import CliError
+
+_DATASET_HELP = (
+    "a known set (gsm8k, math500, aime24, synthetic; local copy from $PASR_DATA_DIR or "
+    "../shared/data beside the repository, else the Hugging Face hub) or a path to a "
+    ".jsonl/.json/.parquet file (GSM8K, MATH-500 and AIME shapes are detected; map other "
+    "fields with --question-field/--answer-field)"
+)
+
+
+def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> None:
+    p.add_argument("--dataset", required=True, metavar="NAME|PATH", help=_DATASET_HELP)
+    p.add_argument(
+        "--split",
+        default=None,
+        metavar="SPLIT",
+        help="train or test (default: test for gsm8k/math500/aime24, train for synthetic; "
+        "synthetic test is a held-out set sharing no question with train)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=limit_default,
+        metavar="N",
+        help="read only the first N rows" + (f" (default {limit_default})" if limit_default else " (default: all)"),
+    )
+    syn = p.add_argument_group("synthetic arithmetic (--dataset synthetic)")
+    syn.add_argument("--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)")
+    syn.add_argument("--seed", type=int, default=None, metavar="S", help="generator seed (default 0)")
+    syn.add_argument(
+        "--difficulty",
+        type=int,
+        choices=(1, 2, 3),
+        default=None,
+        help="1 = one +/- step, 2 = two steps, 3 = three steps (+, -, sometimes x2/x3); default 1",
+    )
+    gen = p.add_argument_group("generic data files (--dataset PATH)")
+    gen.add_argument("--question-field", metavar="FIELD", help="field holding the question (e.g. instruction)")
+    gen.add_argument("--answer-field", metavar="FIELD", help="field holding the reference answer (e.g. output)")
+    gen.add_argument("--id-field", metavar="FIELD", help="field holding a row id (default: the row index)")
+    gen.add_argument("--input-field", metavar="FIELD", help="optional field appended to the question (alpaca 'input')")
+    gen.add_argument("--data-source", metavar="NAME", help="data_source written for a file's rows (default: the file stem)")
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", metavar="ACTION")
+    sub.required = True
+
+    sub.add_parser(
+        "list",
+        help="list the known data sets and where each split would be read from",
+        description="List the known data sets, their splits, and whether a local copy or the hub is used.",
+    )
+
+    prev = sub.add_parser(
+        "preview",
+        help="print the first rows of a data set as the loaders see them",
+        description="Print the first rows (id, data source, question, gold answer) of a data set.",
+    )
+    _add_source_args(prev, limit_default=3)
+    prev.add_argument("--jsonl", action="store_true", help="print one JSON object a row instead of text")
+
+    prep = sub.add_parser(
+        "prepare",
+        help="write a verl RL parquet file (prompt with the refine system prompt, rule ground truth)",
+        description=(
+            "Write a verl RL parquet file: data_source, prompt (system = the refine system prompt, "
+            "user = the question), ability, reward_model {style: rule, ground_truth}, "
+            "extra_info {index, id, question, split}. Use it as data.train_files / data.val_files."
+        ),
+    )
+    _add_source_args(prep, limit_default=None)
+    prep.add_argument(
+        "--system-prompt",
+        default="refine_system",
+        metavar="NAME|PATH",
+        help="system prompt: a template name from prompts/templates or a text file (default refine_system); "
+        "'none' writes no system message",
+    )
+    prep.add_argument("--ability", default="math", help="the ability column (default math)")
+    prep.add_argument("--out", required=True, metavar="FILE.parquet", help="output parquet file")
+
+
+def _options(args) -> dict:
+    from data.loaders import get_dataset, looks_like_path
+
+    synthetic = {"n": args.n, "seed": args.seed, "difficulty": args.difficulty}
+    generic = {
+        "question_field": args.question_field,
+        "answer_field": args.answer_field,
+        "id_field": args.id_field,
+        "input_field": args.input_field,
+        "data_source": args.data_source,
+    }
+    synthetic = {k: v for k, v in synthetic.items() if v is not None}
+    generic = {k: v for k, v in generic.items() if v is not None}
+    is_file = looks_like_path(args.dataset)
+    is_synthetic = not is_file and get_dataset(args.dataset).name == "synthetic"
+    if synthetic and not is_synthetic:
+        raise CliError(f"--{'/--'.join(synthetic)}: only for --dataset synthetic")
+    if generic and not is_file:
+        flags = "/".join("--" + k.replace("_", "-") for k in generic)
+        raise CliError(f"{flags}: only for a data file given as --dataset PATH")
+    return {**synthetic, **generic}
+
+
+def _load(args):
+    from data.examples import DatasetError
+    from data.loaders import load_examples
+
+    try:
+        options = _options(args)
+        return load_examples(args.dataset, split=args.split, limit=args.limit, **options)
+    except DatasetError as exc:  # DataFormatError included: "file:line: problem"
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot read {args.dataset}: {exc.strerror or exc}") from None
+
+
+def _run_list() -> int:
+    from data.loaders import describe_sources
+
+    for row in describe_sources():
+        print(f"{row['name']:<10} {row['split']:<6} {row['source']}")
+    return 0
+
+
+def _run_preview(args) -> int:
+    examples = _load(args)
+    if not examples:
+        print("(no rows)")
+    for ex in examples:
+        if args.jsonl:
+            print(json.dumps(ex.to_dict(), ensure_ascii=False, default=str))
+            continue
+        print(f"--- {ex.id}  [{ex.data_source}]")
+        print(ex.question)
+        print(f"gold: {ex.answer}")
+    return 0
+
+
+def _run_prepare(args) -> int:
+    from data.verl_parquet import write_rl_parquet
+    from prompts import load_prompt
+
+    if args.system_prompt.lower() == "none":
+        system = None
+    else:
+        try:
+            system = load_prompt(args.system_prompt)
+        except (KeyError, FileNotFoundError) as exc:
+            raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    examples = _load(args)
+    if not examples:
+        raise CliError(f"{args.dataset}: no rows to write")
+    try:
+        path = write_rl_parquet(examples, args.out, system, ability=args.ability)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    sources = sorted({ex.data_source for ex in examples})
+    print(f"wrote {len(examples)} rows ({', '.join(sources)}) to {path}")
+    return 0
+
+
+def run(args) -> int:
+    if args.data_command == "list":
+        return _run_list()
+    if args.data_command == "preview":
+        return _run_preview(args)
+    return _run_prepare(args)

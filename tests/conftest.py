@@ -17,10 +17,3 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "gsm8k_test.jsonl").is_file():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
-
-
-@pytest.fixture
-def pasr_cache(tmp_path, monkeypatch) -> Path:
-    """Isolate the judge/model cache of a test (the converted SmolLM2 folder stays shared)."""
-    monkeypatch.setenv("PASR_JUDGE_CACHE", str(tmp_path / "judge_cache"))
-    return tmp_path

@@ -1,0 +1,1 @@
+"""Speed and learning-signal scripts (``python3 -m benchmarks.<name>``)."""

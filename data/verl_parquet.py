@@ -1,0 +1,98 @@
+"""Write examples as verl's RL parquet (the input of ``RLHFDataset`` / ``data.train_files``).
+
+One row per example, in verl's data-preprocess convention:
+
+* ``data_source``: str, the example's data source (``gsm8k``, ``synthetic``, ...)
+* ``prompt``: list of chat messages ``{"role", "content"}``: system = the refine system prompt
+  text (omitted when empty), user = the question
+* ``ability``: str, ``"math"`` by default
+* ``reward_model``: ``{"style": "rule", "ground_truth": <gold answer>}``
+* ``extra_info``: ``{"index": int, "id": str, "question": str, "split": str}``
+
+verl 0.9.1's ``RLHFDataset`` hands ``prompt`` to the rollout as ``raw_prompt`` (the chat
+template is applied in the agent loop) and reads ``extra_info.index``; the reward function gets
+``data_source``, ``reward_model.ground_truth`` and ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from data.examples import Example
+from prompts import build_chat
+
+COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [("index", pa.int64()), ("id", pa.string()), ("question", pa.string()), ("split", pa.string())]
+                ),
+            ),
+        ]
+    )
+
+
+def rl_row(example: Example, index: int, system_prompt: str | None, ability: str = "math", split: str | None = None) -> dict[str, Any]:
+    """One parquet row for one example."""
+    return {
+        "data_source": example.data_source,
+        "prompt": build_chat(system_prompt, example.question),
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": example.answer},
+        "extra_info": {
+            "index": index,
+            "id": example.id,
+            "question": example.question,
+            "split": split if split is not None else str(example.extra.get("split") or ""),
+        },
+    }
+
+
+def write_rl_parquet(
+    examples: Iterable[Example],
+    path: str | Path,
+    system_prompt: str | None,
+    ability: str = "math",
+    split: str | None = None,
+) -> Path:
+    """Write the rows and return the path. ``split`` overrides each example's ``extra["split"]``.
+    The file is written beside its target and renamed into place, so a reader never sees half
+    a file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [rl_row(ex, i, system_prompt, ability, split) for i, ex in enumerate(examples)]
+    table = pa.Table.from_pylist(rows, schema=_schema())
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_rl_parquet(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an RL parquet file as plain dicts (for checks and previews)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(Path(path).expanduser()).to_pylist()

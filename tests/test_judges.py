@@ -1,0 +1,321 @@
+"""Judges: Math-Verify rule judge on real rows, the OpenAI-compatible judge against the local
+fake server (retries, failures, concurrency, cache), the hybrid router and ``build_judge``."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from benchmarks.fake_openai_server import FakeOpenAIServer
+from prompts import load_prompt
+from recipe.pasr_config import JudgeConfig
+from rewards.extract import gsm8k_gold
+from rewards.judges import (
+    HybridJudge,
+    JudgeItem,
+    OpenAIJudge,
+    RuleJudge,
+    build_judge,
+    gold_is_math,
+    parse_score,
+    score_sync,
+)
+from rewards.judges.hybrid import is_plain_words
+
+SLOW_GOLD = "2^{2^{2^{2^{2^{10}}}}}"  # sympy cannot finish this within any alarm
+
+
+def _rows(path, n):
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for _, line in zip(range(n), fh)]
+
+
+# --- rule judge --------------------------------------------------------------------------------
+
+
+def test_rule_judge_gsm8k_golds(shared_data):
+    golds = [gsm8k_gold(r["answer"]) for r in _rows(shared_data / "gsm8k_test.jsonl", 4)]
+    pairs, expected = [], []
+    for gold in golds:
+        for answer, score in ((gold, 1.0), (f"{gold}.0", 1.0), (f"\\boxed{{{gold}}}", 1.0), (str(int(gold) + 1), 0.0)):
+            pairs.append((gold, answer))
+            expected.append(score)
+    pairs.append((golds[0], None))
+    expected.append(0.0)
+    results = RuleJudge(mode="inline").score_pairs(pairs)
+    assert all(r.ok for r in results), results
+    assert [r.score for r in results] == expected
+
+
+def test_rule_judge_math500_latex(shared_data):
+    rows = {}
+    with (shared_data / "math500_test.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            rows[row["unique_id"]] = row["answer"]
+    cases = [
+        ("test/precalculus/807.json", "(3, \\pi/2)", 1.0),
+        ("test/precalculus/807.json", "(3, \\pi)", 0.0),
+        ("test/algebra/2584.json", "14/3", 1.0),
+        ("test/algebra/2584.json", "\\dfrac{14}{3}", 1.0),
+        ("test/algebra/2584.json", "3/14", 0.0),
+        ("test/intermediate_algebra/1994.json", "-q + p", 1.0),
+        ("test/intermediate_algebra/1994.json", "q - p", 0.0),
+        ("test/algebra/2036.json", "\\sqrt{117}", 1.0),
+        ("test/algebra/2036.json", "3\\sqrt{12}", 0.0),
+        ("test/precalculus/927.json", "90", 1.0),
+    ]
+    results = RuleJudge(mode="inline").score_pairs([(rows[uid], ans) for uid, ans, _ in cases])
+    assert all(r.ok for r in results), results
+    assert [r.score for r in results] == [score for _, _, score in cases]
+
+
+def test_rule_judge_timeout_inline_is_an_error():
+    good, slow = RuleJudge(timeout_s=1, mode="inline").score_pairs([("42", "42"), (SLOW_GOLD, "3")])
+    assert good.ok and good.score == 1.0
+    assert not slow.ok and slow.score is None and slow.error == "timeout"
+
+
+def test_rule_judge_off_main_thread_uses_pool_and_times_out():
+    judge = RuleJudge(timeout_s=1)  # auto: a worker thread has no signal alarm -> process pool
+    items = [JudgeItem("q", "18", "18.0"), JudgeItem("q", "18", "19"), JudgeItem("q", SLOW_GOLD, "3")]
+    out: dict = {}
+
+    def worker():
+        try:
+            out["results"] = score_sync(judge, items)
+        except BaseException as exc:  # surfaced below
+            out["error"] = exc
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(60)
+    judge.close()
+    assert "error" not in out, out.get("error")
+    ok1, ok0, slow = out["results"]
+    assert (ok1.ok, ok1.score) == (True, 1.0)
+    assert (ok0.ok, ok0.score) == (True, 0.0)
+    assert (slow.ok, slow.error) == (False, "timeout")
+
+
+# --- parse_score -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Score: 1", 1.0),
+        ("Score: 0.75", 0.75),
+        ("score:0", 0.0),
+        ("**Score:** 0.5", 0.5),
+        ("Score = .25", 0.25),
+        ("The score is 0.3.", 0.3),
+        ("Step 1: compare 12 and 12. Score: 0.9", 0.9),  # Score: wins over other numbers
+        ("Score: 0.2\nOn reflection... Score: 0.8", 0.8),  # the last Score: counts
+        ("0.6", 0.6),
+        ("I compared 3 things and give 1", 1.0),  # no Score: -> last number
+        ("Score: 8/10", 0.8),
+        ("7/10", 0.7),
+        ("Score: 80%", 0.8),
+        ("Score: 7", 1.0),  # clamped
+        ("Score: -1", 0.0),  # clamped
+        ("Score: 1e999", None),  # not finite
+        ("Score: 1/0", None),
+        ("<think>maybe 0.2, or 0.4</think>Score: 1", 1.0),
+        ("reasoning about 3 and 4 ...</think>\nScore: 0", 0.0),
+        ("<think>the answer looks like 0.7 but", None),  # cut off while thinking
+        ("I cannot grade this answer.", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_score(text, expected):
+    assert parse_score(text) == expected
+
+
+# --- OpenAI-compatible judge against the fake server ----------------------------------------------
+
+
+def _judge(srv, **kw):
+    kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("backoff_s", 0.01)
+    return OpenAIJudge(srv.base_url, srv.model, **kw)
+
+
+def test_openai_judge_scores_and_request_shape(monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-test")
+    with FakeOpenAIServer() as srv:
+        judge = _judge(srv, api_key_env="MY_JUDGE_KEY")
+        q = "What is 6*3?"
+        items = [JudgeItem(q, "18", "18"), JudgeItem(q, "18", "17"), JudgeItem(q, "1", None)]
+        results = score_sync(judge, items)
+        assert [(r.ok, r.score) for r in results] == [(True, 1.0), (True, 0.0), (True, 0.0)]
+        assert srv.requests == 2  # no request for the missing answer
+        assert srv.last_body["temperature"] == 0 and srv.last_body["model"] == srv.model
+        assert srv.last_authorization == "Bearer sk-test"
+        assert judge.stats.snapshot() == {
+            "requests": 2, "retries": 0, "errors": 0, "cache_hits": 0, "coalesced": 0, "no_answer": 1,
+        }
+
+
+def test_openai_judge_dummy_key_when_env_unset(monkeypatch):
+    monkeypatch.delenv("UNSET_JUDGE_KEY", raising=False)
+    with FakeOpenAIServer() as srv:
+        score_sync(_judge(srv, api_key_env="UNSET_JUDGE_KEY"), [JudgeItem("q", "1", "1")])
+        assert srv.last_authorization == "Bearer EMPTY"
+
+
+def test_openai_judge_retries_then_succeeds():
+    faults = {"a": ["http500"], "b": ["timeout"], "c": ["garbage", "garbage"], "d": ["slow"]}
+    with FakeOpenAIServer(faults=faults, hang_s=10, slow_s=0.05) as srv:
+        judge = _judge(srv, timeout_s=1.0, retries=3)
+        items = [JudgeItem("q", g, g) for g in ("a", "b", "c", "d", "e")]
+        results = score_sync(judge, items)
+        assert all(r.ok and r.score == 1.0 for r in results), results
+        assert judge.stats.retries == 4  # a: 1, b: 1, c: 2
+        assert judge.stats.requests == 9 == srv.requests
+        assert judge.stats.errors == 0
+        assert srv.by_answer == {"a": 2, "b": 2, "c": 3, "d": 1, "e": 1}
+
+
+def test_openai_judge_fails_after_retries_and_counts_it():
+    with FakeOpenAIServer(faults={"bad": ["http500"] * 3, "junk": ["garbage"] * 3}) as srv:
+        judge = _judge(srv, retries=2)
+        bad, junk, fine = score_sync(judge, [JudgeItem("q", a, a) for a in ("bad", "junk", "x")])
+        assert not bad.ok and bad.score is None and "http_500" in bad.error and "3 attempts" in bad.error
+        assert not junk.ok and junk.score is None and "unparsable_score" in junk.error
+        assert fine.ok and fine.score == 1.0
+        assert judge.stats.errors == 2 and judge.stats.retries == 4 and srv.requests == 7
+        # failures are not cached: the next call asks again (and now succeeds)
+        assert score_sync(judge, [JudgeItem("q", "bad", "bad")])[0].score == 1.0
+        assert srv.requests == 8
+
+
+def test_openai_judge_does_not_retry_client_errors():
+    # A server built for another template answers 400: asking again cannot help.
+    with FakeOpenAIServer(template=load_prompt("judge_binary")) as srv:
+        judge = _judge(srv, template=load_prompt("judge_continuous"), retries=3)
+        (result,) = score_sync(judge, [JudgeItem("q", "1", "1")])
+        assert not result.ok and "http_400" in result.error
+        assert srv.requests == 1 and judge.stats.retries == 0 and judge.stats.errors == 1
+
+
+def test_openai_judge_timeout_exhausts_retries():
+    with FakeOpenAIServer(faults={"t": ["timeout"] * 2}, hang_s=10) as srv:
+        judge = _judge(srv, timeout_s=0.2, retries=1)
+        (result,) = score_sync(judge, [JudgeItem("q", "t", "t")])
+        assert not result.ok and "timeout" in result.error
+        assert judge.stats.requests == 2 and judge.stats.errors == 1
+
+
+def test_openai_judge_concurrency_bound():
+    with FakeOpenAIServer(latency_s=0.05) as srv:
+        judge = _judge(srv, concurrency=4)
+        results = score_sync(judge, [JudgeItem("q", str(i), str(i)) for i in range(24)])
+        assert all(r.ok for r in results)
+        assert srv.requests == 24
+        assert srv.max_inflight == 4
+
+
+def test_openai_judge_cache_and_coalescing():
+    with FakeOpenAIServer(latency_s=0.02) as srv:
+        judge = _judge(srv)
+        same = [JudgeItem("q", "5", "5")] * 3
+        assert [r.score for r in score_sync(judge, same)] == [1.0] * 3
+        assert srv.requests == 1 and judge.stats.coalesced == 2
+        assert score_sync(judge, same[:1])[0].score == 1.0
+        assert srv.requests == 1 and judge.stats.cache_hits == 1
+        # a different question is a different key
+        score_sync(judge, [JudgeItem("other q", "5", "5")])
+        assert srv.requests == 2
+
+
+def test_openai_judge_persisted_cache(tmp_path):
+    path = tmp_path / "judge_cache.jsonl"
+    items = [JudgeItem("q", "1", "1"), JudgeItem("q", "1", "2")]
+    with FakeOpenAIServer() as srv:
+        first = score_sync(_judge(srv, cache_path=path), items)
+        assert srv.requests == 2
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write('{"key": "torn')  # a torn last line must not break loading
+        reloaded = _judge(srv, cache_path=path)
+        assert reloaded.cache.loaded == 2
+        again = score_sync(reloaded, items)
+        assert [r.score for r in again] == [r.score for r in first] == [1.0, 0.0]
+        assert srv.requests == 2 and reloaded.stats.cache_hits == 2
+        # another judge prompt is another prompt version: no stale hits
+        other = _judge(srv, cache_path=path, template=load_prompt("judge_continuous") + "\n")
+        score_sync(other, items[:1])
+        assert srv.requests == 3 and other.stats.cache_hits == 0
+
+
+def test_openai_judge_usable_from_several_event_loops():
+    with FakeOpenAIServer() as srv:
+        judge = _judge(srv)
+        for i in range(3):  # score_sync makes a new loop per call: nothing may leak across loops
+            assert score_sync(judge, [JudgeItem("q", str(i), str(i))])[0].score == 1.0
+        out = {}
+        thread = threading.Thread(target=lambda: out.setdefault("r", score_sync(judge, [JudgeItem("q", "t", "t")])))
+        thread.start()
+        thread.join(30)
+        assert out["r"][0].score == 1.0 and srv.requests == 4
+
+
+def test_openai_judge_pickles_with_its_cache():
+    import pickle
+
+    with FakeOpenAIServer() as srv:
+        judge = _judge(srv)
+        score_sync(judge, [JudgeItem("q", "1", "1")])
+        clone = pickle.loads(pickle.dumps(judge))
+        assert score_sync(clone, [JudgeItem("q", "1", "1"), JudgeItem("q", "2", "2")])[1].score == 1.0
+        assert clone.stats.cache_hits == 1 and srv.requests == 2
+
+
+# --- hybrid and factory --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "gold, math",
+    [("42", True), ("\\frac{14}{3}", True), ("p - q", True), ("\\sqrt{x}", True), ("\\text{(C)}", True),
+     ("10\\text{ inches}", True), ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
+     ("Paris", False), ("\\text{Evelyn}", False), ("blue whale", False), ("yes", False)],
+)
+def test_gold_routing(gold, math):
+    assert is_plain_words(gold) is not math
+    assert gold_is_math(gold) is math
+
+
+def test_hybrid_routes_and_keeps_order():
+    with FakeOpenAIServer() as srv:
+        judge = HybridJudge(rule=RuleJudge(mode="inline"), llm=_judge(srv))
+        items = [
+            JudgeItem("capital?", "Paris", "Paris"),  # llm: exact match -> 1
+            JudgeItem("6*3?", "18", "18.0"),  # rule: equivalent (the fake server would say 0)
+            JudgeItem("name?", "\\text{Evelyn}", "Bob"),  # llm -> 0
+            JudgeItem("half?", "\\frac{1}{2}", "0.5"),  # rule -> 1
+            JudgeItem("capital?", "Paris", None),  # llm, no answer -> 0 without a request
+        ]
+        results = score_sync(judge, items)
+        assert [(r.ok, r.score) for r in results] == [(True, 1.0), (True, 1.0), (True, 0.0), (True, 1.0), (True, 0.0)]
+        assert srv.requests == 2
+        assert judge.routed == {"rule": 2, "llm": 3}
+
+
+def test_build_judge(tmp_path):
+    assert isinstance(build_judge(JudgeConfig(kind="rule", rule_timeout_s=2)), RuleJudge)
+    assert build_judge(JudgeConfig(kind="rule", rule_timeout_s=2)).timeout_s == 2
+    cfg = JudgeConfig(kind="openai", base_url="http://127.0.0.1:9/v1", model="m", concurrency=7, retries=1)
+    judge = build_judge(cfg, "judge_binary")
+    assert isinstance(judge, OpenAIJudge)
+    assert judge.template == load_prompt("judge_binary") and judge.concurrency == 7 and judge.retries == 1
+    custom = tmp_path / "my_judge.txt"
+    custom.write_text("Q {question} G {gold} A {answer} -> Score:", encoding="utf-8")
+    hybrid = build_judge(JudgeConfig(kind="hybrid", base_url="http://127.0.0.1:9/v1", model="m"), str(custom))
+    assert isinstance(hybrid, HybridJudge) and hybrid.llm.template.startswith("Q {question}")
+    with pytest.raises(ValueError):
+        build_judge(JudgeConfig(kind="openai"))
+    with pytest.raises(ValueError):
+        build_judge(JudgeConfig(kind="magic"))
