@@ -1,3 +1,165 @@
-from recipe.open_issue import placeholder
+"""``pasr stats``: refine-tag usage statistics, report and plots from rollout dumps.
 
-build_parser, run = placeholder(6, "pasr stats")
+    pasr stats PATH... --out DIR [--strict] [--top-k N] [--examples N] [--pair BEFORE AFTER]
+
+PATHs are files or directories (searched recursively for ``*.jsonl``). Record files of both
+training engines (``rollouts/step_*.jsonl``, ``rollouts.jsonl``) and of ``pasr eval``
+(``samples.jsonl``) are told apart by content: records with ``step`` set are training, records
+with ``dataset`` set are eval. ``metrics.jsonl`` files are not records; their numeric series are
+plotted as extra trend lines. Writes ``DIR/report.md``, ``DIR/stats.json`` (every number) and
+PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+PROGRESS_AUTO_BYTES = 32 << 20
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="rollout dumps: JSONL files or directories (recursive)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory for report.md, stats.json and plots")
+    parser.add_argument("--strict", action="store_true", help="stop at the first corrupt line (exit 2) instead of skipping it")
+    parser.add_argument("--top-k", type=int, default=20, metavar="N", help="most common refine texts listed per group (default 20)")
+    parser.add_argument("--examples", type=int, default=3, metavar="N",
+                        help="example responses per cell (with/without refine x correct/wrong) per group (default 3)")
+    parser.add_argument("--pair", nargs=2, action="append", metavar=("BEFORE", "AFTER"),
+                        help="compare two eval runs (RUN_ID or RUN_ID:METHOD, e.g. run1:plain run2:pasr) by "
+                             "(dataset, query id, sample index); repeatable. Default: the two eval runs when exactly "
+                             "two are given, the plain one as BEFORE")
+    parser.add_argument("--correct-at", type=float, default=None, metavar="SCORE",
+                        help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the example sampling (default 0)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                        help=f"progress bar by bytes read (auto: inputs over {PROGRESS_AUTO_BYTES >> 20} MiB)")
+
+
+def _collect(args):
+    from data.records import RecordFormatError
+    from eval.stats.collect import Collector, StatsInputError, discover, read_metrics, read_records
+    from recipe.cli import CliError
+    from rewards.refine_quality import CORRECT_AT
+
+    if args.top_k < 0 or args.examples < 0:
+        raise CliError("--top-k and --examples must be >= 0")
+    correct_at = CORRECT_AT if args.correct_at is None else args.correct_at
+    try:
+        inputs = discover(args.paths)
+    except StatsInputError as exc:
+        raise CliError(str(exc)) from None
+    if not inputs.records:
+        raise CliError(f"no rollout record files (*.jsonl) found in {' '.join(args.paths)}")
+
+    total = inputs.record_bytes
+    show = args.progress == "on" or (args.progress == "auto" and total >= PROGRESS_AUTO_BYTES)
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc="pasr stats", file=sys.stderr)
+
+    col = Collector(n_examples=args.examples, correct_at=correct_at, seed=args.seed)
+    errors: list[RecordFormatError] = []
+    run_dirs: dict[Path, set[str]] = {}
+    add = col.add
+    try:
+        for path in inputs.records:
+            ids: set[str] = set()
+            for rec in read_records(path, args.strict, errors, bar.update if bar else None):
+                add(rec)
+                ids.add(str(rec["run_id"]))
+            run_dir = path.parent.parent if path.parent.name == "rollouts" else path.parent
+            run_dirs.setdefault(run_dir.resolve(), set()).update(ids)
+        metrics = {}
+        for mpath in inputs.metrics:
+            m = read_metrics(mpath, args.strict, errors)
+            owners = run_dirs.get(mpath.parent.resolve(), set())
+            label = next(iter(owners)) if len(owners) == 1 else str(mpath.parent)
+            while label in metrics:
+                label += "'"
+            metrics[label] = m
+    except RecordFormatError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    return inputs, col, errors, metrics, correct_at
+
+
+def run(args) -> int:
+    from eval.stats.collect import MAX_CORRUPT_LISTED, StatsInputError
+    from eval.stats.report import render
+    from recipe.cli import CliError
+
+    t0 = time.perf_counter()
+    inputs, col, errors, metrics, correct_at = _collect(args)
+    kinds = {"train": 0, "val": 0, "eval": 0, "other": 0}
+    for (kind, *_), g in col.groups.items():
+        kinds[kind] += g.n
+
+    try:
+        pairs = [(col.resolve_system(a), col.resolve_system(b)) for a, b in args.pair] if args.pair else col.auto_pairs()
+    except StatsInputError as exc:
+        raise CliError(str(exc)) from None
+
+    elapsed = time.perf_counter() - t0
+    stats = {
+        "version": 1,
+        "settings": {
+            "correct_at": correct_at,
+            "token_count": "whitespace-separated tokens (str.split) for refine/think/answer lengths",
+            "top_k": args.top_k,
+            "examples": args.examples,
+            "seed": args.seed,
+            "strict": args.strict,
+        },
+        "inputs": {
+            "paths": [str(p) for p in args.paths],
+            "record_files": [str(p) for p in inputs.records],
+            "metrics_files": [str(p) for p in inputs.metrics],
+            "summary_files": [str(p) for p in inputs.summaries],
+            "skipped_files": [{"file": f, "reason": r} for f, r in inputs.skipped],
+            "bytes": inputs.record_bytes,
+            "n_records": col.n_records,
+            "n_train_records": kinds["train"],
+            "n_val_records": kinds["val"],
+            "n_eval_records": kinds["eval"],
+            "n_other_records": kinds["other"],
+            "duplicate_eval_keys": col.duplicate_eval_keys,
+        },
+        "corrupt_lines": {
+            "count": len(errors),
+            "first": [{"file": e.path, "line": e.line_no, "reason": e.reason} for e in errors[:MAX_CORRUPT_LISTED]],
+        },
+        "groups": {g.key: g.to_json(args.top_k) for g in col.ordered_groups()},
+        "trends": col.trends_json(),
+        "val_trends": col.val_trends_json(),
+        "metrics_trends": metrics,
+        "eval_runs": col.systems(),
+        "transitions": [col.transition(a, b) for a, b in pairs],
+        "plots": [],
+        "elapsed_s": elapsed,
+    }
+
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create --out {out}: {exc}") from None
+    if not args.no_plots:
+        from eval.stats.plots import make_plots
+
+        stats["plots"] = make_plots(stats, out)
+    (out / "stats.json").write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render(stats), encoding="utf-8")
+
+    note = f", {len(errors)} corrupt line(s) skipped" if errors else ""
+    print(f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
+          f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s)")
+    return 0

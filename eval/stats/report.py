@@ -1,0 +1,314 @@
+"""``report.md`` for ``pasr stats``, written from the ``stats.json`` dict (every number in the
+report is in stats.json)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_TREND_ROWS = 25
+MAX_IDS_LISTED = 30
+EXAMPLE_REPORT_CHARS = 1500
+
+_TAG = re.compile(r"</?(?:think|answer|refine)>")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+
+
+def _fmt_rate(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def _fmt_num(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _escape(text: str) -> str:
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    """Inline code for a table cell (pipes escaped, backticks replaced)."""
+    if not text.strip():
+        return "*(blank)*"
+    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def highlight(response: str, limit: int = EXAMPLE_REPORT_CHARS) -> str:
+    """A response as a Markdown blockquote: text escaped, tags shown as code, refine tags bold."""
+    clipped = response if len(response) <= limit else response[:limit] + " …"
+    parts = []
+    pos = 0
+    for m in _TAG.finditer(clipped):
+        parts.append(_escape(clipped[pos : m.start()]))
+        tag = m.group(0)
+        parts.append(f"**`{tag}`**" if "refine" in tag else f"`{tag}`")
+        pos = m.end()
+    parts.append(_escape(clipped[pos:]))
+    body = "".join(parts)
+    return "\n".join("> " + line + "  " if line.strip() else ">" for line in body.splitlines() or [""])
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _overview(stats: dict[str, Any]) -> list[str]:
+    rows = []
+    for key, g in stats["groups"].items():
+        acc = g["accuracy"]
+        rows.append(
+            [
+                f"`{key}`",
+                str(g["n_responses"]),
+                _fmt_rate(g["refine_rate"]),
+                _fmt_num(g["mean_refines_per_response"], 2),
+                f"{_fmt_rate(g['empty_refine_rate'])} ({g['n_empty_spans']}/{g['n_spans']})",
+                f"{_fmt_rate(g['refine_fix_rate'])} ({g['n_fix']}/{g['n_fix_applicable']})",
+                _fmt_rate(g["format"]["pass_rate"]),
+                _fmt_rate(acc["mean"]),
+                _fmt_rate(acc["with_refine"]["mean"]),
+                _fmt_rate(acc["without_refine"]["mean"]),
+                str(g["judge_errors"]),
+            ]
+        )
+    header = ["group", "responses", "refine rate", "refines/resp.", "empty refines", "refine fixes",
+              "format pass", "accuracy", "acc. with refine", "acc. without refine", "judge errors"]
+    return _table(header, rows)
+
+
+def _group_section(key: str, g: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    lines = [f"### `{key}`", ""]
+    engines = ", ".join(f"{e} ({n})" for e, n in g["engines"].items())
+    lines.append(f"{g['n_responses']} responses (engine: {engines}); {g['n_refining']} refine at least once "
+                 f"({_fmt_rate(g['refine_rate'])}), {g['n_spans']} refine spans, {g['n_empty_spans']} of them empty "
+                 f"({_fmt_rate(g['empty_refine_rate'])}); refine fixes {g['n_fix']} of {g['n_fix_applicable']} applicable "
+                 f"({_fmt_rate(g['refine_fix_rate'])}). Judge errors: {g['judge_errors']}.")
+    if len(g["variants"]) > 1:
+        lines.append("")
+        lines.append("Record variants: " + ", ".join(f"`{v}` ({c})" for v, c in g["variants"].items()) + ".")
+    if g["generation_errors"]:
+        lines.append("")
+        lines.append(f"Generation errors (no response; counted among the {g['judge_errors']} unscored): {g['generation_errors']}.")
+    if g["n_refine_field_mismatch"]:
+        lines.append(f"")
+        lines.append(f"Note: {g['n_refine_field_mismatch']} records have an `n_refine` field that differs from the spans found in their text (the text is used).")
+    lines.append("")
+    dist = g["refines_per_response"]
+    lines += _table(["refine spans"] + list(dist), [["responses"] + [str(v) for v in dist.values()]])
+    lines.append("")
+    acc = g["accuracy"]
+    lines += _table(
+        ["", "responses judged", "mean judge score", f"correct (score >= {settings['correct_at']:g})"],
+        [
+            ["with refine", str(acc["with_refine"]["n"]), _fmt_rate(acc["with_refine"]["mean"]), str(acc["with_refine"]["n_correct"])],
+            ["without refine", str(acc["without_refine"]["n"]), _fmt_rate(acc["without_refine"]["mean"]), str(acc["without_refine"]["n_correct"])],
+        ],
+    )
+    lines.append("")
+    ph = g["position_hist"]
+    if ph["n"]:
+        lines.append(f"Refine positions (start / think length, {ph['n']} spans of well-formed responses, mean {ph['mean']:.2f}):")
+        lines.append("")
+        edges = ph["bin_edges"]
+        lines += _table([f"{a:.1f}-{b:.1f}" for a, b in zip(edges[:-1], edges[1:])], [[str(c) for c in ph["counts"]]])
+        lines.append("")
+    rl = g["refine_length_tokens"]
+    if rl["n"]:
+        lines.append(f"Refine length in whitespace tokens: mean {rl['mean']:.1f}, median {rl['median']}, p90 {rl['p90']}, max {rl['max']}.")
+    tl, al = g["think_length_tokens"], g["answer_length_tokens"]
+    if tl["n"]:
+        lines.append(f"Think length (whitespace tokens, well-formed responses): mean {tl['mean']:.1f}, median {tl['median']}; "
+                     f"answer length: mean {al['mean']:.1f}, median {al['median']}.")
+    rt = g["response_tokens"]
+    lines.append(f"Response length (record `response_tokens`): mean {_fmt_num(rt['mean'])}, max {rt['max']}.")
+    lines.append("")
+    fmt = g["format"]
+    lines.append(f"Format: {fmt['n_ok']} of {g['n_responses']} pass ({_fmt_rate(fmt['pass_rate'])}).")
+    if fmt["failure_reasons"]:
+        lines.append("")
+        lines += _table(["format failure reason", "count"], [[f"`{r}`", str(c)] for r, c in fmt["failure_reasons"].items()])
+    if g["refine_outcomes"]:
+        lines.append("")
+        lines += _table(["refine outcome", "rollouts"], [[o, str(c)] for o, c in g["refine_outcomes"].items()])
+        lines.append("")
+        lines += _table(["refine reward", "rollouts"], [[v, str(c)] for v, c in g["refine_reward_values"].items()])
+    if g["top_refines"]:
+        lines.append("")
+        approx = " (approximate: many distinct texts)" if g["top_refines_approximate"] else ""
+        lines.append(f"Most common refine texts (lowercased, numbers as `<n>`){approx}:")
+        lines.append("")
+        lines += _table(["count", "refine text"], [[str(t["count"]), _code(t["text"])] for t in g["top_refines"]])
+    shown = [(c, items) for c, items in g["examples"].items() if items]
+    if shown:
+        lines.append("")
+        lines.append("Examples (random sample per cell):")
+        for cell, items in shown:
+            lines.append("")
+            lines.append(f"#### {cell.replace('_', ' ')} ({g['example_cell_sizes'][cell]} responses)")
+            for ex in items:
+                step = f", step {ex['step']}" if ex["step"] is not None else ""
+                flags = ""
+                if ex["n_refine"]:
+                    flags = f", refines {ex['n_refine']} (empty: {sum(ex['empty'])}), fix: {ex['fix']}"
+                lines.append("")
+                lines.append(f"query `{ex['query_id']}` #{ex['sample_index']}{step}, score {ex['acc']:g}, gold `{ex['gold']}`, "
+                             f"extracted `{ex['extracted_answer']}`{flags}")
+                lines.append("")
+                lines.append(highlight(ex["response"] or ""))
+    lines.append("")
+    return lines
+
+
+def _val_section(run_id: str, vals: dict[str, Any]) -> list[str]:
+    lines = []
+    for ds, v in vals.items():
+        lines.append(f"In-training evaluation `{ds}` (refine rollouts):")
+        lines.append("")
+        rows = [[str(v["steps"][i]), str(v["n"][i]), _fmt_rate(v["acc"][i]), _fmt_rate(v["refine_rate"][i]),
+                 _fmt_rate(v["empty_refine_rate"][i]), _fmt_rate(v["format_pass_rate"][i]), _fmt_num(v["response_tokens"][i]),
+                 str(v["judge_errors"][i])] for i in range(len(v["steps"]))]
+        lines += _table(["step", "responses", "accuracy", "refine rate", "empty refines", "format pass", "mean length (tokens)",
+                         "judge errors"], rows)
+        lines.append("")
+    return lines
+
+
+def _trend_section(run_id: str, t: dict[str, Any], plot: str | None) -> list[str]:
+    lines = [f"### Training run `{run_id}`", ""]
+    if plot:
+        lines += [f"![trends {run_id}]({plot})", ""]
+    n = len(t["steps"])
+    idx = list(range(n)) if n <= MAX_TREND_ROWS else sorted({round(i * (n - 1) / (MAX_TREND_ROWS - 1)) for i in range(MAX_TREND_ROWS)})
+    if n > MAX_TREND_ROWS:
+        lines.append(f"{n} steps; {len(idx)} shown (all in stats.json).")
+        lines.append("")
+    rows = [
+        [
+            str(t["steps"][i]),
+            str(t["n_refine_rollouts"][i]),
+            _fmt_rate(t["refine_rate"][i]),
+            _fmt_rate(t["empty_refine_rate"][i]),
+            _fmt_rate(t["format_pass_rate"][i]),
+            _fmt_rate(t["acc_refine"][i]),
+            _fmt_rate(t["acc_plain"][i]),
+            _fmt_num(t["response_tokens_refine"][i]),
+            str(t["judge_errors"][i]),
+        ]
+        for i in idx
+    ]
+    lines += _table(["step", "refine rollouts", "refine rate", "empty refines", "format pass", "acc. refine",
+                     "acc. plain (mean)", "mean length (tokens)", "judge errors"], rows)
+    lines.append("")
+    return lines
+
+
+def _transition_section(tr: dict[str, Any], plot: str | None) -> list[str]:
+    c = tr["counts"]
+    lines = [f"### `{tr['before']}` → `{tr['after']}`", ""]
+    lines.append(f"{tr['n_pairs']} samples matched by (dataset, query id, sample index); accuracy {_fmt_rate(tr['acc_before'])} → "
+                 f"{_fmt_rate(tr['acc_after'])}, net {tr['net_gain']:+d}. Unjudged pairs: {len(tr['unjudged'])}; "
+                 f"only in before: {tr['only_before']}, only in after: {tr['only_after']}.")
+    lines.append("")
+    lines += _table(["before \\ after", "right", "wrong"],
+                    [["right", str(c["right->right"]), str(c["right->wrong"])], ["wrong", str(c["wrong->right"]), str(c["wrong->wrong"])]])
+    lines.append("")
+    if plot:
+        lines += [f"![transitions]({plot})", ""]
+    for cell in ("wrong->right", "right->wrong", "wrong->wrong", "right->right"):
+        ids = tr["query_ids"][cell]
+        if not ids:
+            continue
+        more = f" … and {len(ids) - MAX_IDS_LISTED} more (all in stats.json)" if len(ids) > MAX_IDS_LISTED else ""
+        lines.append(f"- **{cell}** ({len(ids)}): " + ", ".join(f"`{q}`" for q in ids[:MAX_IDS_LISTED]) + more)
+    if len(tr["by_dataset"]) > 1:
+        lines.append("")
+        lines += _table(["dataset", "wrong->right", "right->right", "wrong->wrong", "right->wrong"],
+                        [[ds] + [str(v[k]) for k in ("wrong->right", "right->right", "wrong->wrong", "right->wrong")] for ds, v in tr["by_dataset"].items()])
+    lines.append("")
+    return lines
+
+
+def render(stats: dict[str, Any]) -> str:
+    inp = stats["inputs"]
+    s = stats["settings"]
+    plots = set(stats["plots"])
+    lines = ["# Refine statistics (`pasr stats`)", ""]
+    lines.append(f"{inp['n_records']} rollout records from {len(inp['record_files'])} file(s), "
+                 f"{inp['bytes'] / 1e6:.1f} MB, read in {stats['elapsed_s']:.1f} s. "
+                 f"Training rollouts: {inp['n_train_records']}, in-training evaluation: {inp['n_val_records']}, "
+                 f"`pasr eval`: {inp['n_eval_records']}, other: {inp['n_other_records']}.")
+    corrupt = stats["corrupt_lines"]
+    if corrupt["count"]:
+        lines.append("")
+        lines.append(f"**{corrupt['count']} corrupt line(s) skipped** (first {len(corrupt['first'])} listed):")
+        lines.append("")
+        lines += [f"- `{e['file']}:{e['line']}`: {_escape(e['reason'])}" for e in corrupt["first"]]
+    if inp["skipped_files"]:
+        lines.append("")
+        lines += [f"- skipped `{f['file']}`: {f['reason']}" for f in inp["skipped_files"]]
+    lines.append("")
+    lines.append("## Definitions")
+    lines.append("")
+    lines.append("- **refine rate**: responses with at least one `<refine>` span / responses. Spans are found in the "
+                 "response text (well-paired `<refine>…</refine>`, also in responses whose format is broken).")
+    lines.append("- **empty refine** (per span): blank, or every number it states already appears in the reasoning "
+                 "before it, or (no numbers) no new content word; see `rewards/refine_quality.py`.")
+    lines.append("- **refine fix** (per refining response with a numeric gold and a judge score): the final answer is "
+                 "correct and the last number stated before the first refine differs from the gold.")
+    lines.append(f"- **correct**: judge score >= {s['correct_at']:g}. **accuracy**: mean judge score; judge errors "
+                 "(score null) are left out and counted.")
+    lines.append("- **lengths** of refines, think and answer blocks are counted in whitespace-separated tokens; "
+                 "response length is the record's `response_tokens` (the model tokenizer).")
+    lines.append("- **position**: refine start offset / length of the think block (well-formed responses only).")
+    lines.append("")
+    lines.append("## Overview")
+    lines.append("")
+    lines += _overview(stats)
+    lines.append("")
+    for name in ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
+                 "refine_lengths.png", "refine_outcomes.png"):
+        if name in plots:
+            lines.append(f"![{name[:-4]}]({name})")
+    lines.append("")
+
+    if stats["trends"] or stats["metrics_trends"] or stats["val_trends"]:
+        lines.append("## Over training")
+        lines.append("")
+        from eval.stats.plots import safe_name
+
+        for run_id, t in stats["trends"].items():
+            plot = f"trend_{safe_name(run_id)}.png"
+            lines += _trend_section(run_id, t, plot if plot in plots else None)
+            lines += _val_section(run_id, stats["val_trends"].get(run_id, {}))
+        for run_id, vals in stats["val_trends"].items():
+            if run_id not in stats["trends"]:
+                lines += [f"### Run `{run_id}`", ""] + _val_section(run_id, vals)
+        for label, m in stats["metrics_trends"].items():
+            plot = f"metrics_{safe_name(label)}.png"
+            lines.append(f"### metrics.jsonl `{label}` ({len(m['steps'])} steps, {len(m['series'])} keys; `{m['file']}`)")
+            lines.append("")
+            if plot in plots:
+                lines += [f"![metrics {label}]({plot})", ""]
+
+    lines.append("## Paired runs")
+    lines.append("")
+    if stats["transitions"]:
+        for i, tr in enumerate(stats["transitions"], 1):
+            plot = f"transition_{i}.png"
+            lines += _transition_section(tr, plot if plot in plots else None)
+    else:
+        systems = stats["eval_runs"]
+        if len(systems) > 2:
+            lines.append(f"{len(systems)} eval runs ({', '.join(f'`{x}`' for x in systems)}); pass `--pair BEFORE AFTER` to compare two.")
+        else:
+            lines.append("No pair of eval runs to compare (give two eval runs, or `--pair BEFORE AFTER`).")
+        lines.append("")
+
+    lines.append("## Groups")
+    lines.append("")
+    for key, g in stats["groups"].items():
+        lines += _group_section(key, g, s)
+    return "\n".join(lines).rstrip() + "\n"
