@@ -17,3 +17,29 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "gsm8k_test.jsonl").is_file():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer Llama with SmolLM2's tokenizer: real transformers code
+    paths (generate, KV cache, save/load) at a fraction of the cost of the real model."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from recipe.model_loading import resolve_model_path
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    out = tmp_path_factory.mktemp("tiny_model")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

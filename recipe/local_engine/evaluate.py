@@ -1,0 +1,36 @@
+"""Greedy evaluation of the policy on held-out problems during training (start, after the
+warm-up, end): format pass, accuracy, refine rate, empty-refine and refine-fix rates, tokens.
+
+It scores with the same judge and records as training (variant ``refine``, ``dataset`` set),
+so ``pasr stats`` reads these dumps like any other. ``pasr eval`` is the full evaluation.
+"""
+
+from __future__ import annotations
+
+from data.examples import Example
+from data.records import REFINE, RolloutRecord
+from prompts import PromptSet
+from recipe.hf_generate import SamplingParams
+from recipe.local_engine.rollout import generate_step
+from recipe.metrics import step_metrics
+from recipe.pasr_config import PasrConfig
+from recipe.scoring import score_rollouts
+
+
+def evaluate(
+    model, tokenizer, examples: list[Example], prompts: PromptSet, judge, pasr: PasrConfig, *,
+    max_new_tokens: int, batch_size: int, prefill_think: bool, run_id: str, step: int, tag: str,
+) -> tuple[dict[str, float], list[RolloutRecord]]:
+    gens = generate_step(
+        model, tokenizer, examples, prompts, n_refine=1, n_plain=0,
+        params=SamplingParams(max_new_tokens=max_new_tokens, do_sample=False),
+        batch_size=batch_size, prefill_think=prefill_think,
+    )
+    records = score_rollouts([g.rollout for g in gens], judge, pasr, run_id=run_id, step=step, engine="local")
+    for r in records:
+        r.dataset = tag
+    m = step_metrics([r for r in records if r.variant == REFINE], prefix="eval")
+    keep = ("format_pass_rate", "refine_rate", "acc_refine", "refine_tags_per_response", "empty_refine_rate",
+            "refine_fix_rate", "response_length/mean", "judge_errors")
+    metrics = {f"eval/{k.replace('acc_refine', 'acc')}": m[f"eval/{k}"] for k in keep}
+    return metrics, records

@@ -1,0 +1,74 @@
+"""Token log-probabilities of responses, computed only where they are needed.
+
+A causal LM's forward pass returns logits for every position over the whole vocabulary
+(49k for SmolLM2); over the prompt those logits are never used, and on CPU they dominated
+the update's time and memory in the prototype. Here the transformer body runs over the
+whole sequence, but the output layer and log-softmax run only over the hidden states that
+predict *valid response tokens*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class PackedBatch:
+    """Left-padded prompts followed by right-padded responses, as verl lays them out."""
+
+    input_ids: torch.Tensor  # (B, P + R)
+    attention_mask: torch.Tensor  # (B, P + R)
+    position_ids: torch.Tensor  # (B, P + R)
+    responses: torch.Tensor  # (B, R)
+    response_mask: torch.Tensor  # (B, R) 1 on sampled tokens (EOS included)
+
+    @property
+    def prompt_width(self) -> int:
+        return self.input_ids.shape[1] - self.responses.shape[1]
+
+
+def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> PackedBatch:
+    if len(prompts) != len(responses):
+        raise ValueError("prompts and responses differ in length")
+    p_width = max(len(p) for p in prompts)
+    r_width = max(1, max(len(r) for r in responses))
+    bsz = len(prompts)
+    input_ids = torch.full((bsz, p_width + r_width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(input_ids)
+    resp_mask = torch.zeros((bsz, r_width), dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        input_ids[i, p_width - len(p) : p_width] = torch.tensor(p)
+        attention[i, p_width - len(p) : p_width] = 1
+        if r:
+            input_ids[i, p_width : p_width + len(r)] = torch.tensor(r)
+            attention[i, p_width : p_width + len(r)] = 1
+            resp_mask[i, : len(r)] = 1
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    return PackedBatch(input_ids, attention, position_ids, input_ids[:, p_width:], resp_mask)
+
+
+def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
+    """(B, R) log-probs of the response tokens under ``model`` (0 where masked).
+
+    Matches verl's actor: logits are divided by the sampling temperature before the softmax.
+    """
+    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+    hidden = body(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    ).last_hidden_state
+    p = batch.prompt_width
+    r = batch.responses.shape[1]
+    predicting = hidden[:, p - 1 : p + r - 1]  # position t predicts token t + 1
+    valid = batch.response_mask.bool()
+    logits = model.get_output_embeddings()(predicting[valid]).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    token_lp = torch.log_softmax(logits, dim=-1).gather(-1, batch.responses[valid].unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros(batch.responses.shape, dtype=token_lp.dtype, device=token_lp.device)
+    out[valid] = token_lp
+    return out

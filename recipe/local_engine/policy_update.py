@@ -1,0 +1,148 @@
+"""One PASR policy update on the refine rollouts, with verl's RL math.
+
+GRPO advantages (``compute_grpo_outcome_advantage``), the clipped policy loss
+(``compute_policy_loss_vanilla``), the KL estimator (``kl_penalty``) and loss aggregation
+(``agg_loss``) all come from ``verl.trainer.ppo.core_algos`` and the batch travels in a
+``DataProto``, so the local engine optimises exactly what the verl engine does; only the
+plumbing (one process, a torch optimizer) differs.
+
+Trained tokens are the ones that were sampled, EOS included (the reference code re-tokenised
+decoded text and never trained the stop token). Rollouts with a judge error are not in the
+batch at all (the caller drops them); rows whose GRPO group has no reward spread have zero
+advantage and, with ``skip_zero_adv``, are skipped: they would only add KL gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from verl import DataProto
+from verl.trainer.ppo import core_algos
+from verl.workers.config import ActorConfig
+
+from recipe.local_engine.config import AlgoConfig
+from recipe.local_engine.logprobs import PackedBatch, pack, response_logprobs
+
+
+@dataclass
+class TrainRollout:
+    uid: str  # query id: the GRPO group
+    prompt_ids: list[int]
+    response_ids: list[int]
+    reward: float
+
+
+def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig) -> DataProto:
+    """Pack rollouts and attach outcome rewards and GRPO advantages (verl's estimator)."""
+    packed = pack([r.prompt_ids for r in rollouts], [r.response_ids for r in rollouts], pad_id)
+    mask = packed.response_mask
+    token_rewards = torch.zeros(mask.shape, dtype=torch.float32)
+    last = (mask.sum(-1) - 1).clamp(min=0)
+    token_rewards[torch.arange(len(rollouts)), last] = torch.tensor([r.reward for r in rollouts])
+    uids = np.array([r.uid for r in rollouts], dtype=object)
+    advantages, returns = core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards=token_rewards,
+        response_mask=mask,
+        index=uids,
+        norm_adv_by_std_in_grpo=algo.norm_adv_by_std,
+    )
+    return DataProto.from_dict(
+        tensors={
+            "input_ids": packed.input_ids,
+            "attention_mask": packed.attention_mask,
+            "position_ids": packed.position_ids,
+            "responses": packed.responses,
+            "response_mask": mask,
+            "token_level_rewards": token_rewards,
+            "advantages": advantages,
+            "returns": returns,
+        },
+        non_tensors={"uid": uids},
+    )
+
+
+def _packed(data: DataProto) -> PackedBatch:
+    b = data.batch
+    return PackedBatch(b["input_ids"], b["attention_mask"], b["position_ids"], b["responses"], b["response_mask"])
+
+
+def actor_config(algo: AlgoConfig, n_rows: int) -> ActorConfig:
+    return ActorConfig(
+        strategy="fsdp",  # ActorConfig needs a strategy name; only the loss fields are read here
+        ppo_mini_batch_size=n_rows,
+        ppo_micro_batch_size_per_gpu=algo.micro_batch_size,
+        clip_ratio=algo.clip_ratio,
+        loss_agg_mode=algo.loss_agg_mode,
+        rollout_n=1,
+    )
+
+
+@torch.no_grad()
+def fill_logprobs(model, ref_model, data: DataProto, algo: AlgoConfig, temperature: float) -> None:
+    """old_log_probs (behaviour policy) and ref_log_prob (frozen reference), micro-batched."""
+    olds, refs = [], []
+    for mb in data.split(algo.micro_batch_size):
+        pb = _packed(mb)
+        olds.append(response_logprobs(model, pb, temperature))
+        if ref_model is not None:
+            refs.append(response_logprobs(ref_model, pb, temperature))
+    data.batch["old_log_probs"] = torch.cat(olds)
+    if refs:
+        data.batch["ref_log_prob"] = torch.cat(refs)
+
+
+def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float) -> dict[str, float]:
+    """PPO-clip update over ``data`` (ppo_epochs × micro-batches, one optimizer step per epoch)."""
+    if algo.skip_zero_adv:
+        keep = (data.batch["advantages"].abs().sum(-1) > 0).nonzero().flatten().tolist()
+        if not keep:
+            return {"actor/skipped_rows": float(len(data)), "actor/trained_rows": 0.0}
+        skipped = len(data) - len(keep)
+        data = data.select_idxs(keep)
+    else:
+        skipped = 0
+    model.eval()  # no dropout: log-probs must match the sampling policy
+    fill_logprobs(model, ref_model, data, algo, temperature)
+    cfg = actor_config(algo, len(data))
+    n_tokens = data.batch["response_mask"].sum()
+    cfg.global_batch_info.update({"dp_size": 1, "batch_num_tokens": n_tokens, "global_batch_size": len(data)})
+    metrics: dict[str, list[float]] = {}
+    for _ in range(algo.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for mb in data.split(algo.micro_batch_size):
+            b = mb.batch
+            log_prob = response_logprobs(model, _packed(mb), temperature)
+            pg_loss, pg_metrics = core_algos.compute_policy_loss_vanilla(
+                old_log_prob=b["old_log_probs"],
+                log_prob=log_prob,
+                advantages=b["advantages"],
+                response_mask=b["response_mask"],
+                loss_agg_mode=algo.loss_agg_mode,
+                config=cfg,
+            )
+            loss = pg_loss
+            if ref_model is not None and algo.kl_coef > 0:
+                kld = core_algos.kl_penalty(log_prob, b["ref_log_prob"], algo.kl_type)
+                kl_loss = core_algos.agg_loss(kld, b["response_mask"], algo.loss_agg_mode, **cfg.global_batch_info)
+                loss = loss + algo.kl_coef * kl_loss
+                metrics.setdefault("actor/kl_loss", []).append(kl_loss.item())
+            loss.backward()
+            metrics.setdefault("actor/pg_loss", []).append(pg_loss.item())
+            for k, v in pg_metrics.items():
+                metrics.setdefault(k, []).append(float(v))
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
+        optimizer.step()
+        metrics.setdefault("actor/grad_norm", []).append(float(grad_norm))
+    out = {k: float(np.mean(v)) if k != "actor/pg_loss" and k != "actor/kl_loss" else float(np.sum(v)) for k, v in metrics.items()}
+    out["actor/trained_rows"] = float(len(data))
+    out["actor/skipped_rows"] = float(skipped)
+    return out
+
+
+def sft_loss(model, prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Token-mean negative log-likelihood of responses (the warm-up's loss)."""
+    pb = pack(prompts, responses, pad_id)
+    lp = response_logprobs(model, pb)
+    return core_algos.agg_loss(-lp, pb.response_mask.float(), "token-mean")

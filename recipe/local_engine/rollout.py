@@ -1,0 +1,63 @@
+"""Generation of one step's rollouts on the local engine.
+
+For each of the B queries: ``n_refine`` chats with the refine system prompt and ``n_plain``
+with the plain one, all sampled in **one** batched ``generate`` call (the plain rollouts only
+provide the refine reward's baseline). Token ids are kept as sampled for the update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from data.examples import Example
+from data.records import PLAIN, REFINE
+from prompts import PromptSet
+from recipe.hf_generate import SamplingParams, generate_ids, render_prompts
+from recipe.scoring import Rollout
+
+THINK_PREFILL = "<think>"
+
+
+@dataclass
+class GeneratedRollout:
+    rollout: Rollout
+    prompt_ids: list[int]
+    response_ids: list[int]
+
+
+def generate_step(
+    model,
+    tokenizer,
+    queries: list[Example],
+    prompts: PromptSet,
+    n_refine: int,
+    n_plain: int,
+    params: SamplingParams,
+    batch_size: int,
+    prefill_think: bool,
+) -> list[GeneratedRollout]:
+    """All refine and plain rollouts of ``queries`` (refine first within each query)."""
+    specs = []  # (example, variant, sample_index)
+    for ex in queries:
+        specs += [(ex, REFINE, k) for k in range(n_refine)] + [(ex, PLAIN, k) for k in range(n_plain)]
+    prefill = THINK_PREFILL if prefill_think else ""
+    # Chat rendering is deterministic per (question, variant): render once, reuse for each sample.
+    rendered: dict[tuple[str, str], list[int]] = {}
+    for ex in queries:
+        rendered[(ex.id, REFINE)] = render_prompts(tokenizer, [prompts.refine_chat(ex.question)], prefill)[0]
+        rendered[(ex.id, PLAIN)] = render_prompts(tokenizer, [prompts.plain_chat(ex.question)], "")[0]
+    prompt_ids = [rendered[(ex.id, variant)] for ex, variant, _ in specs]
+    outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size)
+    result = []
+    for (ex, variant, k), p_ids, (r_ids, finish) in zip(specs, prompt_ids, outputs):
+        text = tokenizer.decode(r_ids, skip_special_tokens=True)
+        if variant == REFINE:
+            text = prefill + text
+        result.append(
+            GeneratedRollout(
+                Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(r_ids), finish, k),
+                p_ids,
+                r_ids,
+            )
+        )
+    return result

@@ -1,0 +1,338 @@
+"""The local PASR trainer: supervised warm-up, then PASR steps, on one process.
+
+Global steps ``1..warmup.steps`` are warm-up steps and the next ``trainer.steps`` are PASR
+steps, so one step counter drives checkpoints, metrics and resume. The run directory holds:
+
+* ``config.yaml`` — the resolved config;
+* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr) and per evaluation (``eval``);
+* ``rollouts/step_NNNNNN.jsonl`` — every rollout of a PASR step (refine and plain), as
+  :class:`~data.records.RolloutRecord`; ``eval/<tag>.jsonl`` — evaluation rollouts;
+* ``checkpoints/step_NNNNNN`` — HF model + optimizer + RNG + step (``latest`` points to the
+  newest; the end of the warm-up is pinned).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from data.examples import Example
+from data.records import REFINE, write_records
+from prompts import PromptSet, prompt_version
+from recipe.hf_generate import SamplingParams
+from recipe.local_engine import checkpoint as ckpt
+from recipe.local_engine.config import LocalTrainConfig, to_yaml
+from recipe.local_engine.evaluate import evaluate
+from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_loss, update_policy
+from recipe.local_engine.rollout import THINK_PREFILL, generate_step
+from recipe.local_engine.warmup import build_traces
+from recipe.metrics import step_metrics
+from recipe.scoring import score_rollouts
+
+
+@contextmanager
+def timer(metrics: dict, name: str):
+    start = time.perf_counter()
+    yield
+    metrics[f"timing_s/{name}"] = time.perf_counter() - start
+
+
+def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
+    """Items of 0-based ``step``: a fresh seeded permutation every epoch, so the data position
+    is a pure function of the step (resume needs nothing else)."""
+    out = []
+    start = step * per_step
+    for pos in range(start, start + per_step):
+        epoch, offset = divmod(pos, n_items)
+        perm = np.random.default_rng(seed + epoch).permutation(n_items)
+        out.append(int(perm[offset]))
+    return out
+
+
+class StopRequested(Exception):
+    pass
+
+
+class LocalPasrTrainer:
+    def __init__(self, cfg: LocalTrainConfig, run_dir: Path, resume: bool = False):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.ckpt_root = run_dir / "checkpoints"
+        self.resume = resume
+        self._stop = False
+        self.run_id = run_dir.name
+
+    # ---------------------------------------------------------------- set-up
+    def _load_data(self) -> None:
+        c = self.cfg.data
+        from data.synthetic import generate_problems
+
+        self.warmup_problems = generate_problems(self.cfg.warmup.n_traces, seed=self.cfg.warmup.seed, difficulty=c.difficulty, split="train")
+        if c.source == "synthetic":
+            self.train = [p.as_example() for p in generate_problems(c.train_size, seed=c.seed, difficulty=c.difficulty, split="train")]
+            self.heldout = [p.as_example() for p in generate_problems(c.eval_size, seed=c.seed + 1, difficulty=c.difficulty, split="test")]
+        else:
+            from data.loaders import load_examples
+
+            self.train = load_examples(c.source, split=c.split, limit=c.train_size)
+            self.heldout = load_examples(c.source, split="test", limit=c.eval_size)
+
+    def setup(self) -> None:
+        from recipe.model_loading import load_model_and_tokenizer
+        from rewards.judges import build_judge
+
+        cfg = self.cfg
+        if cfg.model.threads:
+            torch.set_num_threads(cfg.model.threads)
+        torch.manual_seed(cfg.trainer.seed)
+        np.random.seed(cfg.trainer.seed)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model.path, dtype=cfg.model.dtype)
+        self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
+        p = cfg.pasr.prompts
+        self.prompts = PromptSet.load(refine=p.refine, plain=p.plain, judge=p.judge)
+        self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
+        self.judge = build_judge(cfg.pasr.judge, p.judge)
+        self._load_data()
+        self.traces = build_traces(self.warmup_problems, cfg.warmup.refine_fraction, cfg.warmup.refine_style, cfg.warmup.seed)
+        self.params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p, True)
+        self.optimizer = None
+        self.optimizer_phase = None
+        self.step = 0
+        if self.resume:
+            self._restore()
+        self._tracking = self._make_tracking()
+
+    def _make_optimizer(self, phase: str):
+        self.optimizer_phase = phase
+        lr = self.cfg.warmup.lr if phase == "warmup" else self.cfg.algo.lr
+        return torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+
+    def _restore(self) -> None:
+        latest = ckpt.latest_checkpoint(self.ckpt_root)
+        if latest is None:
+            return  # killed before the first checkpoint: start over in the same directory
+        from transformers import AutoModelForCausalLM
+
+        self.model = AutoModelForCausalLM.from_pretrained(latest, dtype=getattr(torch, self.cfg.model.dtype))
+        phase = json.loads((latest / "trainer_state.json").read_text())["phase"]
+        self.optimizer = self._make_optimizer(phase)
+        state = ckpt.load_trainer_state(latest, self.optimizer)
+        self.step = int(state["step"])
+        self._truncate_after(self.step)
+        print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
+
+    def _truncate_after(self, step: int) -> None:
+        """Drop what steps after the checkpoint wrote, so they are redone once, not twice."""
+        metrics = self.run_dir / "metrics.jsonl"
+        if metrics.is_file():
+            kept = [line for line in metrics.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+            metrics.write_text("".join(line + "\n" for line in kept))
+        for dump in (self.run_dir / "rollouts").glob("step_*.jsonl"):
+            if int(dump.stem.split("_")[1]) > step:
+                dump.unlink()
+
+    def _make_tracking(self):
+        loggers = [b for b in self.cfg.trainer.loggers if b]
+        if not loggers:
+            return None
+        import os
+
+        from verl.utils.tracking import Tracking
+
+        os.environ.setdefault("TENSORBOARD_DIR", str(self.run_dir / "tensorboard"))
+        return Tracking(self.cfg.trainer.project, self.cfg.trainer.experiment, default_backend=loggers, config=None)
+
+    # ---------------------------------------------------------------- logging
+    def _log(self, step: int, phase: str, metrics: dict) -> None:
+        line = {"step": step, "phase": phase, **metrics}
+        with (self.run_dir / "metrics.jsonl").open("a") as fh:
+            fh.write(json.dumps(line) + "\n")
+        if self._tracking is not None:
+            self._tracking.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
+
+    def _previous_evals(self) -> dict[str, dict]:
+        """Evaluations a resumed run already did (for the final summary table)."""
+        path = self.run_dir / "metrics.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+        return {line["tag"]: line for line in lines if line.get("phase") == "eval"}
+
+    def _evaluate(self, tag: str) -> dict:
+        cfg = self.cfg
+        with timer(m := {}, "eval"):
+            metrics, records = evaluate(
+                self.model, self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
+                max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
+                prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
+            )
+        write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
+        metrics.update(m)
+        self._log(self.step, "eval", {"tag": tag, **metrics})
+        self.evals[tag] = metrics
+        return metrics
+
+    # ---------------------------------------------------------------- steps
+    def warmup_step(self, step: int) -> dict:
+        cfg = self.cfg.warmup
+        idx = step_indices(len(self.traces), cfg.batch_size, step - 1, cfg.seed)
+        problems = [self.warmup_problems[i] for i in idx]
+        from recipe.hf_generate import render_prompts
+
+        # The trace starts with "<think>"; when rollouts prefill it, it belongs to the prompt
+        # here too, or the model learns to write a second "<think>".
+        prefill = THINK_PREFILL if self.cfg.rollout.prefill_think else ""
+        prompts = render_prompts(self.tokenizer, [self.prompts.refine_chat(p.question) for p in problems], prefill)
+        eos = self.tokenizer.eos_token_id
+        responses = [self.tokenizer(self.traces[i][len(prefill):], add_special_tokens=False)["input_ids"] + [eos] for i in idx]
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with timer(m := {}, "update"):
+            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
+            self.optimizer.step()
+        return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), **m}
+
+    def _ensure_ref_model(self) -> None:
+        """The KL reference is the policy the PASR phase starts from (after the warm-up), not
+        the base model: KL to the base would pull the policy back out of the tag format."""
+        if self.ref_model is not None or self.cfg.algo.kl_coef <= 0:
+            return
+        if self.step == self.cfg.warmup.steps:  # the current weights are the phase's start
+            self.ref_model = copy.deepcopy(self.model)
+        else:  # resumed mid-phase: reload the start of the phase
+            from transformers import AutoModelForCausalLM
+
+            start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
+            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype))
+        self.ref_model.eval().requires_grad_(False)
+
+    def pasr_step(self, step: int) -> dict:
+        cfg = self.cfg
+        self._ensure_ref_model()
+        rl_step = step - cfg.warmup.steps - 1
+        queries: list[Example] = [self.train[i] for i in step_indices(len(self.train), cfg.rollout.queries_per_step, rl_step, cfg.trainer.seed)]
+        m: dict = {}
+        self.model.eval()
+        with timer(m, "gen"):
+            gens = generate_step(
+                self.model, self.tokenizer, queries, self.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain,
+                self.params, cfg.rollout.gen_batch_size, cfg.rollout.prefill_think,
+            )
+        with timer(m, "reward"):
+            records = score_rollouts(
+                [g.rollout for g in gens], self.judge, cfg.pasr,
+                run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
+            )
+        # Only refine rollouts with a judged reward are trained on; judge errors are counted
+        # (pasr/judge_errors) and left out, never scored 0.
+        train = [
+            TrainRollout(g.rollout.query_id, g.prompt_ids, g.response_ids, r.total_reward)
+            for g, r in zip(gens, records)
+            if r.variant == REFINE and r.total_reward is not None
+        ]
+        with timer(m, "update"):
+            if train:
+                batch = build_batch(train, self.tokenizer.pad_token_id, cfg.algo)
+                m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, cfg.algo, cfg.rollout.temperature))
+        if cfg.trainer.dump_rollouts:
+            write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)
+        m.update(step_metrics(records))
+        total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
+        m["timing_s/step"] = total
+        m["pasr/reward_time_share"] = m["timing_s/reward"] / total if total else 0.0
+        return m
+
+    # ---------------------------------------------------------------- loop
+    def _save(self) -> Path:
+        state = {"phase": "warmup" if self.step <= self.cfg.warmup.steps else "pasr", "model_path": self.model_path}
+        return ckpt.save_checkpoint(self.ckpt_root, self.step, self.model, self.tokenizer, self.optimizer, state, self.cfg.trainer.keep_last)
+
+    def _on_sigint(self, signum, frame):
+        if self._stop:  # second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self._stop = True
+        print("\nCtrl-C: finishing this step, saving a checkpoint, then stopping (Ctrl-C again to abort)", file=sys.stderr)
+
+    def fit(self) -> dict:
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        self.evals = self._previous_evals()
+        total = cfg.warmup.steps + cfg.trainer.steps
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            if self.step == 0 and cfg.trainer.eval_at_start:
+                self._evaluate("base")
+            bar = tqdm(total=total, initial=self.step, desc="pasr train", dynamic_ncols=True, file=sys.stderr)
+            while self.step < total:
+                step = self.step + 1
+                phase = "warmup" if step <= cfg.warmup.steps else "pasr"
+                if self.optimizer is None or self.optimizer_phase != phase:
+                    self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the PASR phase
+                m = self.warmup_step(step) if phase == "warmup" else self.pasr_step(step)
+                self.step = step
+                self._log(step, phase, m)
+                bar.update(1)
+                bar.set_postfix(self._postfix(phase, m), refresh=False)
+                end_of_warmup = step == cfg.warmup.steps and cfg.warmup.steps > 0
+                if end_of_warmup and cfg.trainer.eval_after_warmup:
+                    self._evaluate("warmup")
+                if end_of_warmup or step % cfg.trainer.save_every == 0 or step == total or self._stop:
+                    path = self._save()
+                    if end_of_warmup:
+                        ckpt.pin(self.ckpt_root, path)
+                if self._stop:
+                    raise StopRequested
+            bar.close()
+            if cfg.trainer.eval_at_end and cfg.trainer.steps > 0:
+                self._evaluate("final")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            close = getattr(self.judge, "close", None)
+            if close:
+                close()
+        return self.evals
+
+    @staticmethod
+    def _postfix(phase: str, m: dict) -> dict:
+        if phase == "warmup":
+            return {"loss": f"{m['warmup/loss']:.3f}"}
+        return {
+            "reward": f"{m['pasr/reward_mean']:.2f}",
+            "fmt": f"{m['pasr/format_pass_rate']:.2f}",
+            "refine": f"{m['pasr/refine_rate']:.2f}",
+            "acc": f"{m['pasr/acc_refine']:.2f}",
+        }
+
+
+def prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    if resume:
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
+        return
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def summarize(evals: dict[str, dict]) -> str:
+    cols = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
+            ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
+            ("eval/response_length/mean", "tokens")]
+    lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for tag, m in evals.items():
+        cells = [f"{m[k]:.2f}" if not math.isnan(m[k]) else "-" for k, _ in cols]
+        lines.append(f"| {tag} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

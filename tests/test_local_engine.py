@@ -1,0 +1,149 @@
+"""The local engine: config, log-probs, verl-math update, rollouts, and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from recipe.local_engine.config import LocalTrainConfig, load_config
+from recipe.local_engine.logprobs import pack, response_logprobs
+from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
+from recipe.local_engine.trainer import step_indices
+from recipe.pasr_config import ConfigError
+
+
+def test_config_layers_and_errors(tmp_path):
+    cfg = load_config(preset="demo", overrides=["trainer.steps=7", "pasr.tie_value=0.0"])
+    assert cfg.trainer.steps == 7 and cfg.pasr.tie_value == 0.0 and cfg.trainer.run_dir == "runs/pasr-demo"
+    with pytest.raises(ConfigError, match="pasr.judge.timout_s"):
+        load_config(overrides=["pasr.judge.timout_s=3"])
+    with pytest.raises(ConfigError, match="warmup.refine_style"):
+        load_config(overrides=["warmup.refine_style=sometimes"])
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(overrides=["trainer.steps"])
+    with pytest.raises(ConfigError, match="unknown preset"):
+        load_config(preset="nope")
+    extra = tmp_path / "c.yaml"
+    extra.write_text("rollout:\n  max_new_tokens: 12\n")
+    assert load_config(config_file=str(extra)).rollout.max_new_tokens == 12
+
+
+def test_step_indices_are_a_pure_function_of_the_step():
+    a = [step_indices(10, 4, s, seed=3) for s in range(5)]
+    assert a == [step_indices(10, 4, s, seed=3) for s in range(5)]
+    first_epoch = sum(a[:2], []) + a[2][:2]
+    assert sorted(first_epoch) == list(range(10))  # every item once per epoch
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    from recipe.model_loading import load_model_and_tokenizer
+
+    model, tok, _ = load_model_and_tokenizer(str(tiny_model_dir))
+    return model, tok
+
+
+def test_response_logprobs_match_a_full_forward(tiny):
+    model, tok = tiny
+    batch = pack([[5, 6, 7, 8], [9, 10]], [[11, 12, 13], [14]], tok.pad_token_id)
+    lp = response_logprobs(model, batch)
+    full = torch.log_softmax(model(torch.tensor([[5, 6, 7, 8, 11, 12, 13]])).logits, -1)[0]
+    expected = full[3:6].gather(-1, torch.tensor([[11], [12], [13]])).squeeze(-1)
+    torch.testing.assert_close(lp[0], expected, rtol=1e-4, atol=1e-4)
+    full2 = torch.log_softmax(model(torch.tensor([[9, 10, 14]])).logits, -1)[0]
+    torch.testing.assert_close(lp[1, 0], full2[1, 14], rtol=1e-4, atol=1e-4)
+    assert lp[1, 1:].abs().sum() == 0  # padding carries no log-prob
+
+
+def test_grpo_batch_uses_verl_advantages():
+    rolls = [
+        TrainRollout("q1", [1, 2], [3, 4, 2], 2.0),
+        TrainRollout("q1", [1, 2], [5, 2], 0.0),
+        TrainRollout("q2", [1, 2, 3], [6, 2], 1.0),
+        TrainRollout("q2", [1, 2, 3], [7, 8, 9, 2], 1.0),
+    ]
+    data = build_batch(rolls, pad_id=0, algo=LocalTrainConfig().algo)
+    adv = data.batch["advantages"]
+    mask = data.batch["response_mask"]
+    assert mask.sum(-1).tolist() == [3, 2, 2, 4]  # EOS (id 2) is a trained token
+    assert adv[0, 0] > 0 and adv[1, 0] < 0
+    assert torch.allclose(adv[0] * mask[0], adv[0])  # zero outside the response
+    assert adv[2:].abs().sum() == 0  # no reward spread in q2: no signal
+    assert list(data.non_tensor_batch["uid"]) == ["q1", "q1", "q2", "q2"]
+
+
+def test_update_moves_probability_towards_the_better_response(tiny):
+    import copy
+
+    model, tok = tiny
+    model = copy.deepcopy(model)
+    algo = LocalTrainConfig().algo
+    algo.lr, algo.kl_coef = 1e-2, 0.0
+    good, bad = [100, 200, tok.eos_token_id], [300, 400, tok.eos_token_id]
+    rolls = [TrainRollout("q", [1, 2, 3], good, 1.0), TrainRollout("q", [1, 2, 3], bad, -1.0),
+             TrainRollout("z", [1, 2, 3], good, 0.5), TrainRollout("z", [1, 2, 3], bad, 0.5)]
+    data = build_batch(rolls, tok.pad_token_id, algo)
+    before = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
+    opt = torch.optim.SGD(model.parameters(), lr=algo.lr)
+    metrics = update_policy(model, None, opt, data, algo, temperature=1.0)
+    after = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
+    assert after[0] > before[0] and after[1] < before[1]
+    assert metrics["actor/trained_rows"] == 2 and metrics["actor/skipped_rows"] == 2
+
+
+def test_generate_step_layout(tiny):
+    from data.examples import Example
+    from prompts import PromptSet
+    from recipe.hf_generate import SamplingParams
+    from recipe.local_engine.rollout import generate_step
+
+    model, tok = tiny
+    qs = [Example("a", "synthetic", "1+1?", "2"), Example("b", "synthetic", "2+2?", "4")]
+    gens = generate_step(model, tok, qs, PromptSet.load("refine_system_short", "plain_system_short"), 3, 2,
+                         SamplingParams(max_new_tokens=6), batch_size=4, prefill_think=True)
+    assert [(g.rollout.query_id, g.rollout.variant) for g in gens] == (
+        [("a", "refine")] * 3 + [("a", "plain")] * 2 + [("b", "refine")] * 3 + [("b", "plain")] * 2)
+    for g in gens:
+        assert g.rollout.n_tokens == len(g.response_ids) <= 6
+        assert g.rollout.text.startswith("<think>") == (g.rollout.variant == "refine")
+        if g.rollout.finish_reason == "stop":
+            assert g.response_ids[-1] == tok.eos_token_id
+
+
+class FlakyJudge:
+    """Fails every third item: those rollouts must be counted and left out of the update."""
+
+    name = "flaky"
+
+    async def score(self, question, gold, answer):
+        raise NotImplementedError
+
+    async def score_many(self, items):
+        from rewards.judges.base import JudgeResult
+
+        return [JudgeResult.failed("boom") if i % 3 == 0 else JudgeResult(float(i % 2)) for i, _ in enumerate(items)]
+
+
+def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path):
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    cfg = load_config(overrides=[
+        f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
+        "pasr.n_refine=3", "pasr.n_plain=2", "rollout.max_new_tokens=4", "algo.skip_zero_adv=false",
+    ])
+    trainer = LocalPasrTrainer(cfg, tmp_path / "run")
+    trainer.setup()
+    trainer.judge = FlakyJudge()
+    trainer.optimizer = trainer._make_optimizer("pasr")
+    metrics = trainer.pasr_step(1)
+    records = [json.loads(x) for x in (tmp_path / "run" / "rollouts" / "step_000001.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r["acc"] is None]
+    assert len(records) == 10 and len(failed) == 4
+    assert all(r["judge_error"] == "boom" and r["total_reward"] is None for r in failed)
+    assert metrics["pasr/judge_errors"] == 4
+    judged_refine = [r for r in records if r["variant"] == "refine" and r["acc"] is not None]
+    assert metrics["actor/trained_rows"] == len(judged_refine)
+    assert {"timing_s/gen", "timing_s/reward", "timing_s/update"} <= set(metrics)
