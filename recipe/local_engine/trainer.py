@@ -100,6 +100,7 @@ class LocalPasrTrainer:
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model.path, dtype=cfg.model.dtype)
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
+        self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
         p = cfg.pasr.prompts
         self.prompts = PromptSet.load(refine=p.refine, plain=p.plain, judge=p.judge)
         self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
@@ -113,6 +114,19 @@ class LocalPasrTrainer:
         if self.resume:
             self._restore()
         self._tracking = self._make_tracking()
+
+    def _generator(self):
+        """The policy for generation, synced with the trained weights."""
+        dtype = getattr(torch, self.cfg.model.rollout_dtype)
+        if dtype == self.model.dtype:
+            return self.model
+        if self.rollout_model is None:
+            self.rollout_model = copy.deepcopy(self.model).to(dtype).eval().requires_grad_(False)
+        else:
+            with torch.no_grad():
+                for dst, src in zip(self.rollout_model.parameters(), self.model.parameters()):
+                    dst.copy_(src)
+        return self.rollout_model
 
     def _make_optimizer(self, phase: str):
         self.optimizer_phase = phase
@@ -172,7 +186,7 @@ class LocalPasrTrainer:
         cfg = self.cfg
         with timer(m := {}, "eval"):
             metrics, records = evaluate(
-                self.model, self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
+                self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
             )
@@ -198,7 +212,7 @@ class LocalPasrTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
-            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id)
+            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.cfg.algo.bf16_autocast)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             self.optimizer.step()
@@ -227,7 +241,7 @@ class LocalPasrTrainer:
         self.model.eval()
         with timer(m, "gen"):
             gens = generate_step(
-                self.model, self.tokenizer, queries, self.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain,
+                self._generator(), self.tokenizer, queries, self.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain,
                 self.params, cfg.rollout.gen_batch_size, cfg.rollout.prefill_think,
             )
         with timer(m, "reward"):
