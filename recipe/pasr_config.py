@@ -38,6 +38,9 @@ class JudgeConfig:
     backoff_s: float = 0.5
     cache_path: str | None = None  # optional JSONL cache on disk; an in-memory cache is always on
     rule_timeout_s: int = 5  # Math-Verify parse/verify bound
+    max_tokens: int | None = None  # cap on the judge's reply length
+    # extra request fields, e.g. {chat_template_kwargs: {enable_thinking: false}} for a Qwen3 judge on vLLM
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,7 +92,7 @@ def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or ""
         msg = (getattr(exc, "msg", None) or str(exc)).splitlines()[0]
-        name = f"{prefix}.{key}" if key else prefix
+        name = (f"{prefix}.{key}" if prefix else key) if key else prefix
         raise ConfigError(f"invalid config key {name}: {msg}") from None
 
 

@@ -287,6 +287,8 @@ class OpenAIJudge:
             retries=cfg.retries,
             backoff_s=cfg.backoff_s,
             cache_path=cfg.cache_path,
+            max_tokens=cfg.max_tokens,
+            extra_body=dict(cfg.extra_body or {}),
         )
 
     def __getstate__(self) -> dict:
