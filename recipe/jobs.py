@@ -1,3 +1,239 @@
-from recipe.open_issue import placeholder
+"""``pasr jobs``: status, logs and stop of Ray jobs submitted with ``pasr submit``.
 
-build_parser, run = placeholder(5, "pasr jobs")
+    pasr jobs status raysubmit_XXXX --address http://HEAD:8265
+    pasr jobs logs   raysubmit_XXXX --address http://HEAD:8265 [--follow]
+    pasr jobs stop   raysubmit_XXXX --address http://HEAD:8265 [--wait]
+    pasr jobs list   --address http://HEAD:8265
+
+The address is the head's dashboard (Ray Jobs API), ``http://HEAD:8265`` by default port; it may
+also come from ``RAY_API_SERVER_ADDRESS`` or an ``http(s)://`` ``RAY_ADDRESS``.
+
+Authentication. Ray 2.60 protects the dashboard with a token when the cluster runs in token mode
+(``RAY_AUTH_MODE=token``, or a plain ``ray start`` that found ``~/.ray/auth_token``), while a
+client whose own ``RAY_AUTH_MODE`` is unset sends none. These commands therefore send a token
+whenever one is available, whatever ``RAY_AUTH_MODE`` says (except ``disabled``):
+``RAY_AUTH_TOKEN``, else the file ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token`` (what a head
+started on this machine uses). A cluster without token mode ignores it. For a remote cluster in
+token mode, copy its token (``ray get-auth-token`` on the head) into ``RAY_AUTH_TOKEN``.
+
+``logs --follow`` (and ``pasr submit --follow``) exit with the job's outcome: 0 succeeded,
+1 failed, 3 stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from recipe.cli import CliError
+
+EXIT_BY_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
+DEFAULT_PORT = 8265
+
+
+# --------------------------------------------------------------------------- connection
+def default_address(environ=None) -> str | None:
+    environ = os.environ if environ is None else environ
+    for key in ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS"):
+        value = environ.get(key, "")
+        if value.startswith(("http://", "https://")):
+            return value
+    return None
+
+
+def normalize_address(address: str | None, environ=None) -> str:
+    """``http://host:port`` of the dashboard (scheme and default port added, trailing / dropped)."""
+    address = (address or default_address(environ) or "").strip()
+    if not address:
+        raise CliError("no Ray address: pass --address http://HEAD:8265 (the head's dashboard) or set RAY_API_SERVER_ADDRESS")
+    if address.startswith("ray://"):
+        raise CliError(f"{address} is a Ray Client address; pass the dashboard address, http://HEAD:{DEFAULT_PORT}")
+    if "://" not in address:
+        address = "http://" + address
+    scheme, rest = address.split("://", 1)
+    host = rest.rstrip("/")
+    if ":" not in host.rsplit("]", 1)[-1]:
+        host = f"{host}:{DEFAULT_PORT}"
+    return f"{scheme}://{host}"
+
+
+def auth_token(environ=None) -> str | None:
+    """The Ray auth token to send, or None (see the module docstring for the order)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("RAY_AUTH_MODE", "").lower() == "disabled":
+        return None
+    token = environ.get("RAY_AUTH_TOKEN", "").strip()
+    if token:
+        return token
+    candidates = [environ.get("RAY_AUTH_TOKEN_PATH"), str(Path(environ.get("HOME") or Path.home()) / ".ray" / "auth_token")]
+    for path in candidates:
+        if path:
+            try:
+                token = Path(path).expanduser().read_text(encoding="utf-8").strip()
+            except OSError:
+                continue
+            if token:
+                return token
+    return None
+
+
+def auth_headers(environ=None) -> dict[str, str]:
+    token = auth_token(environ)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _auth_hint(address: str) -> str:
+    return (
+        f"the Ray dashboard at {address} requires a valid auth token (Ray token authentication): set "
+        "RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on the head) or RAY_AUTH_TOKEN_PATH to a "
+        "file holding it"
+    )
+
+
+def connect(address: str | None):
+    """A ``JobSubmissionClient`` for the dashboard at ``address``, or a one-line CliError."""
+    address = normalize_address(address)
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        return JobSubmissionClient(address, headers=auth_headers())
+    except AuthenticationError:
+        raise CliError(_auth_hint(address)) from None
+    except ConnectionError:
+        raise CliError(
+            f"cannot reach the Ray dashboard at {address}: is the head running, and is this its dashboard "
+            f"port ({DEFAULT_PORT} by default, `ray start --head --dashboard-host=0.0.0.0`)?"
+        ) from None
+    except RuntimeError as exc:
+        raise CliError(f"{address} does not answer like a Ray dashboard: {str(exc).splitlines()[0]}") from None
+
+
+def _call(address: str, fn, *args):
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return fn(*args)
+    except AuthenticationError:
+        raise CliError(_auth_hint(address)) from None
+    except (RuntimeError, TypeError, ValueError) as exc:
+        msg = (str(exc).splitlines() or [type(exc).__name__])[0]
+        if "404" in msg or "does not exist" in msg:
+            raise CliError(f"no job {args[0] if args else ''} on {address}") from None
+        raise CliError(f"{address}: {msg}") from None
+
+
+# --------------------------------------------------------------------------- follow
+def follow(client, job_id: str, out=None, poll_s: float = 0.5) -> int:
+    """Stream a job's logs until it ends; returns the exit code for its final status."""
+    out = out or sys.stdout
+
+    async def _tail() -> None:
+        async for chunk in client.tail_job_logs(job_id):
+            out.write(chunk)
+            out.flush()
+
+    settle_s: float | None = 30.0  # the stream closes when the job ends; its status follows
+    try:
+        asyncio.run(_tail())
+    except RuntimeError as exc:  # the log stream broke off: keep polling the status instead
+        print(f"pasr: log stream ended early ({str(exc).splitlines()[0]}); waiting for the job", file=sys.stderr)
+        settle_s = None
+    status = wait_terminal(client, job_id, poll_s=poll_s, timeout_s=settle_s)
+    return report_status(client, job_id, status)
+
+
+def wait_terminal(client, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None) -> str:
+    start = time.monotonic()
+    while True:
+        status = client.get_job_status(job_id)
+        if status.is_terminal() or (timeout_s is not None and time.monotonic() - start > timeout_s):
+            return str(status.value if hasattr(status, "value") else status)
+        time.sleep(poll_s)
+
+
+def report_status(client, job_id: str, status: str) -> int:
+    message = ""
+    try:
+        info = client.get_job_info(job_id)
+        message = (info.message or "").strip().splitlines()[0] if info.message else ""
+    except Exception:  # status is what matters; the message is a courtesy
+        pass
+    print(f"pasr: job {job_id} {status}" + (f": {message}" if message else ""), file=sys.stderr)
+    return EXIT_BY_STATUS.get(status, 1)
+
+
+# --------------------------------------------------------------------------- CLI
+def add_address_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="URL",
+        help=f"the Ray head's dashboard, e.g. http://HEAD:{DEFAULT_PORT} (default: $RAY_API_SERVER_ADDRESS)",
+    )
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="jobs_command", metavar="ACTION")
+    sub.required = True
+    st = sub.add_parser("status", help="print a job's status and message")
+    lg = sub.add_parser("logs", help="print a job's logs (--follow: stream them until the job ends)")
+    lg.add_argument("--follow", "-f", action="store_true", help="stream until the job ends; exit with its outcome")
+    sp = sub.add_parser("stop", help="ask a job to stop")
+    sp.add_argument("--wait", action="store_true", help="wait until the job has stopped")
+    ls = sub.add_parser("list", help="list the cluster's jobs")
+    for p in (st, lg, sp):
+        p.add_argument("job_id", metavar="ID", help="the job's submission id (printed by pasr submit)")
+    for p in (st, lg, sp, ls):
+        add_address_arg(p)
+
+
+def quiet_ray_logs() -> None:
+    """Ray's job SDK logs every packaging step at INFO on stderr; keep warnings only."""
+    import logging
+
+    for name in ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging", "ray.dashboard.modules.job.sdk"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run(args) -> int:
+    address = normalize_address(args.address)
+    cmd = args.jobs_command
+    if cmd != "list" and not args.job_id.strip():
+        raise CliError("empty job id")
+    quiet_ray_logs()
+    client = connect(address)
+    if cmd == "list":
+        jobs = _call(address, client.list_jobs)
+        for job in sorted(jobs, key=lambda j: j.start_time or 0):
+            print(f"{job.submission_id or job.job_id}\t{job.status}\t{job.entrypoint}")
+        return 0
+    job_id = args.job_id
+    if cmd == "status":
+        status = _call(address, client.get_job_status, job_id)
+        info = _call(address, client.get_job_info, job_id)
+        message = (info.message or "").strip()
+        print(f"{job_id}\t{status}" + (f"\t{message.splitlines()[0]}" if message else ""))
+        return 0
+    if cmd == "logs":
+        _call(address, client.get_job_status, job_id)  # a clear error for an unknown id
+        if args.follow:
+            return follow(client, job_id)
+        sys.stdout.write(_call(address, client.get_job_logs, job_id))
+        return 0
+    if cmd == "stop":
+        stopped = _call(address, client.stop_job, job_id)
+        if not stopped:
+            status = _call(address, client.get_job_status, job_id)
+            print(f"pasr: job {job_id} had already ended ({status})", file=sys.stderr)
+            return 0
+        print(f"pasr: stop requested for job {job_id}", file=sys.stderr)
+        if args.wait:
+            status = wait_terminal(client, job_id)
+            print(f"{job_id}\t{status}")
+        return 0
+    raise CliError(f"unknown action {cmd}")

@@ -1,0 +1,87 @@
+"""PASR training on verl: ``python3 -m recipe.main_pasr [HYDRA OVERRIDES]``.
+
+The config is ``recipe/config/pasr_trainer.yaml`` (verl's ``ppo_trainer`` plus ``pasr.*`` and
+``pasr_verl.*``). Before anything heavy starts, the run is checked (``recipe.verl_engine.config.
+preflight``): the ``pasr`` section, ``rollout.n == pasr.n_refine``, the legacy trainer path, vLLM
+installed, the GPUs ``trainer.nnodes x trainer.n_gpus_per_node`` present (locally, or on the Ray
+cluster at ``RAY_ADDRESS`` / ``ray_kwargs.ray_init.address``), and an LLM judge's endpoint. A
+failed check prints one line and exits with status 2. On a machine without any GPU the check runs
+before Hydra, torch or verl are imported, so it answers at once.
+
+Then verl's own ``run_ppo`` starts (or joins) Ray and runs verl's ``TaskRunner`` setup with
+:class:`recipe.verl_engine.trainer.PasrRayTrainer` as the trainer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+EXIT_PREFLIGHT = 2
+_SKIP_ENV = "PASR_SKIP_GPU_CHECK"
+
+
+def _fail(message: str) -> None:
+    print(f"pasr verl: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_PREFLIGHT)
+
+
+def early_gpu_check(argv: list[str], environ=None) -> str | None:
+    """The no-GPU answer, from the command line and /dev only (no Hydra, torch or verl), or None
+    when the full preflight after composing the config must decide."""
+    from recipe.verl_engine.config import NO_GPU_HINT, count_local_gpus
+
+    environ = os.environ if environ is None else environ
+    if environ.get(_SKIP_ENV) == "1" or environ.get("RAY_ADDRESS"):
+        return None
+    for arg in argv:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if arg.startswith("-"):  # --help, --cfg job, -m ...: let Hydra handle it
+            return None
+        if key == "ray_kwargs.ray_init.address" and value not in ("", "null", "None"):
+            return None
+        if key == "pasr_verl.check_resources" and value.lower() in ("false", "0", "no"):
+            return None
+    if count_local_gpus(environ) == 0:
+        return f"no GPU on this machine: {NO_GPU_HINT} ({_SKIP_ENV}=1 skips this check)"
+    return None
+
+
+def run(config) -> None:
+    """Preflight, then verl's run_ppo with the PASR task runner."""
+    from recipe.verl_engine.config import PreflightError, preflight
+
+    try:
+        preflight(config)
+    except PreflightError as exc:
+        _fail(str(exc))
+
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+    from recipe.verl_engine.trainer import PasrTaskRunnerActor
+
+    run_ppo(config, task_runner_class=PasrTaskRunnerActor)
+
+
+def main() -> None:
+    message = early_gpu_check(sys.argv[1:])
+    if message:
+        _fail(message)
+
+    import hydra
+
+    @hydra.main(config_path="config", config_name="pasr_trainer", version_base=None)
+    def _hydra_main(config) -> None:
+        run(config)
+
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Checks of a composed ``pasr_trainer`` config before anything heavy starts.
+
+``python -m recipe.main_pasr`` and ``pasr submit --engine verl`` both fail early, with a
+message that says what is wrong, instead of a stack trace from inside verl minutes later:
+an invalid ``pasr.*`` / ``pasr_verl.*`` key, ``rollout.n`` differing from ``pasr.n_refine``,
+the v1 trainer, ReMax, vLLM missing, or fewer GPUs than ``trainer.nnodes x
+trainer.n_gpus_per_node``. Nothing here imports verl's trainer, torch or ray at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+CONFIG_NAME = "pasr_trainer"
+
+
+@dataclass
+class VerlEngineConfig:
+    """``pasr_verl.*``: settings of the verl engine only (``pasr.*`` is shared with the local one)."""
+
+    rollout_dir: str | None = None  # rollout dumps (RolloutRecord JSONL per step); null = none
+    run_id: str | None = None  # run id written into every record (default: trainer.experiment_name)
+    dump_validation: bool = True  # also dump validation rollouts (val_step_NNNNNN.jsonl)
+    check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
+    check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
+
+
+class PreflightError(RuntimeError):
+    """A reason not to start; the message is shown as one line."""
+
+
+def _section(config, key: str):
+    """A section as plain data with its ``${...}`` resolved against the whole config."""
+    node = config.get(key)
+    if node is None or not OmegaConf.is_config(node):
+        return node
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def pasr_config(config) -> PasrConfig:
+    """The validated ``pasr`` section; ``rollout.n`` must be ``pasr.n_refine``."""
+    cfg = load_pasr_config(_section(config, "pasr"))
+    n = int(OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=cfg.n_refine))
+    if n != cfg.n_refine:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.n={n} differs from pasr.n_refine={cfg.n_refine}: set pasr.n_refine "
+            "(the config derives rollout.n from it)"
+        )
+    return cfg
+
+
+def engine_config(config) -> VerlEngineConfig:
+    merged = merge_structured(VerlEngineConfig, _section(config, "pasr_verl"), "pasr_verl")
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def required_gpus(config) -> tuple[int, int]:
+    """``(nnodes, n_gpus_per_node)`` the trainer will ask Ray for."""
+    return int(config.trainer.nnodes), int(config.trainer.n_gpus_per_node)
+
+
+def gpu_shortfall(node_gpus: Iterable[float], nnodes: int, per_node: int, where: str = "the cluster") -> str | None:
+    """Why ``node_gpus`` (GPUs of each alive node) cannot host ``nnodes`` x ``per_node``, or None.
+
+    verl places one pool of ``per_node`` GPUs on each of ``nnodes`` nodes, so the check is per
+    node, not a total."""
+    gpus = [int(g) for g in node_gpus]
+    fitting = sum(g >= per_node for g in gpus)
+    if fitting >= nnodes:
+        return None
+    have = ", ".join(str(g) for g in gpus) if gpus else "no nodes"
+    return (
+        f"the config needs {nnodes} node(s) with {per_node} GPU(s) each (trainer.nnodes={nnodes} x "
+        f"trainer.n_gpus_per_node={per_node}) but {where} has {sum(gpus)} GPU(s) "
+        f"(GPUs per node: {have})"
+    )
+
+
+_NVIDIA_DEV = re.compile(r"^nvidia\d+$")
+
+
+def count_local_gpus(environ: Mapping[str, str] | None = None, dev: str = "/dev") -> int | None:
+    """GPUs this machine exposes, without importing torch: NVIDIA device nodes, narrowed by
+    ``CUDA_VISIBLE_DEVICES``. None when it cannot tell (AMD/Ascend devices present): the caller
+    then asks torch."""
+    environ = os.environ if environ is None else environ
+    try:
+        names = os.listdir(dev)
+    except OSError:
+        return None
+    nvidia = sum(bool(_NVIDIA_DEV.match(n)) for n in names)
+    if nvidia == 0:
+        if "kfd" in names or any(n.startswith("davinci") for n in names):
+            return None
+        return 0
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return nvidia
+    entries = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+    return min(nvidia, len(entries))
+
+
+NO_GPU_HINT = (
+    "the verl engine trains on GPUs (vLLM rollouts, FSDP actor). Run it on a GPU node, or submit it "
+    "to a Ray cluster with GPUs: `pasr submit --address http://HEAD:8265 -- OVERRIDES`; on a CPU "
+    "machine use the local engine: `pasr train`"
+)
+
+
+def ray_address(config=None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The Ray cluster the trainer will join (``ray_kwargs.ray_init.address`` or ``RAY_ADDRESS``),
+    or None when ``ray.init()`` will start a local one."""
+    environ = os.environ if environ is None else environ
+    if config is not None:
+        addr = OmegaConf.select(config, "ray_kwargs.ray_init.address", default=None)
+        if addr:
+            return str(addr)
+    return environ.get("RAY_ADDRESS") or None
+
+
+def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None:
+    """Why the LLM judge endpoint cannot be used, or None (rule judges need none)."""
+    if cfg.judge.kind == "rule":
+        return None
+    import httpx
+
+    url = str(cfg.judge.base_url).rstrip("/") + "/models"
+    headers = {}
+    key = os.environ.get(cfg.judge.api_key_env)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    try:
+        resp = httpx.get(url, timeout=timeout_s, headers=headers)
+    except httpx.HTTPError as exc:
+        return f"the judge endpoint pasr.judge.base_url={cfg.judge.base_url} does not answer ({type(exc).__name__}: {exc})"
+    if resp.status_code >= 400:
+        return f"the judge endpoint {url} answered HTTP {resp.status_code}"
+    try:
+        served = [m.get("id") for m in resp.json().get("data", [])]
+    except ValueError:
+        return None
+    if served and cfg.judge.model not in served:
+        return f"the judge endpoint serves {', '.join(map(str, served))}, not pasr.judge.model={cfg.judge.model}"
+    return None
+
+
+def preflight(
+    config,
+    *,
+    local_gpus: Callable[[], int] | None = None,
+    cluster_node_gpus: Callable[[str], list[float]] | None = None,
+    find_module: Callable[[str], object] | None = None,
+    judge_check: Callable[[PasrConfig], str | None] | None = None,
+) -> tuple[PasrConfig, VerlEngineConfig]:
+    """Validate a composed config and the machine/cluster it is about to run on.
+
+    The callables are seams for tests; by default they ask torch, Ray and importlib."""
+    try:
+        cfg = pasr_config(config)
+        engine = engine_config(config)
+    except ConfigError as exc:
+        raise PreflightError(str(exc)) from None
+
+    if bool(OmegaConf.select(config, "trainer.use_v1", default=False)):
+        raise PreflightError(
+            "trainer.use_v1=true: PASR runs on verl's legacy RayPPOTrainer path (the v1 trainer needs "
+            "TransferQueue and its own rollout loop); keep trainer.use_v1=false"
+        )
+    if str(OmegaConf.select(config, "algorithm.adv_estimator", default="grpo")).lower() == "remax":
+        raise PreflightError("algorithm.adv_estimator=remax is not supported: PASR uses GRPO-style groups per uid")
+
+    if engine.check_resources and os.environ.get("PASR_SKIP_GPU_CHECK") != "1":
+        nnodes, per_node = required_gpus(config)
+        address = ray_address(config)
+        if address:
+            why = gpu_shortfall((cluster_node_gpus or _cluster_node_gpus)(address), nnodes, per_node, f"the Ray cluster at {address}")
+        else:
+            if nnodes > 1:
+                raise PreflightError(
+                    f"trainer.nnodes={nnodes} needs a Ray cluster: start Ray on every node and submit with "
+                    "`pasr submit --address http://HEAD:8265`, or set RAY_ADDRESS"
+                )
+            n_local = (local_gpus or _torch_gpu_count)()
+            why = gpu_shortfall([n_local], nnodes, per_node, "this machine")
+            if why and n_local == 0:
+                why = f"no GPU on this machine: {NO_GPU_HINT}"
+        if why:
+            raise PreflightError(why + " (pasr_verl.check_resources=false skips this check)")
+
+    rollout_name = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
+    find_module = find_module or _find_spec
+    if rollout_name in ("vllm", "sglang") and find_module(rollout_name) is None:
+        raise PreflightError(
+            f"actor_rollout_ref.rollout.name={rollout_name} but {rollout_name} is not installed "
+            f"(pip install {rollout_name}; the recipe pins verl==0.9.1)"
+        )
+
+    if engine.check_judge:
+        why = (judge_check or check_judge_endpoint)(cfg)
+        if why:
+            raise PreflightError(why + " (pasr_verl.check_judge=false skips this check)")
+    return cfg, engine
+
+
+def _find_spec(name: str):
+    import importlib.util
+
+    return importlib.util.find_spec(name)
+
+
+def _torch_gpu_count() -> int:
+    quick = count_local_gpus()
+    if quick == 0:
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def _cluster_node_gpus(address: str) -> list[float]:
+    """GPUs per alive node of the cluster at ``address``: a dashboard URL is asked through the
+    state API, a GCS address (``host:6379``, what a Ray job's ``RAY_ADDRESS`` holds) by
+    connecting briefly (verl's ``run_ppo`` connects again afterwards)."""
+    if address.startswith(("http://", "https://")):
+        from recipe.submit import cluster_node_gpus
+
+        try:
+            return cluster_node_gpus(address)
+        except Exception as exc:  # CliError from the jobs side: same message here
+            raise PreflightError(str(exc)) from None
+    import ray
+
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    except Exception as exc:
+        raise PreflightError(f"cannot connect to the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
+    try:
+        return [float(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    finally:
+        ray.shutdown()

@@ -1,0 +1,213 @@
+"""From generated rows to PASR scores in verl's layout, and back.
+
+* :func:`rollouts_from_rows` decodes a slice of the rollout manager's output into engine-neutral
+  :class:`recipe.scoring.Rollout` objects (metadata from the input rows, tokens from the output).
+* :func:`apply_train_rewards` writes each refine row's PASR total reward into ``rm_scores`` at
+  its last valid response token, the place verl's own reward loop puts a sequence score
+  (``AgentLoopWorker._postprocess``), and adds the reward parts as ``reward_extra_info``.
+* :func:`apply_validation_scores` does the same for validation, with the accuracy as the score.
+
+Judge errors. A refine row whose judge failed has no reward (``total_reward is None``). It must
+not be trained on as if it scored 0, so its ``response_mask`` is zeroed (no policy-loss, KL or
+entropy term; verl's losses and ``agg_loss`` all weight tokens by ``response_mask``) and its
+``rm_scores`` entry is set to the mean total of the judged rows of the same ``uid``. GRPO
+normalises by the group's mean and std, and an entry at the group mean leaves the mean of the
+other rows unchanged (the std shrinks by sqrt((k-1)/(n-1)) for k judged rows of n, a small
+and conservative effect); a 0 there would pull the mean down and inflate everyone else's
+advantage. A group with no judged row gets 0 and no gradient at all. Every such row is counted
+(``pasr/judge_errors``, ``pasr/masked_rows``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+
+from data.records import RolloutRecord
+from recipe.scoring import Rollout
+
+# reward_extra_info keys (all numeric: verl averages them per data source in validation)
+EXTRA_KEYS = ("acc", "format_reward", "refine_reward", "has_refine", "judge_error")
+
+
+def _question(extra_info: dict, messages) -> str:
+    if extra_info.get("question"):
+        return str(extra_info["question"])
+    users = [m.get("content") for m in list(messages or []) if m.get("role") == "user"]
+    return str(users[-1]) if users else ""
+
+
+def _gold(reward_model) -> str:
+    if isinstance(reward_model, dict):
+        gt = reward_model.get("ground_truth")
+        return "" if gt is None else str(gt)
+    return ""
+
+
+def response_lengths(rows) -> torch.Tensor:
+    """Valid response tokens per row (the agent loop right-pads responses)."""
+    batch = rows.batch
+    prompt_len = batch["prompts"].shape[1]
+    return batch["attention_mask"][:, prompt_len:].sum(dim=1).long()
+
+
+def query_ids(inputs) -> list[str]:
+    """A query id per row: the dataset id (``extra_info.id``, else ``extra_info.index``), made
+    unique per ``uid`` so two copies of one question in a batch stay separate groups."""
+    uids = inputs.non_tensor_batch["uid"]
+    extras = inputs.non_tensor_batch.get("extra_info", [None] * len(uids))
+    by_uid: dict[str, str] = {}
+    taken: set[str] = set()
+    out = []
+    for uid, extra in zip(uids, extras):
+        uid = str(uid)
+        if uid not in by_uid:
+            extra = extra if isinstance(extra, dict) else {}
+            base = extra.get("id", extra.get("index"))
+            qid = str(base) if base is not None else uid
+            if qid in taken:
+                qid = f"{qid}@{uid[:8]}"
+            taken.add(qid)
+            by_uid[uid] = qid
+        out.append(by_uid[uid])
+    return out
+
+
+def rollouts_from_rows(inputs, outputs, tokenizer, variant: str) -> list[Rollout]:
+    """One :class:`Rollout` per row. ``inputs``: the rows as sent to the rollout manager (for
+    uid, question, gold, data source); ``outputs``: the same rows as generated."""
+    if len(inputs) != len(outputs):
+        raise ValueError(f"{len(inputs)} input rows but {len(outputs)} output rows")
+    nt = inputs.non_tensor_batch
+    n = len(inputs)
+    lengths = response_lengths(outputs).tolist()
+    max_len = outputs.batch["responses"].shape[1]
+    responses = outputs.batch["responses"]
+    qids = query_ids(inputs)
+    extras = nt.get("extra_info", [None] * n)
+    messages = nt.get("raw_prompt", [None] * n)
+    sources = nt.get("data_source", ["unknown"] * n)
+    golds = nt.get("reward_model", [None] * n)
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for i in range(n):
+        uid = str(nt["uid"][i])
+        extra = extras[i] if isinstance(extras[i], dict) else {}
+        length = int(lengths[i])
+        out.append(
+            Rollout(
+                query_id=qids[i],
+                data_source=str(sources[i]),
+                question=_question(extra, messages[i]),
+                gold=_gold(golds[i]),
+                variant=variant,
+                text=decode_response(tokenizer, responses[i, :length].tolist()),
+                n_tokens=length,
+                finish_reason="length" if length >= max_len else "stop",
+                sample_index=seen[uid],
+            )
+        )
+        seen[uid] += 1
+    return out
+
+
+PASR_TAGS = ("<think>", "</think>", "<refine>", "</refine>", "<answer>", "</answer>")
+
+
+@lru_cache(maxsize=8)
+def _strip_ids(tokenizer) -> frozenset[int]:
+    keep = set()
+    for tag in PASR_TAGS:
+        tid = tokenizer.convert_tokens_to_ids(tag)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            keep.add(tid)
+    return frozenset(tokenizer.all_special_ids) - keep
+
+
+def decode_response(tokenizer, ids: Sequence[int]) -> str:
+    """Response text without padding/EOS/chat tokens, but with PASR's tags even where a
+    tokenizer registers them as special tokens (``skip_special_tokens`` would drop them)."""
+    strip = _strip_ids(tokenizer)
+    return tokenizer.decode([t for t in ids if t not in strip], skip_special_tokens=False)
+
+
+def _last_token_scores(rows, scores: Sequence[float]) -> torch.Tensor:
+    responses = rows.batch["responses"]
+    rm = torch.zeros(responses.shape, dtype=torch.float32)
+    last = (response_lengths(rows) - 1).clamp(min=0)
+    rm[torch.arange(len(scores)), last] = torch.tensor(list(scores), dtype=torch.float32)
+    return rm
+
+
+def _response_mask(rows) -> torch.Tensor:
+    if "response_mask" in rows.batch.keys():
+        return rows.batch["response_mask"].clone()
+    lengths = response_lengths(rows)
+    width = rows.batch["responses"].shape[1]
+    return (torch.arange(width)[None, :] < lengths[:, None]).to(torch.int64)
+
+
+def _extra_info(records: Sequence[RolloutRecord]) -> dict[str, np.ndarray]:
+    return {
+        "acc": np.array([r.acc if r.acc is not None else 0.0 for r in records], dtype=np.float64),
+        "format_reward": np.array([float(r.extra.get("format_reward", 0.0)) for r in records], dtype=np.float64),
+        "refine_reward": np.array([r.refine_reward or 0.0 for r in records], dtype=np.float64),
+        "has_refine": np.array([float(r.n_refine > 0) for r in records], dtype=np.float64),
+        "judge_error": np.array([float(r.acc is None) for r in records], dtype=np.float64),
+    }
+
+
+def fill_judge_errors(totals: Sequence[float | None], uids: Sequence[Any]) -> tuple[list[float], list[bool]]:
+    """Scores for the GRPO groups and which rows to mask: a failed row takes the mean of the
+    judged totals of its uid (0 when none was judged)."""
+    by_uid: dict[Any, list[float]] = defaultdict(list)
+    for t, u in zip(totals, uids):
+        if t is not None:
+            by_uid[u].append(float(t))
+    scores, masked = [], []
+    for t, u in zip(totals, uids):
+        if t is None:
+            valid = by_uid.get(u)
+            scores.append(sum(valid) / len(valid) if valid else 0.0)
+            masked.append(True)
+        else:
+            scores.append(float(t))
+            masked.append(False)
+    return scores, masked
+
+
+def apply_train_rewards(rows, records: Sequence[RolloutRecord]) -> tuple[Any, int]:
+    """Write the PASR rewards of refine rows into ``rows`` (in place); returns ``(rows,
+    n_masked)``. ``records`` are the rows' records in the same order."""
+    if len(rows) != len(records):
+        raise ValueError(f"{len(rows)} rows but {len(records)} records")
+    uids = [str(u) for u in rows.non_tensor_batch["uid"]] if "uid" in rows.non_tensor_batch else list(range(len(rows)))
+    scores, masked = fill_judge_errors([r.total_reward for r in records], uids)
+    mask = _response_mask(rows)
+    for i, m in enumerate(masked):
+        if m:
+            mask[i] = 0
+    rows.batch["rm_scores"] = _last_token_scores(rows, scores)
+    rows.batch["response_mask"] = mask
+    extra = _extra_info(records)
+    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra}
+    rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
+    return rows, sum(masked)
+
+
+def apply_validation_scores(rows, records: Sequence[RolloutRecord]):
+    """Validation: the score of a row is its judge accuracy (0 on a judge error, counted in the
+    ``judge_error`` extra key), so ``val-core/<data_source>/reward`` reads as accuracy."""
+    if len(rows) != len(records):
+        raise ValueError(f"{len(rows)} rows but {len(records)} records")
+    scores = [r.acc if r.acc is not None else 0.0 for r in records]
+    rows.batch["rm_scores"] = _last_token_scores(rows, scores)
+    extra = _extra_info(records)
+    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra}
+    rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
+    return rows

@@ -1,0 +1,211 @@
+"""The PASR rollout: verl's rollout manager wrapped so one call does everything PASR adds.
+
+``RayPPOTrainer.fit()`` calls ``self.async_rollout_manager.generate_sequences(gen_batch)`` once
+per step and reads the rewards from ``rm_scores`` in what comes back. :class:`PasrRolloutManager`
+stands in that attribute (installed by :class:`recipe.verl_engine.trainer.PasrRayTrainer`):
+
+1. append ``n_plain`` plain-prompted rows per prompt (:mod:`.plain_rollouts`);
+2. generate refine and plain rows in one call of the wrapped manager;
+3. judge every response and compute the PASR rewards per query with
+   :func:`recipe.scoring.score_rollouts_async`, the same function the local engine uses;
+4. write the rewards into the refine rows (:mod:`.reward`), dump all records
+   (``<rollout_dir>/step_NNNNNN.jsonl``), keep the step's ``pasr/*`` metrics for the trainer;
+5. return the refine rows only: plain rows never reach old/ref log-probs, advantages or the
+   actor update.
+
+Validation batches (``meta_info['validate']``) get the refine system prompt and no plain rows;
+they are scored with the judge, and their score is the accuracy. (verl pads validation batches
+to a multiple of ``agent.num_workers`` with copies of their first rows; those copies are in the
+``val_step_*.jsonl`` dumps too.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from data.records import PLAIN, REFINE, RolloutRecord, write_records
+from prompts import PromptSet, prompt_version
+from recipe.metrics import step_metrics
+from recipe.pasr_config import PasrConfig
+from recipe.scoring import score_rollouts_async
+from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
+from recipe.verl_engine.reward import apply_train_rewards, apply_validation_scores, rollouts_from_rows
+
+
+class AsyncRunner:
+    """One event loop on a daemon thread for all judge calls of a run.
+
+    ``fit()`` is synchronous; an async judge (OpenAI client, connection pool) must keep one loop
+    for its whole life rather than a fresh ``asyncio.run`` per step, and the caller may itself be
+    inside a running loop."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self, coro):
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="pasr-judge-loop", daemon=True)
+            self._thread.start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            if not self._loop.is_running():
+                self._loop.close()
+            self._loop = None
+
+
+class PasrRolloutManager:
+    """Wraps a verl rollout manager (anything with ``generate_sequences(DataProto) -> DataProto``)."""
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        tokenizer: Any,
+        cfg: PasrConfig,
+        prompts: PromptSet,
+        judge: Any,
+        run_id: str,
+        rollout_dir: str | Path | None,
+        size_divisor: int = 1,
+        dump_validation: bool = True,
+    ) -> None:
+        self.inner = inner
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.prompts = prompts
+        self.judge = judge
+        self.run_id = run_id
+        self.rollout_dir = Path(rollout_dir) if rollout_dir else None
+        self.size_divisor = max(1, int(size_divisor))
+        self.dump_validation = dump_validation
+        self.prompt_versions = {REFINE: prompt_version(prompts.refine), PLAIN: prompt_version(prompts.plain)}
+        self._runner = AsyncRunner()
+        self._pending_metrics: dict[str, float] = {}
+        self.last_records: list[RolloutRecord] = []
+
+    def __getattr__(self, name: str):
+        # everything else (start_profile, workers, ...) is the wrapped manager's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # ------------------------------------------------------------------ metrics
+    def pop_metrics(self) -> dict[str, float]:
+        """The ``pasr/*`` metrics of the last training step (once)."""
+        metrics, self._pending_metrics = self._pending_metrics, {}
+        return metrics
+
+    # ------------------------------------------------------------------ generation
+    def _generate(self, batch):
+        from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+
+        padded, pad = pad_dataproto_to_divisor(batch, self.size_divisor)
+        out = self.inner.generate_sequences(padded)
+        return unpad_dataproto(out, pad)
+
+    def _score(self, rollouts, step):
+        return self._runner.run(
+            score_rollouts_async(
+                rollouts,
+                self.judge,
+                self.cfg,
+                run_id=self.run_id,
+                step=step,
+                engine="verl",
+                prompt_versions=self.prompt_versions,
+            )
+        )
+
+    def generate_sequences(self, gen_batch):
+        if gen_batch.meta_info.get("validate", False):
+            return self._validate(gen_batch)
+        step = int(gen_batch.meta_info.get("global_steps", 0) or 0)
+        combined, layout = build_combined_batch(
+            gen_batch,
+            n_refine=self.cfg.n_refine,
+            n_plain=self.cfg.n_plain,
+            refine_system=self.prompts.refine,
+            plain_system=self.prompts.plain,
+        )
+        output = self._generate(combined)
+        refine_out, plain_out = split_combined(output, layout, expected_uids=combined.non_tensor_batch[UID])
+        refine_in, plain_in = split_combined(combined, layout)
+
+        t0 = time.perf_counter()
+        rollouts = rollouts_from_rows(refine_in, refine_out, self.tokenizer, REFINE) + rollouts_from_rows(
+            plain_in, plain_out, self.tokenizer, PLAIN
+        )
+        records = self._score(rollouts, step)
+        refine_records = records[: layout.refine_rows]
+        refine_out, n_masked = apply_train_rewards(refine_out, refine_records)
+        score_s = time.perf_counter() - t0
+
+        metrics = step_metrics(records)
+        metrics["pasr/masked_rows"] = float(n_masked)
+        metrics["pasr/plain_rows"] = float(layout.plain_rows)
+        self._pending_metrics = metrics
+        self.last_records = records
+        self._dump(f"step_{step:06d}.jsonl", records)
+
+        timing = dict(refine_out.meta_info.get("timing", {}))
+        timing["pasr_score"] = score_s
+        refine_out.meta_info = {**refine_out.meta_info, "timing": timing}
+        return refine_out
+
+    def _validate(self, gen_batch):
+        step = int(gen_batch.meta_info.get("global_steps", 0) or 0)
+        batch = with_system_prompt(gen_batch, self.prompts.refine)
+        output = self._generate(batch)
+        rollouts = rollouts_from_rows(batch, output, self.tokenizer, REFINE)
+        records = self._score(rollouts, step)
+        for r in records:
+            r.dataset = "val"
+        if self.dump_validation:
+            self._dump(f"val_step_{step:06d}.jsonl", records)
+        return apply_validation_scores(output, records)
+
+    def _dump(self, name: str, records) -> None:
+        if self.rollout_dir is not None:
+            write_records(self.rollout_dir / name, records, append=False)
+
+    def close(self) -> None:
+        close = getattr(self.judge, "close", None) or getattr(self.judge, "aclose", None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                self._runner.run(result)
+        self._runner.close()
+
+
+def build_rollout_manager(config, tokenizer, inner) -> PasrRolloutManager:
+    """The PASR rollout around ``inner`` from a composed ``pasr_trainer`` config."""
+    from rewards.judges import build_judge
+
+    from recipe.verl_engine.config import engine_config, pasr_config
+
+    cfg = pasr_config(config)
+    engine = engine_config(config)
+    prompts = PromptSet.load(refine=cfg.prompts.refine, plain=cfg.prompts.plain, judge=cfg.prompts.judge)
+    return PasrRolloutManager(
+        inner,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        prompts=prompts,
+        judge=build_judge(cfg.judge, cfg.prompts.judge),
+        run_id=engine.run_id or str(config.trainer.experiment_name),
+        rollout_dir=engine.rollout_dir,
+        size_divisor=int(config.actor_rollout_ref.rollout.agent.num_workers),
+        dump_validation=engine.dump_validation,
+    )

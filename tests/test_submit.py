@@ -1,0 +1,250 @@
+"""``pasr submit`` and ``pasr jobs`` against a real Ray head started by this module.
+
+The head runs on loopback with one CPU, a small object store, free ports and its own HOME, in
+token-authentication mode (as a plain ``ray start`` picks when ``~/.ray/auth_token`` exists),
+so the tests also show that the client finds the token without RAY_AUTH_MODE being set. It is
+started once (``ray start --block`` in its own session) and stopped in the finalizer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RAY_ENV = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+# --------------------------------------------------------------------------- pure helpers
+def test_address_normalisation(monkeypatch):
+    from recipe.cli import CliError
+    from recipe.jobs import normalize_address
+
+    for key in RAY_ENV:
+        monkeypatch.delenv(key, raising=False)
+    assert normalize_address("head") == "http://head:8265"
+    assert normalize_address("http://10.0.0.1:8266/") == "http://10.0.0.1:8266"
+    assert normalize_address("https://ray.example.com:443") == "https://ray.example.com:443"
+    monkeypatch.setenv("RAY_API_SERVER_ADDRESS", "http://h:1")
+    assert normalize_address(None) == "http://h:1"
+    monkeypatch.delenv("RAY_API_SERVER_ADDRESS")
+    with pytest.raises(CliError, match="no Ray address"):
+        normalize_address(None)
+    with pytest.raises(CliError, match="Ray Client address"):
+        normalize_address("ray://head:10001")
+
+
+def test_auth_token_sources(tmp_path):
+    from recipe.jobs import auth_headers, auth_token
+
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("fromhome\n")
+    (tmp_path / "tok").write_text("frompath")
+    assert auth_token({"HOME": str(home)}) == "fromhome"
+    assert auth_token({"HOME": str(home), "RAY_AUTH_TOKEN_PATH": str(tmp_path / "tok")}) == "frompath"
+    assert auth_token({"HOME": str(home), "RAY_AUTH_TOKEN": "fromenv"}) == "fromenv"
+    assert auth_token({"HOME": str(home), "RAY_AUTH_MODE": "disabled"}) is None
+    assert auth_token({"HOME": str(tmp_path / "nobody")}) is None
+    assert auth_headers({"RAY_AUTH_TOKEN": "t"}) == {"Authorization": "Bearer t"}
+
+
+def test_entrypoint_runtime_env_and_gpu_needs(tmp_path, monkeypatch):
+    from recipe.cli import CliError
+    from recipe.submit import build_entrypoint, build_runtime_env, relative_path_warnings, required_gpus
+
+    assert build_entrypoint("verl", ["data.train_files=/d/a b.parquet", "trainer.nnodes=2"]) == (
+        "python3 -m recipe.main_pasr 'data.train_files=/d/a b.parquet' trainer.nnodes=2"
+    )
+    assert build_entrypoint("local", ["--preset", "demo"]) == "python3 -m recipe train --preset demo"
+    assert build_entrypoint("verl", [], entrypoint="python3 -c 'print(1)'") == "python3 -c 'print(1)'"
+    env = build_runtime_env(tmp_path, ["WANDB_MODE=offline"])
+    assert env["working_dir"] == str(tmp_path) and env["env_vars"] == {"WANDB_MODE": "offline"}
+    for pattern in ("/.git/", "runs/", "outputs/", "checkpoints/", "*.parquet", ".cache/"):
+        assert pattern in env["excludes"]
+    monkeypatch.setenv("PASR_TEST_SECRET", "s3")
+    assert build_runtime_env(tmp_path, ["PASR_TEST_SECRET"])["env_vars"] == {"PASR_TEST_SECRET": "s3"}
+    monkeypatch.delenv("PASR_TEST_UNSET", raising=False)
+    with pytest.raises(CliError, match="not set in this environment"):
+        build_runtime_env(tmp_path, ["PASR_TEST_UNSET"])
+    assert required_gpus([]) == (1, 8)
+    assert relative_path_warnings([]) and relative_path_warnings(["trainer.default_local_dir=ckpt"])
+    assert relative_path_warnings(["trainer.default_local_dir=/shared/ckpt"]) == []
+    assert required_gpus(["trainer.nnodes=2", "++trainer.n_gpus_per_node=4"]) == (2, 4)
+
+
+def test_gpu_shortfall_is_per_node():
+    from recipe.verl_engine.config import gpu_shortfall
+
+    assert gpu_shortfall([8, 8], 2, 8) is None
+    assert gpu_shortfall([8, 4, 4], 2, 8) is not None  # 16 GPUs in all, but one node of 8
+    assert "has 0 GPU(s)" in gpu_shortfall([0], 1, 8)
+
+
+# --------------------------------------------------------------------------- a real head
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    tmp = Path(tempfile.mkdtemp(prefix="pasr-ray-", dir="/tmp"))  # short: Ray's socket paths
+    home = tmp / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(uuid.uuid4().hex)
+    gcs, dash, client, agent_http, agent_grpc, env_agent, metrics = _free_ports(7)
+    env = {k: v for k, v in os.environ.items() if k not in RAY_ENV}
+    env.update(HOME=str(home), RAY_AUTH_MODE="token")
+    cmd = [
+        "ray", "start", "--head", "--block", "--disable-usage-stats",
+        "--node-ip-address=127.0.0.1", f"--port={gcs}",
+        "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+        f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent_http}",
+        f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={env_agent}",
+        f"--metrics-export-port={metrics}", "--num-cpus=1", "--object-store-memory=100000000",
+        f"--temp-dir={tmp / 'r'}",
+    ]  # fmt: skip
+    log_path = tmp / "head.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.monotonic() + 150
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"ray start exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(address + "/api/version", timeout=2)
+                break
+            except urllib.error.HTTPError:  # 401: up, and asking for the token
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the Ray dashboard did not come up in 150 s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(1)
+        yield SimpleNamespace(address=address, home=home, tmp=tmp)
+    finally:
+        proc.terminate()  # `ray start --block` stops the node's processes on SIGTERM
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the session we started
+        except ProcessLookupError:
+            pass
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def pasr(ray_head, monkeypatch, capsys):
+    """Run the pasr CLI in-process as a user on the head's machine (HOME has the token, and
+    RAY_AUTH_MODE is unset); returns (exit code, stdout, stderr)."""
+    from recipe.cli import main
+
+    for key in RAY_ENV:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(ray_head.home))
+
+    def _run(*argv):
+        capsys.readouterr()
+        code = main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _run
+
+
+def test_wrong_address_fails_early(pasr):
+    port = _free_ports(1)[0]
+    code, out, err = pasr("submit", "--address", f"http://127.0.0.1:{port}", "--entrypoint", "true")
+    assert code == 2 and f"cannot reach the Ray dashboard at http://127.0.0.1:{port}" in err and not out
+
+
+def test_missing_token_is_named(pasr, ray_head, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = pasr("jobs", "list", "--address", ray_head.address)
+    assert code == 2 and "requires a valid auth token" in err and "RAY_AUTH_TOKEN" in err
+
+
+def test_gpu_check_for_the_verl_engine(pasr, ray_head):
+    code, out, err = pasr("submit", "--address", ray_head.address, "--", "trainer.n_gpus_per_node=4")
+    assert code == 2 and not out
+    assert "needs 1 node(s) with 4 GPU(s)" in err and "has 0 GPU(s)" in err and "--no-gpu-check" in err
+
+
+def test_submit_follow_runs_in_the_uploaded_repository(pasr, ray_head):
+    probe = (
+        "python3 -c \"import os, recipe.pasr_config; "
+        "print('PASR_OK', os.path.isdir('.git'), os.path.isfile('recipe/main_pasr.py'))\""
+    )
+    code, out, err = pasr(
+        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--follow", "--no-gpu-check", "--entrypoint", probe
+    )
+    assert code == 0, err
+    job_id = out.splitlines()[0]
+    assert job_id.startswith("raysubmit_")
+    assert "PASR_OK False True" in out  # the code is there, .git is not
+    assert f"job {job_id} SUCCEEDED" in err
+    code, out, _ = pasr("jobs", "status", job_id, "--address", ray_head.address)
+    assert code == 0 and out.startswith(f"{job_id}\tSUCCEEDED")
+    code, out, _ = pasr("jobs", "logs", job_id, "--address", ray_head.address)
+    assert code == 0 and "PASR_OK" in out
+
+
+def test_follow_exits_with_the_jobs_failure(pasr, ray_head, tmp_path):
+    (tmp_path / "fail.py").write_text("import sys\nprint('about to fail')\nsys.exit(7)\n")
+    code, out, err = pasr(
+        "submit", "--address", ray_head.address, "--engine", "local", "--working-dir", str(tmp_path),
+        "--follow", "--entrypoint", "python3 fail.py",
+    )  # fmt: skip
+    assert code == 1 and "about to fail" in out and "FAILED" in err
+
+
+def test_stop(pasr, ray_head, tmp_path):
+    code, out, _ = pasr(
+        "submit", "--address", ray_head.address, "--working-dir", str(tmp_path), "--no-gpu-check",
+        "--entrypoint", "python3 -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'",
+    )  # fmt: skip
+    assert code == 0
+    job_id = out.strip()
+    code, out, err = pasr("jobs", "stop", job_id, "--address", ray_head.address, "--wait")
+    assert code == 0 and out.strip() == f"{job_id}\tSTOPPED", err
+    code, _, err = pasr("jobs", "logs", job_id, "--address", ray_head.address, "--follow")
+    assert code == 3 and "STOPPED" in err
+    code, _, err = pasr("jobs", "status", "raysubmit_doesnotexist", "--address", ray_head.address)
+    assert code == 2 and "no job raysubmit_doesnotexist" in err
+
+
+def test_the_real_entrypoint_checks_the_clusters_gpus_inside_the_job(pasr, ray_head):
+    """`--no-gpu-check` lets the submission through; recipe.main_pasr itself then runs in the job,
+    composes the config, joins the cluster through the job's RAY_ADDRESS, finds no GPU and stops
+    with its one-line message (the job fails, so --follow exits 1)."""
+    code, out, err = pasr(
+        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--no-gpu-check", "--follow",
+        "--", "trainer.n_gpus_per_node=2", "pasr_verl.check_judge=false",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "pasr verl: error: the config needs 1 node(s) with 2 GPU(s) each" in out
+    assert "the Ray cluster at" in out and "has 0 GPU(s)" in out and "Traceback" not in out

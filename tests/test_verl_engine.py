@@ -1,0 +1,720 @@
+"""The verl engine on CPU: config, plain-row batches, PASR scoring in verl's layout, and the
+verl 0.9.1 behaviour the engine relies on (pinned, so an upgrade that changes it fails here).
+
+No GPU and no vLLM here: generation is scripted, but everything around it is verl's own code
+(``RLHFDataset``, ``RayPPOTrainer._get_gen_batch``, the agent loop worker's padding and output
+assembly, ``DataProto``, ``extract_reward``, ``compute_advantage``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import types
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO / "recipe" / "config"
+
+
+# --------------------------------------------------------------------------- fixtures
+def _import_with_server_stubs(*names: str):
+    """Import verl trainer modules. They import vLLM's server dependencies (uvicorn, fastapi) at
+    module level; GPU installs have them with vLLM. Where they are missing (this CPU machine) two
+    empty stand-ins are registered for the import and removed afterwards; no server is started."""
+    added = []
+    for mod, attrs in (("uvicorn", ("Server", "Config")), ("fastapi", ("FastAPI",))):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            stub = types.ModuleType(mod)
+            for a in attrs:
+                setattr(stub, a, type(a, (), {}))
+            sys.modules[mod] = stub
+            added.append(mod)
+    try:
+        return [importlib.import_module(n) for n in names]
+    finally:
+        for mod in added:
+            sys.modules.pop(mod, None)
+
+
+@pytest.fixture(scope="module")
+def verl_mods():
+    ray_trainer, main_ppo_v0, agent_loop, engine_trainer = _import_with_server_stubs(
+        "verl.trainer.ppo.ray_trainer",
+        "verl.trainer.main_ppo_v0",
+        "verl.experimental.agent_loop.agent_loop",
+        "recipe.verl_engine.trainer",
+    )
+    return SimpleNamespace(
+        ray_trainer=ray_trainer, main_ppo_v0=main_ppo_v0, agent_loop=agent_loop, trainer=engine_trainer
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from recipe.model_loading import resolve_model_path
+
+    return AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
+
+
+def _compose(overrides=()):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name="pasr_trainer", overrides=list(overrides))
+
+
+@pytest.fixture(scope="module")
+def config():
+    return _compose()
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    from prompts import PromptSet
+
+    return PromptSet.load()
+
+
+@pytest.fixture(scope="module")
+def gen_batch(tmp_path_factory, tokenizer, prompts, verl_mods):
+    """A real training batch: our parquet schema -> verl's RLHFDataset -> collate_fn ->
+    DataProto with uids -> RayPPOTrainer._get_gen_batch (as fit() does), questions k+k, k=0..2."""
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from data.examples import Example
+    from data.verl_parquet import write_rl_parquet
+
+    tmp = tmp_path_factory.mktemp("rl_data")
+    examples = [Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in range(3)]
+    path = write_rl_parquet(examples, tmp / "train.parquet", prompts.refine, split="train")
+    data_cfg = OmegaConf.create(
+        {"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": False, "cache_dir": str(tmp / "cache")}
+    )
+    dataset = RLHFDataset([str(path)], tokenizer, data_cfg)
+    batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
+    batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch))], dtype=object)
+    gen = verl_mods.ray_trainer.RayPPOTrainer._get_gen_batch(None, batch)
+    return SimpleNamespace(batch=batch, gen=gen)
+
+
+# --------------------------------------------------------------------------- scripted rollout
+def _variant(messages, prompts) -> str:
+    system = next((m["content"] for m in messages if m["role"] == "system"), None)
+    return {prompts.refine: "refine", prompts.plain: "plain"}[system]
+
+
+def _k(messages) -> int:
+    user = [m["content"] for m in messages if m["role"] == "user"][-1]
+    return int(user.split()[2].split("+")[0])
+
+
+def R(a):  # formatted, refines
+    return f"<think>2k<refine>check: k+k</refine>done</think><answer>\\boxed{{{a}}}</answer>"
+
+
+def N(a):  # formatted, no refine
+    return f"<think>2k</think><answer>\\boxed{{{a}}}</answer>"
+
+
+def P(a):  # a plain-prompted answer
+    return f"Steps. \\boxed{{{a}}}"
+
+
+# query k (gold 2k): refine responses, plain responses
+SCRIPT = {
+    0: ([R(0), R(0), N(0)], [P(0), P(0), P(0)]),  # all plain right: refining ties (-0.5)
+    1: ([R(2), N(2), N(5)], [P(2), P(7), P(7)]),  # plain 1/3: right + refine is better (+1)
+    2: ([N(4), R(9), N("ERR")], [P(4), P(4), P(4)]),  # wrong + refine is worse (-1); a judge error
+}
+# (format + acc + refine) per refine row; None = judge error
+EXPECTED_TOTALS = {0: [1.5, 1.5, 2.0], 1: [3.0, 2.0, 1.0], 2: [2.0, 0.0, None]}
+
+
+class ScriptedRollout:
+    """Stands in for verl's AgentLoopManager: token ids come from SCRIPT instead of vLLM, and the
+    rest is verl's own AgentLoopWorker post-processing (padding, masks, position ids, output
+    assembly) run without the reward loop, as under PasrAgentLoopManager."""
+
+    def __init__(self, tokenizer, prompts, agent_loop_mod, prompt_length=512, response_length=48):
+        worker = object.__new__(agent_loop_mod.AgentLoopWorker)
+        worker.tokenizer = tokenizer
+        worker.processor = None
+        worker.rollout_config = SimpleNamespace(prompt_length=prompt_length, response_length=response_length)
+        worker.reward_loop_worker_handles = None
+        worker.distillation_enabled = False
+        worker.mm_processor_kwargs = {}
+        self.worker, self.mod, self.tok, self.prompts = worker, agent_loop_mod, tokenizer, prompts
+        self.calls: list[int] = []
+
+    def respond(self, messages, seen) -> str:
+        variant, k = _variant(messages, self.prompts), _k(messages)
+        j = seen.setdefault((variant, k), 0)
+        seen[(variant, k)] += 1
+        refine, plain = SCRIPT[k]
+        texts = refine if variant == "refine" else plain
+        return texts[j % len(texts)]
+
+    def generate_sequences(self, batch):
+        self.calls.append(len(batch))
+        return asyncio.run(self._generate(batch))
+
+    async def _generate(self, batch):
+        m = self.mod
+        seen: dict = {}
+        outputs = []
+        for i in range(len(batch)):
+            kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()}
+            messages = list(kwargs["raw_prompt"])
+            prompt_text = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            prompt_ids = self.tok.encode(prompt_text, add_special_tokens=False)
+            response = self.tok.encode(self.respond(messages, seen), add_special_tokens=False) + [self.tok.eos_token_id]
+            out = m.AgentLoopOutput(
+                prompt_ids=prompt_ids,
+                response_ids=response,
+                response_mask=[1] * len(response),
+                num_turns=2,
+                metrics=m.AgentLoopMetrics(generate_sequences=0.01, num_preempted=0),
+            )
+            outputs.append(await self.worker._agent_loop_postprocess(out, False, **kwargs))
+        output = self.worker._postprocess(outputs, input_non_tensor_batch=batch.non_tensor_batch)
+        metrics = output.meta_info.pop("metrics")
+        timing = m.AgentLoopManager._performance_metrics(None, [metrics], output)
+        output.meta_info = {"timing": timing, **output.meta_info}
+        return output
+
+
+@dataclass
+class ExactJudge:
+    """Scores 1 when the extracted answer equals the gold; answer 'ERR' is a judge failure."""
+
+    name: str = "exact"
+
+    async def score(self, question, gold, answer):
+        from rewards.judges.base import JudgeResult
+
+        if answer == "ERR":
+            return JudgeResult.failed("judge unavailable")
+        return JudgeResult(1.0 if answer is not None and answer.strip() == gold else 0.0)
+
+    async def score_many(self, items):
+        return [await self.score(i.question, i.gold, i.answer) for i in items]
+
+
+def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_divisor=4):
+    from recipe.pasr_config import load_pasr_config
+    from recipe.verl_engine.rollout import PasrRolloutManager
+
+    cfg = load_pasr_config({"n_refine": n_refine, "n_plain": n_plain})
+    return PasrRolloutManager(
+        inner,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        prompts=prompts,
+        judge=ExactJudge(),
+        run_id="test-run",
+        rollout_dir=tmp_path / "rollouts",
+        size_divisor=size_divisor,
+    )
+
+
+def _train_gen_batch(gen_batch, n, step=5):
+    rep = gen_batch.gen.repeat(repeat_times=n, interleave=True)  # as fit() does
+    rep.meta_info["global_steps"] = step
+    return rep
+
+
+# --------------------------------------------------------------------------- pinned verl 0.9.1
+def _source(obj) -> str:
+    return textwrap.dedent(inspect.getsource(obj))
+
+
+def test_pinned_verl_version():
+    import verl
+
+    assert verl.__version__ == "0.9.1", "the verl engine is written against verl 0.9.1; re-check the pinned assumptions"
+
+
+def test_pinned_fit_generates_once_and_reads_rm_scores(verl_mods):
+    fit = _source(verl_mods.ray_trainer.RayPPOTrainer.fit)
+    # one rollout call per step, on the attribute our trainer replaces
+    assert fit.count("self.async_rollout_manager.generate_sequences(") == 1
+    # prompts repeated rollout.n times, interleaved, before that call; the step is passed along
+    assert "rollout_n = self.config.actor_rollout_ref.rollout.n" in fit
+    assert "gen_batch.repeat(repeat_times=rollout_n, interleave=True)" in fit
+    assert 'gen_batch.meta_info["global_steps"] = self.global_steps' in fit
+    # the returned rows are unioned row by row with the repeated batch
+    assert "batch = batch.repeat(repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True)" in fit
+    assert "batch = batch.union(gen_batch_output)" in fit
+    # rewards: rm_scores from the rollout are used as they are, response_mask too
+    assert 'if self.use_rm and "rm_scores" not in batch.batch.keys():' in fit
+    assert "reward_tensor, reward_extra_infos_dict = extract_reward(batch)" in fit
+    assert 'if "response_mask" not in batch.batch.keys():' in fit
+    # rollout timing is logged, GRPO groups rollout.n rows
+    assert 'timing_raw.update(combined_gen_output.meta_info["timing"])' in fit
+    assert "num_repeat=self.config.actor_rollout_ref.rollout.n" in fit
+    # the actor update's metrics are reduced into what the logger logs
+    assert "actor_output = self._update_actor(batch)" in fit
+    assert 'reduce_metrics(actor_output.meta_info["metrics"])' in fit
+    assert "logger.log(data=metrics, step=self.global_steps)" in fit
+
+
+def test_pinned_validate_and_init_workers(verl_mods):
+    rt = verl_mods.ray_trainer.RayPPOTrainer
+    validate = _source(rt._validate)
+    assert "self.async_rollout_manager.generate_sequences(test_gen_batch_padded)" in validate
+    assert '"validate": True' in validate
+    assert "extract_reward(test_batch)" in validate
+    init = _source(rt.init_workers)
+    assert 'get("agent_loop_manager_class")' in init
+    assert "self.async_rollout_manager = AgentLoopManager.create(" in init
+    assert "reward_loop_worker_handles=reward_loop_worker_handles" in init
+    # GRPO groups by uid
+    assert 'index=data.non_tensor_batch["uid"]' in _source(verl_mods.ray_trainer.compute_advantage)
+
+
+def test_pinned_agent_loop(verl_mods):
+    al = verl_mods.agent_loop
+    params = list(inspect.signature(al.AgentLoopManager.__init__).parameters)
+    assert params == ["self", "config", "llm_client", "teacher_client", "reward_loop_worker_handles"]
+    gen = _source(al.AgentLoopManager.generate_sequences)
+    assert "prompts.chunk(len(self.agent_loop_workers))" in gen and "DataProto.concat(outputs)" in gen
+    post = _source(al.AgentLoopWorker._postprocess)
+    assert "if self.reward_loop_worker_handles is None and input_non_tensor_batch:" in post
+    assert "response_length = attention_mask[:, prompt_length:].sum(dim=1) - 1" in post
+    # concrete agent loops get every non-tensor column as a keyword argument
+    assert "kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()" in _source(al.AgentLoopWorker.generate_sequences)
+
+
+def test_pinned_task_runner_and_losses(verl_mods):
+    from verl.trainer.main_ppo import run_ppo
+    from verl.workers.utils import losses
+
+    run = vars(verl_mods.trainer.verl_task_runner_class())["run"]
+    assert "RayPPOTrainer" in run.__code__.co_names and run.__closure__ is None
+    src = _source(run)
+    assert "trainer.init_workers()" in src and "trainer.fit()" in src
+    assert list(inspect.signature(run_ppo).parameters) == ["config", "task_runner_class"]
+    assert 'data["response_mask"]' in _source(losses.ppo_loss)
+
+
+def test_pinned_get_gen_batch_and_extract_reward(gen_batch, verl_mods):
+    from verl import DataProto
+    from verl.trainer.ppo.reward import extract_reward
+
+    # fit()'s batch keeps only the reward keys; the generation batch has raw_prompt and them
+    assert set(gen_batch.batch.non_tensor_batch) == {"data_source", "reward_model", "extra_info", "uid"}
+    assert {"raw_prompt", "uid", "extra_info", "reward_model", "data_source"} <= set(gen_batch.gen.non_tensor_batch)
+    d = DataProto.from_dict(
+        tensors={"rm_scores": torch.ones(2, 3)}, non_tensors={"acc": np.array([1.0, 0.0])}, meta_info={"reward_extra_keys": ["acc"]}
+    )
+    scores, extra = extract_reward(d)
+    assert scores.shape == (2, 3) and list(extra) == ["acc"]
+
+
+def test_task_runner_rebinds_trainer_class_without_touching_verl(verl_mods):
+    t = verl_mods.trainer
+    original = vars(t.verl_task_runner_class())["run"]
+    run = t.rebind_trainer_class(original, t.PasrRayTrainer)
+    assert run.__globals__["RayPPOTrainer"] is t.PasrRayTrainer
+    assert verl_mods.main_ppo_v0.RayPPOTrainer is verl_mods.ray_trainer.RayPPOTrainer
+    assert issubclass(t.PasrTaskRunner, verl_mods.main_ppo_v0.BaseTaskRunner)
+    assert run.__code__ is original.__code__ and original.__module__ == "verl.trainer.main_ppo_v0"
+
+
+# --------------------------------------------------------------------------- config
+def test_config_composes_with_paper_defaults(config):
+    from recipe.verl_engine.config import engine_config, pasr_config
+
+    cfg = pasr_config(config)
+    assert (cfg.n_refine, cfg.n_plain, cfg.tie_value) == (8, 8, -0.5)
+    ar = config.actor_rollout_ref
+    assert ar.rollout.n == 8 and ar.rollout.temperature == 0.9 and config.data.max_response_length == 1500
+    assert ar.actor.optim.lr == 1e-6 and ar.actor.kl_loss_coef == 0.04 and ar.actor.use_kl_loss
+    assert ar.actor.clip_ratio == 0.2 and config.algorithm.adv_estimator == "grpo"
+    assert ar.rollout.agent.agent_loop_manager_class == "recipe.verl_engine.agent_loop.PasrAgentLoopManager"
+    assert config.trainer.use_v1 is False and config.trainer.resume_mode == "auto"
+    eng = engine_config(config)
+    assert eng.rollout_dir == "checkpoints/pasr/pasr/rollouts" and eng.run_id == "pasr"
+
+
+def test_config_passes_verls_own_validation(config):
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert need_reference_policy(config) and not need_critic(config)
+
+
+def test_config_overrides_and_bad_keys():
+    from hydra.errors import ConfigCompositionException
+
+    from recipe.pasr_config import ConfigError
+    from recipe.verl_engine.config import engine_config, pasr_config
+
+    cfg = _compose(["pasr.n_refine=4", "pasr.judge.concurrency=8"])
+    assert cfg.actor_rollout_ref.rollout.n == 4 and pasr_config(cfg).judge.concurrency == 8
+    with pytest.raises(ConfigError, match=r"pasr\.judge\.timout_s"):
+        pasr_config(_compose(["+pasr.judge.timout_s=3"]))
+    with pytest.raises(ConfigError, match=r"pasr_verl\.rolout_dir"):
+        engine_config(_compose(["+pasr_verl.rolout_dir=x"]))
+    with pytest.raises(ConfigError, match="differs from pasr.n_refine"):
+        pasr_config(_compose(["actor_rollout_ref.rollout.n=2"]))
+    with pytest.raises(ConfigCompositionException):  # Hydra itself refuses a key without '+'
+        _compose(["pasr.bogus=1"])
+
+
+def test_preflight(config):
+    from recipe.verl_engine.config import PreflightError, preflight
+
+    ok = dict(find_module=lambda n: object(), judge_check=lambda c: None)
+    cfg, eng = preflight(config, local_gpus=lambda: 8, **ok)
+    assert cfg.n_refine == 8
+    with pytest.raises(PreflightError, match="no GPU on this machine"):
+        preflight(config, local_gpus=lambda: 0, **ok)
+    with pytest.raises(PreflightError, match=r"needs 1 node\(s\) with 8 GPU\(s\).*this machine has 4"):
+        preflight(config, local_gpus=lambda: 4, **ok)
+    with pytest.raises(PreflightError, match="vllm is not installed"):
+        preflight(config, local_gpus=lambda: 8, find_module=lambda n: None, judge_check=lambda c: None)
+    two = _compose(["trainer.nnodes=2", "+ray_kwargs.ray_init.address=10.0.0.1:6379"])
+    with pytest.raises(PreflightError, match=r"Ray cluster at 10.0.0.1:6379 has 12 GPU\(s\) \(GPUs per node: 8, 4\)"):
+        preflight(two, cluster_node_gpus=lambda a: [8.0, 4.0], **ok)
+    preflight(two, cluster_node_gpus=lambda a: [8.0, 8.0, 0.0], **ok)
+    with pytest.raises(PreflightError, match="use_v1"):
+        preflight(_compose(["trainer.use_v1=true"]), local_gpus=lambda: 8, **ok)
+    with pytest.raises(PreflightError, match="pasr.judge.kind=openai needs"):
+        preflight(_compose(["pasr.judge.kind=openai"]), local_gpus=lambda: 8, **ok)
+    preflight(_compose(["pasr_verl.check_resources=false"]), local_gpus=lambda: 0, **ok)
+
+
+def test_count_local_gpus(tmp_path):
+    from recipe.verl_engine.config import count_local_gpus
+
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert count_local_gpus({}, dev=str(tmp_path)) == 2
+    assert count_local_gpus({"CUDA_VISIBLE_DEVICES": "1"}, dev=str(tmp_path)) == 1
+    assert count_local_gpus({"CUDA_VISIBLE_DEVICES": ""}, dev=str(tmp_path)) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert count_local_gpus({}, dev=str(empty)) == 0
+
+
+def test_main_without_gpu_exits_at_once_with_a_message():
+    from recipe.verl_engine.config import count_local_gpus
+
+    if count_local_gpus() != 0:
+        pytest.skip("this machine has a GPU")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PASR_SKIP_GPU_CHECK")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.main_pasr", "trainer.experiment_name=x"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("pasr verl: error: no GPU on this machine")
+    assert "pasr submit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- plain rows
+def test_combined_batch_from_a_real_rlhf_batch(gen_batch, prompts):
+    from recipe.verl_engine.plain_rollouts import build_combined_batch, split_combined
+
+    rep = _train_gen_batch(gen_batch, 3)
+    before = [list(map(dict, m)) for m in rep.non_tensor_batch["raw_prompt"]]
+    combined, layout = build_combined_batch(rep, n_refine=3, n_plain=2, refine_system=prompts.refine, plain_system=prompts.plain)
+    assert (layout.refine_rows, layout.plain_rows, len(combined)) == (9, 6, 15)
+    uids = combined.non_tensor_batch["uid"]
+    q = gen_batch.gen.non_tensor_batch["uid"]
+    assert list(uids[:9]) == list(np.repeat(q, 3)) and list(uids[9:]) == list(np.repeat(q, 2))
+    systems = [m[0]["content"] for m in combined.non_tensor_batch["raw_prompt"]]
+    assert systems[:9] == [prompts.refine] * 9 and systems[9:] == [prompts.plain] * 6
+    users = [m[-1]["content"] for m in combined.non_tensor_batch["raw_prompt"]]
+    assert users[9:] == [f"What is {k}+{k}?" for k in range(3) for _ in range(2)]
+    for key in ("extra_info", "reward_model", "data_source", "index"):
+        assert list(combined.non_tensor_batch[key][9:]) == list(np.repeat(gen_batch.gen.non_tensor_batch[key], 2))
+    assert combined.meta_info["global_steps"] == 5
+    # the caller's batch (and messages shared between its repeated rows) are untouched
+    assert [list(map(dict, m)) for m in rep.non_tensor_batch["raw_prompt"]] == before
+    refine, plain = split_combined(combined, layout, expected_uids=uids)
+    assert list(refine.non_tensor_batch["uid"]) == list(rep.non_tensor_batch["uid"]) and len(plain) == 6
+
+
+def test_combined_batch_rejects_wrong_grouping(gen_batch, prompts):
+    from recipe.verl_engine.plain_rollouts import PasrBatchError, build_combined_batch, split_combined
+
+    kw = dict(refine_system=prompts.refine, plain_system=prompts.plain)
+    rep = gen_batch.gen.repeat(repeat_times=2, interleave=False)  # q0 q1 q2 q0 q1 q2: not grouped
+    with pytest.raises(PasrBatchError, match="not grouped by uid"):
+        build_combined_batch(rep, n_refine=2, n_plain=1, **kw)
+    with pytest.raises(PasrBatchError, match="not a multiple"):
+        build_combined_batch(_train_gen_batch(gen_batch, 2), n_refine=4, n_plain=1, **kw)
+    combined, layout = build_combined_batch(_train_gen_batch(gen_batch, 2), n_refine=2, n_plain=1, **kw)
+    shuffled = combined.select_idxs(np.arange(len(combined))[::-1].copy())
+    with pytest.raises(PasrBatchError, match="uid mismatch"):
+        split_combined(shuffled, layout, expected_uids=combined.non_tensor_batch["uid"])
+
+
+def test_query_ids_unique_per_uid():
+    from verl import DataProto
+
+    from recipe.verl_engine.reward import query_ids
+
+    d = DataProto.from_dict(
+        non_tensors={
+            "uid": np.array(["a", "a", "b", "b"], dtype=object),
+            "extra_info": np.array([{"id": "q1"}, {"id": "q1"}, {"id": "q1"}, {"id": "q1"}], dtype=object),
+        }
+    )
+    assert query_ids(d) == ["q1", "q1", "q1@b", "q1@b"]
+
+
+def test_fill_judge_errors():
+    from recipe.verl_engine.reward import fill_judge_errors
+
+    scores, masked = fill_judge_errors([2.0, None, 0.0, None, None], ["a", "a", "a", "b", "b"])
+    assert scores == [2.0, 1.0, 0.0, 0.0, 0.0] and masked == [False, True, False, True, True]
+
+
+# --------------------------------------------------------------------------- the PASR rollout
+@pytest.fixture(scope="module")
+def train_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path_factory):
+    """One training step's rollout through the PASR wrapper (n_refine=3, n_plain=3)."""
+    tmp = tmp_path_factory.mktemp("pasr_step")
+    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
+    manager = _manager(inner, tokenizer, prompts, tmp)
+    rep = _train_gen_batch(gen_batch, 3)
+    out = manager.generate_sequences(rep)
+    metrics = manager.pop_metrics()
+    yield SimpleNamespace(inner=inner, manager=manager, rep=rep, out=out, metrics=metrics, tmp=tmp)
+    manager.close()
+
+
+def _row_totals(out):
+    return out.batch["rm_scores"].sum(dim=-1).tolist()
+
+
+def test_one_generate_call_and_only_refine_rows_come_back(train_step, tokenizer):
+    # 9 refine + 9 plain rows in ONE call, padded to the divisor 4 -> 20
+    assert train_step.inner.calls == [20]
+    out = train_step.out
+    assert len(out) == 9
+    assert list(out.non_tensor_batch["uid"]) == list(train_step.rep.non_tensor_batch["uid"])
+    texts = [tokenizer.decode(r, skip_special_tokens=True) for r in out.batch["responses"]]
+    assert all(t.startswith("<think>") for t in texts) and not any("Steps." in t for t in texts)
+
+
+def test_refine_rewards_per_uid_at_the_last_response_token(train_step):
+    out = train_step.out
+    expected = [t for k in range(3) for t in EXPECTED_TOTALS[k]]
+    expected[8] = (2.0 + 0.0) / 2  # judge error: the mean of its group's judged totals
+    assert _row_totals(out) == pytest.approx(expected)
+    lengths = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :].sum(dim=1)
+    nonzero = [row.nonzero().flatten().tolist() for row in out.batch["rm_scores"]]
+    for i, idx in enumerate(nonzero):
+        assert idx in ([int(lengths[i]) - 1], [])  # a 0.0 score has no nonzero entry
+    assert out.meta_info["reward_extra_keys"] == ["acc", "format_reward", "refine_reward", "has_refine", "judge_error"]
+    assert list(out.non_tensor_batch["refine_reward"]) == [-0.5, -0.5, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0, 0.0]
+    assert list(out.non_tensor_batch["judge_error"]) == [0.0] * 8 + [1.0]
+    assert "pasr_score" in out.meta_info["timing"] and "agent_loop/generate_sequences/mean" in out.meta_info["timing"]
+
+
+def test_judge_error_row_is_masked_not_scored_zero(train_step):
+    mask = train_step.out.batch["response_mask"]
+    assert mask[8].sum() == 0
+    assert all(mask[i].sum() > 0 for i in range(8))
+
+
+def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, verl_mods):
+    """What fit() does next with the returned rows: union with its repeated batch, rewards from
+    rm_scores, GRPO advantages per uid. Plain rows never get there; the masked row gets none."""
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.reward import extract_reward
+
+    rt = verl_mods.ray_trainer
+    batch = gen_batch.batch.repeat(repeat_times=3, interleave=True)
+    out = train_step.out.slice(0, None)
+    out.meta_info = {k: v for k, v in out.meta_info.items() if k != "timing"}
+    batch = batch.union(out)
+    reward_tensor, extra = extract_reward(batch)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = reward_tensor
+    batch.non_tensor_batch.update({k: np.array(v) for k, v in extra.items()})
+    batch = rt.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=3)
+    assert len(batch) == 9
+    adv = batch.batch["advantages"]
+    assert adv[8].abs().sum() == 0
+    # q1: totals 3, 2, 1 -> normalised advantages +1, 0, -1
+    assert adv[3].max().item() == pytest.approx(1.0, abs=1e-4) and adv[5].min().item() == pytest.approx(-1.0, abs=1e-4)
+    # the batch converts the way _compute_old_log_prob / _update_actor send it to the workers
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    td = left_right_2_no_padding(batch.to_tensordict())
+    assert td["response_mask"].shape[0] == 9
+
+
+def test_step_metrics_on_the_scripted_step(train_step):
+    m = train_step.metrics
+    assert m["pasr/format_pass_rate"] == 1.0
+    assert m["pasr/refine_rate"] == pytest.approx(4 / 9)
+    assert m["pasr/acc_refine"] == pytest.approx(6 / 8)
+    assert m["pasr/acc_plain"] == pytest.approx(7 / 9)
+    assert m["pasr/judge_errors"] == 1.0
+    assert m["pasr/reward_mean"] == pytest.approx(13 / 8)
+    assert m["pasr/refine_reward_mean"] == pytest.approx(-1 / 8)
+    assert m["pasr/refine_outcome/tie"] == pytest.approx(2 / 9)
+    assert m["pasr/refine_outcome/better"] == pytest.approx(1 / 9)
+    assert m["pasr/refine_outcome/worse"] == pytest.approx(1 / 9)
+    assert m["pasr/refine_outcome/none"] == pytest.approx(4 / 9)
+    assert m["pasr/refine_outcome/judge_error"] == pytest.approx(1 / 9)
+    assert (m["pasr/masked_rows"], m["pasr/plain_rows"]) == (1.0, 9.0)
+    assert train_step.manager.pop_metrics() == {}  # handed over once
+
+
+def test_rollout_dump_is_the_record_format(train_step):
+    from data.records import iter_records
+
+    path = train_step.tmp / "rollouts" / "step_000005.jsonl"
+    records = list(iter_records(path, strict=True))
+    assert len(records) == 18 and {r.engine for r in records} == {"verl"} and {r.step for r in records} == {5}
+    refine = [r for r in records if r.variant == "refine"]
+    plain = [r for r in records if r.variant == "plain"]
+    assert len(refine) == len(plain) == 9 and all(r.total_reward is None for r in plain)
+    assert [r.total_reward for r in refine] == [t for k in range(3) for t in EXPECTED_TOTALS[k]]
+    assert [r.query_id for r in refine[:3]] == ["syn:0"] * 3 and refine[0].gold == "0"
+    assert refine[8].judge_error == "judge unavailable" and refine[8].acc is None
+    assert refine[0].prompt == "What is 0+0?" and refine[0].prompt_version and plain[0].prompt_version != refine[0].prompt_version
+
+
+def test_validation_batches_are_scored_without_plain_rows(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
+    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
+    manager = _manager(inner, tokenizer, prompts, tmp_path)
+    val = gen_batch.gen.slice(0, None)
+    val.meta_info = {"validate": True, "global_steps": 0}
+    try:
+        out = manager.generate_sequences(val)
+    finally:
+        manager.close()
+    assert inner.calls == [4] and len(out) == 3  # padded to the divisor, then unpadded
+    # first refine script per query: R(0) right, R(2) right, N(4) right
+    assert _row_totals(out) == [1.0, 1.0, 1.0]
+    assert manager.pop_metrics() == {}
+    assert (tmp_path / "rollouts" / "val_step_000000.jsonl").is_file()
+
+
+# --------------------------------------------------------------------------- trainer subclass
+def test_update_actor_adds_pasr_metrics(verl_mods, monkeypatch, train_step):
+    from verl import DataProto
+    from verl.utils.metric import reduce_metrics
+
+    t = verl_mods.trainer
+
+    def fake_update(self, batch):
+        return DataProto.from_single_dict(data={}, meta_info={"metrics": {"actor/pg_loss": [0.1, 0.3]}})
+
+    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_update_actor", fake_update)
+    trainer = object.__new__(t.PasrRayTrainer)
+    trainer.async_rollout_manager = SimpleNamespace(pop_metrics=lambda: {"pasr/refine_rate": 0.5})
+    out = trainer._update_actor(None)
+    reduced = reduce_metrics(out.meta_info["metrics"])
+    assert reduced["pasr/refine_rate"] == 0.5 and reduced["actor/pg_loss"] == pytest.approx(0.2)
+
+
+def test_agent_loop_manager_is_enforced(verl_mods):
+    from omegaconf import OmegaConf
+
+    t = verl_mods.trainer
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"agent": {"num_workers": 1}}}})
+    OmegaConf.set_struct(cfg, True)
+    t._ensure_pasr_agent_loop_manager(cfg)
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class == t.AGENT_LOOP_MANAGER_FQN
+    cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class = "verl.experimental.agent_loop.AgentLoopManager"
+    with pytest.raises(t.PasrSetupError, match="not a subclass"):
+        t._ensure_pasr_agent_loop_manager(cfg)
+    assert issubclass(t.PasrAgentLoopManager, verl_mods.agent_loop.AgentLoopManager)
+
+
+def test_build_rollout_manager_from_config(config, tokenizer):
+    from rewards.judges import RuleJudge
+
+    from recipe.verl_engine.rollout import build_rollout_manager
+
+    inner = SimpleNamespace(generate_sequences=None, start_profile=lambda: "inner")
+    manager = build_rollout_manager(config, tokenizer, inner)
+    try:
+        assert isinstance(manager.judge, RuleJudge) and manager.size_divisor == 8 and manager.run_id == "pasr"
+        assert str(manager.rollout_dir) == "checkpoints/pasr/pasr/rollouts"
+        assert manager.start_profile() == "inner"  # everything else is the wrapped manager's
+    finally:
+        manager.close()
+
+
+def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
+    from transformers import AutoTokenizer
+
+    from recipe.model_loading import resolve_model_path
+    from recipe.verl_engine.reward import decode_response
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
+    tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})  # as some chat models do
+    ids = tok.encode("<think>a<refine>b</refine></think><answer>1</answer>", add_special_tokens=False)
+    ids += [tok.eos_token_id, tok.pad_token_id]
+    assert decode_response(tok, ids) == "<think>a<refine>b</refine></think><answer>1</answer>"
+
+
+# --------------------------------------------------------------------------- run scripts
+def _script_overrides(path: Path) -> list[str]:
+    """The Hydra overrides a run script passes to recipe.main_pasr, shell variables filled in
+    with stand-ins of the right type."""
+    text = path.read_text()
+    block = text[text.index("python3 -m recipe.main_pasr") :].splitlines()[1:]
+    integer_keys = ("batch_size", "_freq", "n_gpus_per_node", "total_epochs", "parallel_size")
+    out = []
+    for line in block:
+        item = line.strip().rstrip("\\").strip()
+        if not item or item.startswith("${JUDGE_ARGS") or item == '"$@"':
+            continue
+        key, _, value = item.partition("=")
+        if value.lstrip('"').startswith("$"):
+            if key == "trainer.logger":
+                value = '["console"]'
+            elif key.endswith(integer_keys):
+                value = "8"
+            else:
+                value = "/x"
+        out.append(f"{key}={value}")
+    return out
+
+
+@pytest.mark.parametrize("script", ["run_pasr_qwen2_5_7b.sh", "run_pasr_qwen3_8b.sh"])
+def test_run_scripts_are_valid_and_use_the_paper_settings(script):
+    path = REPO / "recipe" / "scripts" / script
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    text = path.read_text()
+    assert "python3 -m recipe data prepare" in text and "vllm serve" in text and "/health" in text
+    overrides = _script_overrides(path)
+    cfg = _compose(overrides)  # every key exists (Hydra rejects unknown ones)
+    ar = cfg.actor_rollout_ref
+    assert (cfg.pasr.n_refine, ar.rollout.n, ar.rollout.temperature, cfg.data.max_response_length) == (8, 8, 0.9, 1500)
+    assert (ar.actor.optim.lr, ar.actor.kl_loss_coef, ar.actor.clip_ratio) == (1e-6, 0.04, 0.2)
+    assert cfg.trainer.resume_mode == "auto" and cfg.trainer.use_v1 is False
+    from recipe.verl_engine.config import engine_config, pasr_config
+
+    pasr_config(cfg), engine_config(cfg)
