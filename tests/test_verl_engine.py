@@ -703,13 +703,19 @@ def _script_overrides(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("script", ["run_pasr_qwen2_5_7b.sh", "run_pasr_qwen3_8b.sh"])
-def test_run_scripts_are_valid_and_use_the_paper_settings(script):
-    path = REPO / "recipe" / "scripts" / script
-    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+@pytest.mark.parametrize(
+    "script,extra",
+    [("run_pasr_qwen2_5_7b.sh", []), ("run_pasr_qwen3_8b.sh", ["+data.apply_chat_template_kwargs.enable_thinking=true"])],
+)
+def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
+    wrapper = REPO / "recipe" / "scripts" / script
+    path = REPO / "recipe" / "scripts" / "run_pasr_node.sh"
+    for p in (wrapper, path):
+        assert subprocess.run(["bash", "-n", str(p)]).returncode == 0
+    assert "run_pasr_node.sh" in wrapper.read_text() and all(e in wrapper.read_text() for e in extra)
     text = path.read_text()
     assert "python3 -m recipe data prepare" in text and "vllm serve" in text and "/health" in text
-    overrides = _script_overrides(path)
+    overrides = _script_overrides(path) + extra
     cfg = _compose(overrides)  # every key exists (Hydra rejects unknown ones)
     ar = cfg.actor_rollout_ref
     assert (cfg.pasr.n_refine, ar.rollout.n, ar.rollout.temperature, cfg.data.max_response_length) == (8, 8, 0.9, 1500)

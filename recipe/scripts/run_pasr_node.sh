@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# PASR with verl 0.9.1 on one node with 8 GPUs (80 GB class): the body the per-model scripts
+# (run_pasr_qwen2_5_7b.sh, run_pasr_qwen3_8b.sh) run with their model and defaults.
+#
+#   MODEL_PATH=Qwen/Qwen2.5-7B-Instruct EXP_NAME=my-run bash recipe/scripts/run_pasr_node.sh [EXTRA HYDRA OVERRIDES...]
+#
+# Paper hyper-parameters: group 8 (pasr.n_refine), temperature 0.9, 1500 response tokens,
+# lr 1e-6, KL 0.04 (k3 KL loss), clip 0.2; plain baseline 8 rollouts/query, tie -0.5.
+#
+# Prerequisites on the node: `pip install -e '.[gpu]'` (verl==0.9.1 + vLLM) from the repository
+# root, the model (hub name or local folder) and the data sets reachable. Everything else is here:
+# data preparation, an optional LLM judge on GPUs of its own, training, checkpoints and resume.
+#
+# Environment (optional unless marked required):
+#   MODEL_PATH      model to train                     (required)
+#   EXP_NAME        experiment name                    (required)
+#   DATA_DIR        parquet files go here              (default $HOME/data/pasr)
+#   TRAIN_DATASET   `pasr data` set or file for training (default gsm8k, split train)
+#   VAL_DATASET     set or file for validation         (default math500, split test)
+#   CKPT_DIR        checkpoints and rollout dumps      (default $HOME/ckpts/pasr/$EXP_NAME)
+#   NGPUS           GPUs for training                  (default 8, or 8 minus the judge's)
+#   TRAIN_BSZ       prompts per step                   (default 16 per training GPU: 128 on 8)
+#   TOTAL_EPOCHS    (default 2)   SAVE_FREQ / TEST_FREQ (default 20)
+#   Judge (default: the rule judge, Math-Verify; enough for math data):
+#   JUDGE_URL       an OpenAI-compatible endpoint, e.g. http://judge-host:8000/v1, with
+#   JUDGE_MODEL     the model it serves                -> pasr.judge.kind=$JUDGE_KIND (default hybrid)
+#   JUDGE_GPUS      e.g. "6,7": start `vllm serve $JUDGE_MODEL` here on those GPUs (training uses
+#                   the others), wait for /health, and point the trainer at it
+#   JUDGE_PORT      port of that server (default 8000)
+#   WANDB_API_KEY   set -> also log to Weights & Biases
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+: "${MODEL_PATH:?set MODEL_PATH (or use run_pasr_qwen2_5_7b.sh / run_pasr_qwen3_8b.sh)}"
+: "${EXP_NAME:?set EXP_NAME}"
+DATA_DIR=${DATA_DIR:-$HOME/data/pasr}
+TRAIN_DATASET=${TRAIN_DATASET:-gsm8k}
+VAL_DATASET=${VAL_DATASET:-math500}
+CKPT_DIR=${CKPT_DIR:-$HOME/ckpts/pasr/$EXP_NAME}
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-2}
+SAVE_FREQ=${SAVE_FREQ:-20}
+TEST_FREQ=${TEST_FREQ:-20}
+ROLLOUT_TP=${ROLLOUT_TP:-2}
+JUDGE_PORT=${JUDGE_PORT:-8000}
+JUDGE_KIND=${JUDGE_KIND:-hybrid}
+
+# ---------------------------------------------------------------- data (written once)
+TRAIN_FILE="$DATA_DIR/$(basename "$TRAIN_DATASET" | sed 's/\.[a-z]*$//')_train.parquet"
+VAL_FILE="$DATA_DIR/$(basename "$VAL_DATASET" | sed 's/\.[a-z]*$//')_test.parquet"
+mkdir -p "$DATA_DIR" "$CKPT_DIR"
+[[ -f "$TRAIN_FILE" ]] || python3 -m recipe data prepare --dataset "$TRAIN_DATASET" --split train --out "$TRAIN_FILE"
+[[ -f "$VAL_FILE" ]] || python3 -m recipe data prepare --dataset "$VAL_DATASET" --split test --out "$VAL_FILE"
+
+# ---------------------------------------------------------------- judge
+JUDGE_ARGS=()
+if [[ -n "${JUDGE_GPUS:-}" ]]; then
+    : "${JUDGE_MODEL:?JUDGE_GPUS needs JUDGE_MODEL (the judge model to serve)}"
+    n_judge=$(awk -F, '{print NF}' <<<"$JUDGE_GPUS")
+    all_gpus=$(seq -s, 0 $(( $(nvidia-smi -L | wc -l) - 1 )))
+    TRAIN_GPUS=$(tr ',' '\n' <<<"$all_gpus" | grep -vxF -f <(tr ',' '\n' <<<"$JUDGE_GPUS") | paste -sd,)
+    NGPUS=${NGPUS:-$(awk -F, '{print NF}' <<<"$TRAIN_GPUS")}
+    echo "judge: vllm serve $JUDGE_MODEL on GPUs $JUDGE_GPUS; training on GPUs $TRAIN_GPUS"
+    CUDA_VISIBLE_DEVICES="$JUDGE_GPUS" vllm serve "$JUDGE_MODEL" --host 0.0.0.0 --port "$JUDGE_PORT" \
+        --tensor-parallel-size "$n_judge" --gpu-memory-utilization 0.9 --served-model-name "$JUDGE_MODEL" \
+        >"$CKPT_DIR/judge_vllm.log" 2>&1 &
+    JUDGE_PID=$!
+    trap 'kill "$JUDGE_PID" 2>/dev/null || true' EXIT
+    for _ in $(seq 1 180); do
+        curl -sf "http://127.0.0.1:$JUDGE_PORT/health" >/dev/null && break
+        kill -0 "$JUDGE_PID" 2>/dev/null || { echo "vllm serve exited, see $CKPT_DIR/judge_vllm.log" >&2; exit 1; }
+        sleep 5
+    done
+    curl -sf "http://127.0.0.1:$JUDGE_PORT/health" >/dev/null || { echo "judge not healthy after 15 min" >&2; exit 1; }
+    JUDGE_URL="http://127.0.0.1:$JUDGE_PORT/v1"  # the trainer's driver runs on this node
+    export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS"
+fi
+if [[ -n "${JUDGE_URL:-}" ]]; then
+    : "${JUDGE_MODEL:?JUDGE_URL needs JUDGE_MODEL (the served model name)}"
+    export OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY}  # vllm serve accepts any key unless --api-key
+    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL"
+                pasr.judge.concurrency=64 pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+fi
+
+NGPUS=${NGPUS:-8}
+TRAIN_BSZ=${TRAIN_BSZ:-$((NGPUS * 16))}
+MINI_BSZ=${MINI_BSZ:-$((NGPUS * 4))}
+LOGGER='["console"]'
+[[ -n "${WANDB_API_KEY:-}" ]] && LOGGER='["console","wandb"]'
+
+# ---------------------------------------------------------------- train
+python3 -m recipe.main_pasr \
+    data.train_files="$TRAIN_FILE" \
+    data.val_files="$VAL_FILE" \
+    data.train_batch_size="$TRAIN_BSZ" \
+    data.max_prompt_length=1024 \
+    data.max_response_length=1500 \
+    pasr.n_refine=8 \
+    pasr.n_plain=8 \
+    pasr.tie_value=-0.5 \
+    actor_rollout_ref.model.path="$MODEL_PATH" \
+    actor_rollout_ref.model.use_remove_padding=true \
+    actor_rollout_ref.model.enable_gradient_checkpointing=true \
+    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.ppo_mini_batch_size="$MINI_BSZ" \
+    actor_rollout_ref.actor.use_dynamic_bsz=true \
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384 \
+    actor_rollout_ref.actor.clip_ratio=0.2 \
+    actor_rollout_ref.actor.use_kl_loss=true \
+    actor_rollout_ref.actor.kl_loss_coef=0.04 \
+    actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+    actor_rollout_ref.actor.entropy_coeff=0 \
+    actor_rollout_ref.actor.fsdp_config.param_offload=false \
+    actor_rollout_ref.actor.fsdp_config.optimizer_offload=false \
+    actor_rollout_ref.ref.fsdp_config.param_offload=true \
+    actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.temperature=0.9 \
+    actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
+    algorithm.adv_estimator=grpo \
+    algorithm.use_kl_in_reward=false \
+    trainer.use_v1=false \
+    trainer.project_name=pasr \
+    trainer.experiment_name="$EXP_NAME" \
+    trainer.logger="$LOGGER" \
+    trainer.n_gpus_per_node="$NGPUS" \
+    trainer.nnodes=1 \
+    trainer.default_local_dir="$CKPT_DIR" \
+    trainer.resume_mode=auto \
+    trainer.save_freq="$SAVE_FREQ" \
+    trainer.max_actor_ckpt_to_keep=3 \
+    trainer.test_freq="$TEST_FREQ" \
+    trainer.val_before_train=true \
+    trainer.total_epochs="$TOTAL_EPOCHS" \
+    pasr_verl.rollout_dir="$CKPT_DIR/rollouts" \
+    ${JUDGE_ARGS[@]+"${JUDGE_ARGS[@]}"} \
+    "$@"
