@@ -71,7 +71,7 @@ class AlgoConfig:
 class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
 
-    steps: int = 25
+    steps: int = 60
     batch_size: int = 8
     lr: float = 5e-5
     n_traces: int = 200
