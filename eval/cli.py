@@ -1,3 +1,200 @@
-from recipe.open_issue import placeholder
+"""``pasr eval``: evaluate a model (``pasr eval --model ...``) or compare runs (``pasr eval compare``).
 
-build_parser, run = placeholder(7, "pasr eval")
+Heavy modules (torch, transformers, vllm, matplotlib) are imported inside :func:`run`, so
+``pasr --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DESCRIPTION = """\
+Evaluate a model on GSM8K, MATH-500 and AIME24 with PASR or a baseline, or compare runs.
+
+  pasr eval --model PATH_OR_NAME --datasets gsm8k math500 aime24 --method pasr --out DIR
+      generate, judge and summarise; writes DIR/samples.jsonl (one rollout record per
+      sample), DIR/summary.json and DIR/summary.md. Rerunning the same command resumes an
+      interrupted run; other settings in the same DIR are refused.
+
+  pasr eval compare DIR [DIR ...] [--out FILE.png]
+      print the runs side by side (model x method x dataset: accuracy, mean output tokens)
+      and plot accuracy against output tokens.
+
+Methods: plain (plain system prompt), pasr (refine system prompt: <think> with <refine>,
+then <answer>), self-refine (Madaan et al.: plain answer, then up to --max-rounds rounds of
+feedback and refinement; every pass's tokens count). Decoding is greedy by default; with
+--samples K > 1 accuracy is mean@K and sampling defaults to temperature 0.6, top-p 0.95.
+"""
+
+EPILOG = """\
+examples:
+  pasr eval --model smollm2 --datasets gsm8k --method plain --backend hf --limit 20 --out runs/eval/smol
+  pasr eval --model /ckpt/qwen3-8b-pasr --datasets gsm8k math500 aime24 --method pasr --backend vllm \\
+      --out runs/eval/qwen3-pasr
+  pasr eval --model Qwen/Qwen3-8B --datasets aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
+  pasr eval compare runs/eval/qwen3-* --out runs/eval/compare.png
+"""
+
+METHOD_NAMES = ("plain", "pasr", "self-refine")
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+    g = parser.add_argument_group("what to evaluate")
+    g.add_argument("--model", help="model: a local HF folder, a hub name, or smollm2 (the embedded SmolLM2-135M-Instruct)")
+    g.add_argument(
+        "--datasets", nargs="+", default=["gsm8k", "math500", "aime24"], metavar="NAME_OR_FILE",
+        help="gsm8k, math500, aime24 (local copies in ../shared/data or $PASR_DATA_DIR, else the hub) "
+        "or .jsonl/.json/.parquet files (default: all three)",
+    )  # fmt: skip
+    g.add_argument("--method", default="pasr", metavar="{plain,pasr,self-refine}", help="default: pasr")
+    g.add_argument("--limit", type=int, help="first N questions of each dataset (AIME24 has 30)")
+    g.add_argument("--samples", type=int, default=1, metavar="K",
+                   help="samples per question; accuracy is then mean@K (default 1)")  # fmt: skip
+    g.add_argument("--out", help="run directory (default: runs/eval/<model>-<method>)")
+
+    g = parser.add_argument_group("generation")
+    g.add_argument("--backend", default="auto", metavar="{auto,vllm,hf}",
+                   help="vllm (GPU) or hf (transformers, CPU or one GPU); auto: vllm when it is "
+                   "installed and a GPU is visible, else hf")  # fmt: skip
+    g.add_argument("--max-new-tokens", type=int, default=1500, help="per pass (default 1500, the paper's)")
+    g.add_argument("--temperature", type=float,
+                   help="0 = greedy (default for one sample; 0.6 with --samples K > 1)")  # fmt: skip
+    g.add_argument("--top-p", type=float, help="nucleus sampling when temperature > 0 (default 0.95)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
+    g.add_argument("--chunk-size", type=int,
+                   help="samples generated and written per step (default: the batch size for hf, "
+                   "4x for self-refine; 512 for vllm)")  # fmt: skip
+    g.add_argument("--max-rounds", type=int, default=4, help="self-refine: feedback/refine rounds at most (default 4)")
+    g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
+    g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
+    g.add_argument("--dtype", help="hf: float32 (default) | bfloat16 | float16; vllm: auto (default) | ...")
+    g.add_argument("--threads", type=int,
+                   help="hf on CPU: torch threads (default: torch's choice; on a busy shared CPU, 1 can be "
+                   "several times faster)")  # fmt: skip
+    g.add_argument("--attention", default="grouped", metavar="{grouped,sdpa}",
+                   help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
+                   "in padded batches, same results, faster; sdpa: transformers' own")  # fmt: skip
+    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm")
+    g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
+
+    g = parser.add_argument_group("scoring")
+    g.add_argument("--judge", default="rule", metavar="{rule,openai,hybrid}",
+                   help="rule: Math-Verify (default); openai: an OpenAI-compatible LLM judge; "
+                   "hybrid: rule for math golds, LLM otherwise")  # fmt: skip
+    g.add_argument("--judge-url", help="LLM judge endpoint, e.g. http://host:8000/v1")
+    g.add_argument("--judge-model", help="LLM judge model name")
+    g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
+    g.add_argument("--fallback-last-number", action="store_true",
+                   help="a response with neither <answer> nor \\boxed{} is judged on its last number (off by "
+                   "default: it credits answers the model never marked; useful for tiny models)")  # fmt: skip
+
+    g = parser.add_argument_group("run control")
+    g.add_argument("--retry-errors", action="store_true", help="on resume, redo samples whose generation failed")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub = parser.add_subparsers(dest="eval_command", title="other commands", metavar="compare")
+    cp = sub.add_parser(
+        "compare",
+        help="compare eval runs: side-by-side table and accuracy-vs-tokens plot",
+        description="Print eval runs side by side (model x method x dataset: accuracy, mean output "
+        "tokens) and write an accuracy-vs-output-tokens scatter plot.",
+    )
+    cp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories of `pasr eval` (with summary.json)")
+    cp.add_argument("--out", dest="compare_out", default="eval_compare.png", metavar="FILE.png",
+                    help="scatter plot path (default: eval_compare.png)")  # fmt: skip
+
+
+def _cli_error(msg: str):
+    from recipe.cli import CliError
+
+    return CliError(msg)
+
+
+def _resolve_backend(name: str) -> str:
+    if name != "auto":
+        return name
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return "hf"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "hf"
+
+
+def default_out(model: str, method: str) -> str:
+    name = Path(model.rstrip("/")).name or "model"
+    return str(Path("runs") / "eval" / f"{name}-{method}")
+
+
+def run_compare(args) -> int:
+    from eval.compare import CompareError, comparison_table, load_runs, scatter
+
+    try:
+        runs = load_runs(args.dirs)
+    except CompareError as exc:
+        raise _cli_error(str(exc)) from None
+    print(comparison_table(runs))
+    png = scatter(runs, args.compare_out)
+    print(f"\nwrote {png}")
+    return 0
+
+
+def run(args) -> int:
+    if getattr(args, "eval_command", None) == "compare":
+        return run_compare(args)
+    if not args.model:
+        raise _cli_error("--model is required (or use `pasr eval compare DIR...`); see pasr eval --help")
+    if args.method not in METHOD_NAMES:
+        raise _cli_error(f"unknown method {args.method!r}: choose one of {', '.join(METHOD_NAMES)}")
+    if args.backend not in ("auto", "vllm", "hf"):
+        raise _cli_error(f"unknown backend {args.backend!r}: choose one of auto, vllm, hf")
+
+    from eval.run import EvalConfig, EvalError, run_eval
+    from eval.summary import render_markdown
+    from recipe.pasr_config import JudgeConfig
+
+    backend = _resolve_backend(args.backend)
+    cfg = EvalConfig(
+        model=args.model,
+        datasets=list(args.datasets),
+        out=args.out or default_out(args.model, args.method),
+        method=args.method,
+        backend=backend,
+        samples=args.samples,
+        limit=args.limit,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        max_rounds=args.max_rounds,
+        judge=JudgeConfig(kind=args.judge, base_url=args.judge_url, model=args.judge_model),
+        judge_prompt=args.judge_prompt,
+        refine_prompt=args.refine_prompt,
+        plain_prompt=args.plain_prompt,
+        fallback_last_number=args.fallback_last_number,
+        retry_errors=args.retry_errors,
+        progress=not args.no_progress,
+        tensor_parallel_size=args.tensor_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        threads=args.threads,
+        attention=args.attention,
+    )
+    try:
+        summary = run_eval(cfg)
+    except EvalError as exc:
+        raise _cli_error(str(exc)) from None
+    print(render_markdown(summary), end="")
+    print(f"\nwrote {cfg.out}/samples.jsonl, summary.json, summary.md")
+    return 0

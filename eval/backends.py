@@ -1,0 +1,239 @@
+"""Generation backends of ``pasr eval``: one interface, two engines.
+
+* ``hf``: transformers on CPU (or one GPU) through :mod:`recipe.hf_generate`, the same batched,
+  length-grouped, left-padded generation the local training engine uses.
+* ``vllm``: the vLLM offline engine on GPU. ``vllm`` is imported only when this backend loads,
+  so everything else runs on a machine without it.
+
+A backend turns a list of chats into one :class:`Completion` per chat, in order. Output token
+counts always come from the generated token ids (EOS included when the model stopped), never
+from re-tokenising text. Tests inject their own object with the same ``generate`` method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+Chat = Sequence[dict]
+
+BACKENDS = ("hf", "vllm")
+
+
+@dataclass
+class GenParams:
+    """Sampling settings of one eval run (shared by all passes of a method)."""
+
+    max_new_tokens: int = 1500
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+
+@dataclass
+class Completion:
+    text: str
+    n_tokens: int  # generated token ids, EOS included when finish_reason == "stop"
+    finish_reason: str | None = None  # stop | length
+
+
+class Backend(Protocol):
+    name: str
+
+    def load(self) -> None:
+        """Load the model; raises :class:`BackendError` with one clear line on failure."""
+
+    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]: ...
+
+
+class BackendError(RuntimeError):
+    """The backend cannot be used (model missing, vllm not installed, ...); one clear line."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def resolve_model(spec: str) -> str:
+    """:func:`recipe.model_loading.resolve_model_path`, plus one check of ours: a spec that can
+    only be a local path (three or more parts, or its parent folder exists here) but is missing
+    fails at once, instead of being tried as a hub name (which, offline, retries for a minute)."""
+    from pathlib import Path
+
+    from recipe.model_loading import EMBEDDED_ALIASES, ModelNotFoundError, resolve_model_path
+
+    path = Path(spec).expanduser()
+    if spec not in EMBEDDED_ALIASES and not path.exists():
+        parts = [p for p in spec.strip("/").split("/") if p]
+        if len(parts) > 2 or (len(parts) == 2 and path.parent.is_dir()):
+            raise BackendError(f"model path does not exist: {spec}")
+    try:
+        return resolve_model_path(spec)
+    except ModelNotFoundError as exc:
+        raise BackendError(str(exc)) from None
+
+
+class HFBackend:
+    """transformers generation via :func:`recipe.hf_generate.generate_chats`."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: str,
+        batch_size: int = 32,
+        dtype: str = "float32",
+        device: str = "cpu",
+        threads: int | None = None,
+        attention: str = "grouped",
+        seed: int = 0,
+    ):
+        if attention not in ("grouped", "sdpa"):
+            raise BackendError(f"unknown attention {attention!r}: grouped or sdpa")
+        self.model_spec = model
+        self.batch_size = batch_size
+        self.threads = threads
+        self.attention = attention
+        self.seed = seed
+        self.dtype = dtype
+        self.device = device
+        self.model = None
+        self.tokenizer = None
+        self.model_path: str | None = None
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        from recipe.model_loading import ModelNotFoundError, load_model_and_tokenizer
+
+        import torch
+
+        resolve_model(self.model_spec)  # fail fast on a missing local path
+        if self.threads:
+            # On a shared or small CPU box, fewer torch threads than cores can be much faster:
+            # oversubscribed OpenMP threads spin-wait on each other.
+            torch.set_num_threads(self.threads)
+        torch.manual_seed(self.seed)  # sampling (--samples K) draws from torch's global generator
+        try:
+            self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(
+                self.model_spec, dtype=self.dtype, device=self.device
+            )
+        except ModelNotFoundError as exc:
+            raise BackendError(str(exc)) from None
+        except (OSError, ValueError) as exc:  # hub name offline, not a model folder, ...
+            raise BackendError(f"cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
+        self.model.eval()
+        if self.attention == "grouped":
+            from eval.gqa_attention import install
+
+            install(self.model)  # batched decoding without copying the KV cache (see eval/gqa_attention.py)
+
+    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
+        from recipe.hf_generate import SamplingParams, generate_chats
+
+        self.load()
+        if not chats:
+            return []
+        sp = SamplingParams(
+            max_new_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            do_sample=not params.greedy,
+        )
+        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size)
+        return [Completion(g.text, g.n_tokens, g.finish_reason) for g in gens]
+
+
+class VLLMBackend:
+    """vLLM offline engine: ``LLM.chat`` applies the model's chat template, like the hf backend.
+
+    ``llm`` may be passed in (tests hand a fake object); otherwise :meth:`load` builds
+    ``vllm.LLM`` from the resolved model path.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        llm=None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+    ):
+        self.model_spec = model
+        self.llm = llm
+        self.engine_kwargs = {
+            "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "dtype": dtype,
+            "seed": seed,
+        }
+        if max_model_len:
+            self.engine_kwargs["max_model_len"] = max_model_len
+        self.model_path: str | None = None
+        self._vllm = None
+
+    def _import(self):
+        if self._vllm is None:
+            try:
+                import vllm
+            except ImportError:
+                raise BackendError(
+                    "the vllm backend needs the vllm package and a GPU (pip install 'pasr-recipe[gpu]'); "
+                    "on CPU use --backend hf"
+                ) from None
+            self._vllm = vllm
+        return self._vllm
+
+    def load(self) -> None:
+        vllm = self._import()
+        if self.llm is not None:
+            return
+        self.model_path = resolve_model(self.model_spec)
+        try:
+            self.llm = vllm.LLM(model=self.model_path, **self.engine_kwargs)
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"vllm cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
+
+    def sampling_params(self, params: GenParams):
+        vllm = self._import()
+        if params.greedy:
+            return vllm.SamplingParams(n=1, max_tokens=params.max_new_tokens, temperature=0.0, top_p=1.0)
+        return vllm.SamplingParams(
+            n=1, max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p
+        )
+
+    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
+        self.load()
+        if not chats:
+            return []
+        # One request per chat (K samples of a question are K identical chats: prefix caching
+        # shares their prompt, and resume stays per sample).
+        outputs = self.llm.chat([list(c) for c in chats], self.sampling_params(params), use_tqdm=False)
+        if len(outputs) != len(chats):
+            raise RuntimeError(f"vllm returned {len(outputs)} outputs for {len(chats)} prompts")
+        result = []
+        for out in outputs:
+            best = out.outputs[0]
+            result.append(Completion(best.text, len(best.token_ids), best.finish_reason))
+        return result
+
+
+def build_backend(name: str, model: str, **kwargs) -> Backend:
+    """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored."""
+    if name == "hf":
+        keys = ("batch_size", "dtype", "device", "threads", "attention", "seed")
+        return HFBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
+    if name == "vllm":
+        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed")
+        return VLLMBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
+    raise BackendError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,136 @@
+"""``pasr eval compare DIR...``: eval runs side by side, and accuracy against output tokens.
+
+Reads each run directory's ``summary.json``; prints one table with a row per (model, method)
+and, per dataset, accuracy and mean output tokens; writes a scatter plot with one panel per
+dataset (x: mean output tokens, y: accuracy, a point per run). The paper's claim is a point
+up and to the left of its baselines.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from eval.summary import SUMMARY_JSON
+
+
+class CompareError(ValueError):
+    """A run directory cannot be compared (one line)."""
+
+
+def load_runs(dirs: list[str]) -> list[dict[str, Any]]:
+    runs = []
+    for d in dirs:
+        path = Path(d) / SUMMARY_JSON if Path(d).is_dir() else Path(d)
+        if not path.is_file():
+            raise CompareError(f"{d}: no {SUMMARY_JSON} (is it a `pasr eval` run directory?)")
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            summary["datasets"]  # noqa: B018 - required key
+        except (ValueError, KeyError, TypeError):
+            raise CompareError(f"{path}: not a pasr eval summary") from None
+        summary["_dir"] = str(d)
+        runs.append(summary)
+    if not runs:
+        raise CompareError("no run directories given")
+    return runs
+
+
+def run_label(run: dict[str, Any]) -> str:
+    model = str(run.get("model", "?"))
+    if "/" in model:
+        model = model.rstrip("/").rsplit("/", 1)[-1]
+    return f"{model} / {run.get('method', '?')}"
+
+
+def dataset_order(runs: list[dict[str, Any]]) -> list[str]:
+    order: list[str] = []
+    for run in runs:
+        for ds in run["datasets"]:
+            if ds not in order:
+                order.append(ds)
+    return order
+
+
+def _cell(v: dict[str, Any] | None) -> tuple[str, str]:
+    if not v or not v.get("n_samples"):
+        return "-", "-"
+    acc = "n/a" if v.get("accuracy") is None else f"{100 * v['accuracy']:.1f}"
+    tok = "n/a" if v.get("mean_tokens") is None else f"{v['mean_tokens']:.0f}"
+    if v.get("n_samples", 0) < v.get("expected_samples", 0) or v.get("errors"):
+        acc += "*"
+    return acc, tok
+
+
+def comparison_table(runs: list[dict[str, Any]]) -> str:
+    """A Markdown table: one row per run, accuracy (%) and mean output tokens per dataset."""
+    datasets = dataset_order(runs)
+    head = ["model", "method"] + [f"{ds} {what}" for ds in datasets for what in ("acc %", "tokens")]
+    rows = []
+    for run in runs:
+        model = str(run.get("model", "?")).rstrip("/").rsplit("/", 1)[-1]
+        cells = [model, str(run.get("method", "?"))]
+        for ds in datasets:
+            cells += list(_cell(run["datasets"].get(ds)))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    sep = "| " + " | ".join(("-" * w if i < 2 else "-" * (w - 1) + ":") for i, w in enumerate(widths)) + " |"
+    out = [line(head), sep, *(line(r) for r in rows)]
+    if any("*" in c for r in rows for c in r):
+        out.append("")
+        out.append("* unfinished run, or samples with generation/judge errors (see that run's summary.md)")
+    return "\n".join(out)
+
+
+def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
+    """Accuracy vs mean output tokens, one panel per dataset, one point per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = dataset_order(runs)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4.2), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = {"plain": "o", "pasr": "*", "self-refine": "s"}
+    labels_seen = set()
+    for ax, ds in zip(axes[0], datasets):
+        for i, run in enumerate(runs):
+            v = run["datasets"].get(ds)
+            if not v or v.get("accuracy") is None or v.get("mean_tokens") is None:
+                continue
+            label = run_label(run)
+            ax.scatter(
+                v["mean_tokens"], 100 * v["accuracy"], s=90, color=colors[i % len(colors)],
+                marker=markers.get(run.get("method"), "D"), label=None if label in labels_seen else label,
+                edgecolors="black", linewidths=0.5, zorder=3,
+            )  # fmt: skip
+            labels_seen.add(label)
+            ax.annotate(label, (v["mean_tokens"], 100 * v["accuracy"]), textcoords="offset points",
+                        xytext=(6, 4), fontsize=7)  # fmt: skip
+        ax.margins(x=0.25, y=0.2)
+        ax.set_title(ds)
+        ax.set_xlabel("mean output tokens per sample")
+        ax.set_ylabel("accuracy (%)")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("pasr eval: accuracy vs output tokens (up and left is better)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        h, lab = ax.get_legend_handles_labels()
+        for hh, ll in zip(h, lab):
+            if ll not in labels:
+                handles.append(hh)
+                labels.append(ll)
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08 if handles else 0, 1, 0.95))
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,392 @@
+"""``pasr eval``: generate, score and summarise one model × method over several datasets.
+
+The run is a loop over *chunks* of pending samples (a chunk is one backend batch for the hf
+backend, a larger request list for vLLM). Each finished chunk is judged and appended to
+``samples.jsonl`` at once, so an interrupted run resumes where it stopped
+(:mod:`eval.resume`). A sample whose generation fails is recorded with the error (and the
+run aborts only when generation keeps failing); a judge failure is recorded as ``acc=None``
+with the judge's error. Both are counted in the summary, never dropped.
+
+The backend and the judge are injectable: tests hand a scripted backend to :func:`run_eval`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.records import RolloutRecord
+from eval.backends import BACKENDS, Backend, BackendError, GenParams, build_backend
+from eval.methods import MethodPrompts, Produced, check_method, produce
+from eval.resume import Key, ResumeError, RunDir, fingerprint
+from eval.self_refine import MAX_ROUNDS
+from eval.summary import summarize, write_summary
+from recipe.pasr_config import JudgeConfig
+
+JUDGE_KINDS = ("rule", "openai", "hybrid")
+
+DEFAULT_SAMPLING_TEMPERATURE = 0.6  # with --samples K > 1 (mean@K), unless --temperature is given
+DEFAULT_SAMPLING_TOP_P = 0.95
+DEFAULT_VLLM_CHUNK = 512
+MAX_CONSECUTIVE_GENERATION_ERRORS = 32
+
+
+class EvalError(ValueError):
+    """An expected failure of ``pasr eval`` (bad argument, unknown dataset, missing model,
+    settings mismatch on resume); its message is one line."""
+
+
+@dataclass
+class EvalConfig:
+    model: str
+    datasets: list[str]
+    out: str
+    method: str = "plain"
+    backend: str = "hf"
+    samples: int = 1
+    limit: int | None = None
+    max_new_tokens: int = 1500  # the paper's
+    temperature: float | None = None  # None: greedy for one sample, 0.6 for --samples K > 1
+    top_p: float | None = None  # None: 0.95 when sampling
+    seed: int = 0
+    batch_size: int = 32  # hf: generation batch
+    chunk_size: int | None = None  # samples per written chunk (default: see chunk())
+    max_rounds: int = MAX_ROUNDS  # self-refine
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    judge_prompt: str = "judge_binary"
+    refine_prompt: str = "refine_system"
+    plain_prompt: str = "plain_system"
+    fallback_last_number: bool = False  # no <answer>/\boxed{}: judge the response's last number
+    retry_errors: bool = False
+    progress: bool = True
+    # vllm engine options
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    dtype: str | None = None
+    threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
+    attention: str = "grouped"  # hf: grouped (GQA without KV copies, eval/gqa_attention.py) | sdpa
+
+    def gen_params(self) -> GenParams:
+        temp = self.temperature
+        if temp is None:
+            temp = DEFAULT_SAMPLING_TEMPERATURE if self.samples > 1 else 0.0
+        top_p = 1.0 if temp <= 0 else (self.top_p if self.top_p is not None else DEFAULT_SAMPLING_TOP_P)
+        return GenParams(max_new_tokens=self.max_new_tokens, temperature=float(temp), top_p=float(top_p), seed=self.seed)
+
+    def chunk(self) -> int:
+        if self.chunk_size:
+            return self.chunk_size
+        if self.backend == "vllm":
+            return DEFAULT_VLLM_CHUNK
+        # hf: one generation batch per chunk; Self-Refine batches shrink as questions stop
+        return self.batch_size * (4 if self.method == "self-refine" else 1)
+
+    def validate(self) -> None:
+        problems = []
+        try:
+            check_method(self.method)
+        except ValueError as exc:
+            problems.append(str(exc))
+        if self.backend not in BACKENDS:
+            problems.append(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if not self.datasets:
+            problems.append("no datasets given (--datasets gsm8k math500 aime24, or file paths)")
+        if self.samples < 1:
+            problems.append(f"--samples must be >= 1, got {self.samples}")
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"--limit must be >= 1, got {self.limit}")
+        if self.max_new_tokens < 1:
+            problems.append(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature is not None and self.temperature < 0:
+            problems.append(f"--temperature must be >= 0, got {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            problems.append(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.batch_size < 1 or (self.chunk_size is not None and self.chunk_size < 1):
+            problems.append("--batch-size and --chunk-size must be >= 1")
+        if self.max_rounds < 0:
+            problems.append(f"--max-rounds must be >= 0, got {self.max_rounds}")
+        if self.judge.kind not in JUDGE_KINDS:
+            problems.append(f"unknown judge {self.judge.kind!r}: choose one of {', '.join(JUDGE_KINDS)}")
+        elif self.judge.kind != "rule" and not (self.judge.base_url and self.judge.model):
+            problems.append(f"--judge {self.judge.kind} needs --judge-url and --judge-model")
+        if problems:
+            raise EvalError("; ".join(problems))
+
+    def settings(self, prompts: MethodPrompts) -> dict[str, Any]:
+        """What decides how a sample is produced and scored: the resume fingerprint."""
+        gp = self.gen_params()
+        s: dict[str, Any] = {
+            "model": self.model,
+            "method": self.method,
+            "backend": self.backend,
+            "max_new_tokens": gp.max_new_tokens,
+            "temperature": gp.temperature,
+            "top_p": gp.top_p,
+            "seed": self.seed,
+            "prompts": prompts.version(self.method),
+            "fallback_last_number": self.fallback_last_number,
+            "judge": {"kind": self.judge.kind, "model": self.judge.model if self.judge.kind != "rule" else None},
+        }
+        if self.judge.kind != "rule":
+            from prompts import load_prompt, prompt_version
+
+            s["judge"]["prompt"] = prompt_version(load_prompt(self.judge_prompt))
+        if self.method == "self-refine":
+            s["max_rounds"] = self.max_rounds
+        return s
+
+
+@dataclass
+class _Item:
+    dataset: str
+    example: Any  # data.examples.Example
+    sample_index: int
+
+    @property
+    def key(self) -> Key:
+        return (self.dataset, self.example.id, self.sample_index)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_datasets(names: list[str], limit: int | None) -> dict[str, list]:
+    """Examples per dataset label (the canonical name, or a file's stem), in the order given."""
+    from data.examples import DatasetError
+    from data.loaders import load_examples
+
+    out: dict[str, list] = {}
+    for name in dict.fromkeys(names):  # a name given twice is evaluated once
+        try:
+            examples = load_examples(name, limit=limit)
+        except DatasetError as exc:
+            raise EvalError(str(exc)) from None
+        except OSError as exc:
+            raise EvalError(f"cannot read dataset {name!r}: {exc}") from None
+        if not examples:
+            raise EvalError(f"dataset {name!r} has no rows")
+        label = examples[0].data_source
+        if label in out:
+            raise EvalError(f"two datasets are both called {label!r} (rename one file): {', '.join(names)}")
+        out[label] = examples
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:500]
+
+
+def _build_judge(cfg: EvalConfig):
+    from rewards.judges import build_judge
+
+    try:
+        return build_judge(cfg.judge, cfg.judge_prompt)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        raise EvalError(f"judge: {exc}") from None
+
+
+class _GenerationFailure:
+    def __init__(self, error: str):
+        self.error = error
+
+
+def _produce_chunk(cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPrompts) -> list[Produced | _GenerationFailure]:
+    """Produce the chunk in one go; when that fails, item by item so one bad row (a prompt
+    over the context length, say) is recorded as an error without taking its batch along."""
+    questions = [it.example.question for it in items]
+    try:
+        return list(produce(cfg.method, questions, generate, prompts, cfg.max_rounds))
+    except Exception as exc:
+        if len(items) == 1:
+            return [_GenerationFailure(_one_line(exc))]
+    out: list[Produced | _GenerationFailure] = []
+    for q in questions:
+        try:
+            out.append(produce(cfg.method, [q], generate, prompts, cfg.max_rounds)[0])
+        except Exception as exc:
+            out.append(_GenerationFailure(_one_line(exc)))
+    return out
+
+
+def _score_chunk(
+    judge, items: list[_Item], produced: list, fallback_last_number: bool = False
+) -> list[tuple[str | None, float | None, str | None]]:
+    """(extracted answer, acc, judge error) per item."""
+    from rewards.extract import extract_answer
+    from rewards.judges.base import JudgeItem, score_sync
+
+    out: list[tuple[str | None, float | None, str | None]] = [(None, None, None)] * len(items)
+    idx = [i for i, p in enumerate(produced) if isinstance(p, Produced)]
+    answers = {i: extract_answer(produced[i].text, fallback_last_number=fallback_last_number) for i in idx}
+    if not idx:
+        return out
+    judge_items = [JudgeItem(items[i].example.question, items[i].example.answer, answers[i]) for i in idx]
+    try:
+        results = score_sync(judge, judge_items)
+        if len(results) != len(judge_items):
+            raise RuntimeError(f"judge returned {len(results)} results for {len(judge_items)} items")
+        scored = [(r.score if r.ok else None, None if r.ok else (r.error or "judge error")) for r in results]
+    except Exception as exc:  # the judge itself broke: every row of the chunk is a judge error
+        scored = [(None, f"judge failed: {_one_line(exc)}")] * len(idx)
+    for i, (acc, err) in zip(idx, scored):
+        out[i] = (answers[i], acc, err)
+    return out
+
+
+def _record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced, scored) -> RolloutRecord:
+    from rewards.format import check_format
+
+    ex = item.example
+    extra: dict[str, Any] = {"method": cfg.method, "model": cfg.model, "backend": cfg.backend}
+    if isinstance(produced, _GenerationFailure):
+        extra["error"] = produced.error
+        return RolloutRecord(
+            run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=_variant(cfg.method),
+            prompt=ex.question, response="", response_tokens=0, format_ok=False,
+            format_reason="generation_error", n_refine=0, extracted_answer=None, gold=ex.answer,
+            acc=None, judge_error=None, step=None, dataset=item.dataset, sample_index=item.sample_index,
+            engine="eval", prompt_version=prompt_version, finish_reason=None, extra=extra,
+        )  # fmt: skip
+    fmt = check_format(produced.text)
+    answer, acc, judge_error = scored
+    if produced.passes:
+        extra["passes"] = produced.passes
+    extra.update(produced.meta)
+    return RolloutRecord(
+        run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=produced.variant,
+        prompt=ex.question, response=produced.text, response_tokens=produced.n_tokens,
+        format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine, extracted_answer=answer,
+        gold=ex.answer, acc=acc, judge_error=judge_error, step=None, dataset=item.dataset,
+        sample_index=item.sample_index, engine="eval", prompt_version=prompt_version,
+        finish_reason=produced.finish_reason, extra=extra,
+    )  # fmt: skip
+
+
+def _variant(method: str) -> str:
+    return {"plain": "plain", "pasr": "refine"}.get(method, "self_refine:answer")
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm import tqdm
+
+    # rate_noinv: always samples/s (tqdm's default flips to s/sample below 1/s)
+    fmt = "{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
+    return tqdm(total=total, unit="sample", desc=desc, disable=not enabled or total == 0, dynamic_ncols=True,
+                mininterval=1.0, smoothing=0.1, file=sys.stderr, bar_format=fmt)  # fmt: skip
+
+
+def run_eval(
+    cfg: EvalConfig,
+    backend: Backend | None = None,
+    judge=None,
+    log: Callable[[str], None] = _stderr,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation; returns the summary that is also written to ``cfg.out``."""
+    cfg.validate()
+    try:
+        prompts = MethodPrompts.load(refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt)
+    except (KeyError, FileNotFoundError) as exc:
+        raise EvalError(str(exc).strip("'\"")) from None
+    data = load_datasets(cfg.datasets, cfg.limit)
+    settings = cfg.settings(prompts)
+    run_dir = RunDir(cfg.out)
+    try:
+        resuming = run_dir.check(settings)
+        done, corrupt = run_dir.load(retry_errors=cfg.retry_errors) if resuming else ({}, [])
+    except ResumeError as exc:
+        raise EvalError(str(exc)) from None
+    for err in corrupt[:5]:
+        log(f"pasr eval: warning: skipping {err}")
+
+    selection: list[_Item] = [
+        _Item(ds, ex, k) for ds, exs in data.items() for ex in exs for k in range(cfg.samples)
+    ]
+    pending = [it for it in selection if it.key not in done]
+    if resuming:
+        log(f"pasr eval: resuming {cfg.out}: {len(selection) - len(pending)} of {len(selection)} samples already done")
+
+    header = {
+        "model": cfg.model,
+        "method": cfg.method,
+        "backend": cfg.backend,
+        "samples": cfg.samples,
+        "limit": cfg.limit,
+        "run_dir": str(cfg.out),
+        "fingerprint": fingerprint(settings),
+        "settings": settings,
+    }
+    expected = {ds: len(exs) * cfg.samples for ds, exs in data.items()}
+
+    def write_current_summary() -> dict[str, Any]:
+        keys = {it.key for it in selection}
+        summary = summarize([r for k, r in done.items() if k in keys], list(data), expected, header)
+        write_summary(cfg.out, summary)
+        return summary
+
+    if not pending:
+        return write_current_summary()
+
+    own_judge = judge is None
+    if own_judge:
+        judge = _build_judge(cfg)
+    if backend is None:
+        backend = build_backend(
+            cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
+            tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len, threads=cfg.threads, attention=cfg.attention,
+        )  # fmt: skip
+    try:
+        backend.load()
+    except BackendError as exc:
+        raise EvalError(str(exc)) from None
+    run_dir.save_settings(settings)
+
+    params = cfg.gen_params()
+    if cfg.samples > 1 and params.greedy:
+        log("pasr eval: warning: --samples > 1 with temperature 0 gives identical samples")
+
+    def generate(chats):
+        return backend.generate(chats, params)
+
+    run_id = f"eval-{Path(cfg.out).name}"
+    version = prompts.version(cfg.method)
+    chunk_size = cfg.chunk()
+    bar = _progress(len(pending), cfg.progress, cfg.method)
+    tokens, t0, consecutive_errors = 0, time.monotonic(), 0
+    try:
+        for ds in data:
+            # longest questions first, so batches are of similar length and memory trouble shows early
+            todo = sorted((it for it in pending if it.dataset == ds), key=lambda it: -len(it.example.question))
+            for start in range(0, len(todo), chunk_size):
+                items = todo[start : start + chunk_size]
+                bar.set_description(f"{cfg.method} {ds}")
+                produced = _produce_chunk(cfg, items, generate, prompts)
+                scored = _score_chunk(judge, items, produced, cfg.fallback_last_number)
+                records = [_record(cfg, run_id, version, it, p, s) for it, p, s in zip(items, produced, scored)]
+                run_dir.append(records)
+                for it, rec in zip(items, records):
+                    done[it.key] = rec
+                tokens += sum(r.response_tokens for r in records)
+                bar.update(len(items))
+                bar.set_postfix(tok_s=f"{tokens / max(time.monotonic() - t0, 1e-9):.1f}", refresh=False)
+                failures = [p for p in produced if isinstance(p, _GenerationFailure)]
+                consecutive_errors = consecutive_errors + len(failures) if len(failures) == len(items) else 0
+                if consecutive_errors >= MAX_CONSECUTIVE_GENERATION_ERRORS:
+                    raise EvalError(
+                        f"generation failed for {consecutive_errors} samples in a row (last: {failures[-1].error}); "
+                        "they are recorded as errors, rerun with --retry-errors once fixed"
+                    )
+    finally:
+        bar.close()
+        summary = write_current_summary()
+        if own_judge and hasattr(judge, "close"):
+            judge.close()
+    return summary
+

@@ -1,0 +1,121 @@
+"""Per-dataset summary of an eval run: ``summary.json`` and the Markdown table ``summary.md``.
+
+Accuracy is the mean judge score over the samples that were scored (with ``--samples K`` that
+is mean@K); samples whose generation or judging failed are left out of it and counted in the
+error columns instead, so nothing disappears silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from data.records import RolloutRecord
+from eval.resume import is_generation_error
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize_dataset(records: list[RolloutRecord], expected_samples: int | None = None) -> dict[str, Any]:
+    gen_err = [r for r in records if is_generation_error(r)]
+    generated = [r for r in records if not is_generation_error(r)]
+    scored = [r for r in generated if r.acc is not None]
+    return {
+        "n_questions": len({r.query_id for r in records}),
+        "n_samples": len(records),
+        "expected_samples": expected_samples if expected_samples is not None else len(records),
+        "n_scored": len(scored),
+        "accuracy": _mean([float(r.acc) for r in scored]),
+        "mean_tokens": _mean([float(r.response_tokens) for r in generated]),
+        "format_rate": _mean([1.0 if r.format_ok else 0.0 for r in generated]),
+        "refine_rate": _mean([1.0 if r.n_refine > 0 else 0.0 for r in generated]),
+        "mean_refines": _mean([float(r.n_refine) for r in generated]),
+        "truncated_rate": _mean([1.0 if r.finish_reason == "length" else 0.0 for r in generated]),
+        "generation_errors": len(gen_err),
+        "judge_errors": sum(1 for r in generated if r.acc is None),
+        "errors": len(gen_err) + sum(1 for r in generated if r.acc is None),
+    }
+
+
+def summarize(
+    records: Iterable[RolloutRecord],
+    datasets: list[str],
+    expected: dict[str, int] | None = None,
+    header: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary document: ``header`` (model, method, settings, ...) plus one entry per
+    dataset, in the order given."""
+    by_ds: dict[str, list[RolloutRecord]] = defaultdict(list)
+    for r in records:
+        by_ds[r.dataset or r.data_source].append(r)
+    expected = expected or {}
+    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds)) for ds in datasets}
+    complete = all(v["n_samples"] >= v["expected_samples"] for v in per.values())
+    return {**(header or {}), "complete": complete, "datasets": per}
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    k = int(summary.get("samples") or 1)
+    acc_head = f"accuracy (mean@{k})" if k > 1 else "accuracy"
+    title = f"# pasr eval: {summary.get('model', '?')}, method {summary.get('method', '?')}"
+    if summary.get("backend"):
+        title += f" ({summary['backend']} backend)"
+    lines = [title, ""]
+    settings = summary.get("settings") or {}
+    if settings:
+        bits = [f"max new tokens {settings.get('max_new_tokens')}", f"temperature {settings.get('temperature')}"]
+        if k > 1:
+            bits.append(f"top-p {settings.get('top_p')}, {k} samples per question")
+        bits.append(f"judge {settings.get('judge', {}).get('kind', 'rule')}")
+        lines += [", ".join(bits) + ".", ""]
+    if not summary.get("complete", True):
+        lines += ["**Partial**: the run has not finished every sample yet (resume it with the same command).", ""]
+    lines += [
+        f"| dataset | questions | samples | {acc_head} | mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for ds, v in summary["datasets"].items():
+        samples = f"{v['n_samples']}" if v["n_samples"] == v["expected_samples"] else f"{v['n_samples']}/{v['expected_samples']}"
+        lines.append(
+            f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} | {_num(v['mean_tokens'])} | "
+            f"{_pct(v['format_rate'])} | {_pct(v['refine_rate'])} | {_pct(v['truncated_rate'])} | "
+            f"{v['generation_errors']} | {v['judge_errors']} |"
+        )
+    lines += [
+        "",
+        "Accuracy is over scored samples; samples whose generation or judging failed are counted in the "
+        "error columns. Output tokens are counted from the generated token ids"
+        + (" and summed over every Self-Refine pass." if summary.get("method") == "self-refine" else "."),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in ((SUMMARY_JSON, json.dumps(summary, indent=2, ensure_ascii=False) + "\n"), (SUMMARY_MD, render_markdown(summary))):
+        tmp = out / (name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out / name)
+
+
+def load_summary(out_dir: str | Path) -> dict[str, Any]:
+    path = Path(out_dir) / SUMMARY_JSON
+    return json.loads(path.read_text(encoding="utf-8"))
