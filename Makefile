@@ -13,6 +13,8 @@ install:
 
 demo: install
 	$(PY) -m recipe train --preset demo
+	$(PY) -m recipe stats runs/pasr-demo --out runs/pasr-demo/report
+	@echo "refine-usage report: runs/pasr-demo/report/report.md"
 
 test: install
 	$(PY) -m pytest -q

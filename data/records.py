@@ -84,16 +84,16 @@ def write_records(path: str | Path, records: Iterable[RolloutRecord], append: bo
 def iter_records(path: str | Path, strict: bool = False, errors: list[RecordFormatError] | None = None) -> Iterator[RolloutRecord]:
     """Stream records from a JSONL dump. Corrupt lines raise (``strict``) or are collected in
     ``errors`` and skipped, each naming its file and line."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
+    with Path(path).open("rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw.decode("utf-8"))
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
                 rec = RolloutRecord.from_dict(obj)
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError included
                 err = RecordFormatError(path, line_no, f"corrupt rollout record ({exc})")
                 if strict:
                     raise err from exc
