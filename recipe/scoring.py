@@ -36,6 +36,19 @@ class Rollout:
     sample_index: int = 0
 
 
+@dataclass(frozen=True)
+class _FormatView:
+    ok: bool
+    reason: str
+    n_refine: int
+    reward: float
+
+
+def _parse(text: str) -> _FormatView:
+    fmt = check_format(text)
+    return _FormatView(fmt.ok, fmt.reason, fmt.n_refine, fmt.reward)
+
+
 async def score_rollouts_async(
     rollouts: Sequence[Rollout],
     judge: Judge,
@@ -73,8 +86,9 @@ async def score_rollouts_async(
     versions = prompt_versions or {}
     records = []
     for i, r in enumerate(rollouts):
-        fmt = check_format(r.text)
         pr = rewards.get(i)
+        # score_group already parsed the refine rollouts; only plain ones are parsed here.
+        fmt = _FormatView(pr.format_ok, pr.format_reason, pr.n_refine, pr.format) if pr else _parse(r.text)
         records.append(
             RolloutRecord(
                 run_id=run_id,
