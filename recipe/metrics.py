@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from data.records import PLAIN, REFINE, RolloutRecord
-from rewards.refine_quality import assess_refines
+from rewards.refine_quality import assess_refines, is_correct
 
 OUTCOMES = ("better", "worse", "tie", "none", "no_baseline", "judge_error")
 
@@ -28,7 +28,7 @@ def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr
     for r in records:
         if r.n_refine == 0:
             continue
-        q = assess_refines(r.response, r.gold, None if r.acc is None else r.acc >= 1.0)
+        q = assess_refines(r.response, r.gold, is_correct(r.acc))
         spans += q.n_refine
         empty += q.n_empty
         if q.fix is not None:

@@ -36,19 +36,6 @@ class Rollout:
     sample_index: int = 0
 
 
-@dataclass(frozen=True)
-class _FormatView:
-    ok: bool
-    reason: str
-    n_refine: int
-    reward: float
-
-
-def _parse(text: str) -> _FormatView:
-    fmt = check_format(text)
-    return _FormatView(fmt.ok, fmt.reason, fmt.n_refine, fmt.reward)
-
-
 async def score_rollouts_async(
     rollouts: Sequence[Rollout],
     judge: Judge,
@@ -61,6 +48,7 @@ async def score_rollouts_async(
 ) -> list[RolloutRecord]:
     """Judge all rollouts in one concurrent batch, then compute PASR rewards per query."""
     answers = [extract_answer(r.text) for r in rollouts]
+    formats = [check_format(r.text) for r in rollouts]
     results = await judge.score_many([JudgeItem(r.question, r.gold, a) for r, a in zip(rollouts, answers)])
     accs = [res.score if res.ok else None for res in results]
 
@@ -80,15 +68,14 @@ async def score_rollouts_async(
             weights=cfg.weights.to_weights(),
             tie_value=cfg.tie_value,
             zeta=cfg.zeta,
+            formats=[formats[i] for i in ref_idx],
         )
         rewards.update(zip(ref_idx, scored))
 
     versions = prompt_versions or {}
     records = []
     for i, r in enumerate(rollouts):
-        pr = rewards.get(i)
-        # score_group already parsed the refine rollouts; only plain ones are parsed here.
-        fmt = _FormatView(pr.format_ok, pr.format_reason, pr.n_refine, pr.format) if pr else _parse(r.text)
+        fmt, pr = formats[i], rewards.get(i)
         records.append(
             RolloutRecord(
                 run_id=run_id,

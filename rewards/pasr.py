@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards.format import check_format
+from rewards.format import FormatResult, check_format
 from rewards.refine import plain_baseline, refine_reward
 
 
@@ -48,14 +48,19 @@ def score_group(
     weights: RewardWeights = RewardWeights(),
     tie_value: float = -0.5,
     zeta: float = 1e-6,
+    formats: Sequence[FormatResult] | None = None,
 ) -> list[PasrReward]:
-    """PASR rewards for the refine responses of one query."""
+    """PASR rewards for the refine responses of one query (``formats``: their ``check_format``
+    verdicts, when the caller already has them)."""
     if len(responses) != len(accs):
         raise ValueError(f"{len(responses)} responses but {len(accs)} accuracies")
+    if formats is None:
+        formats = [check_format(text) for text in responses]
+    elif len(formats) != len(responses):
+        raise ValueError(f"{len(responses)} responses but {len(formats)} format verdicts")
     baseline = plain_baseline(plain_accs)
     out = []
-    for text, acc in zip(responses, accs):
-        fmt = check_format(text)
+    for fmt, acc in zip(formats, accs):
         if acc is None:
             out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, "judge_error", baseline, None))
             continue

@@ -88,7 +88,7 @@ class LocalPasrTrainer:
             self.heldout = load_examples(c.source, split="test", limit=c.eval_size)
 
     def setup(self) -> None:
-        from recipe.model_loading import load_model_and_tokenizer
+        from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
         from rewards.judges import build_judge
 
         cfg = self.cfg
@@ -98,7 +98,10 @@ class LocalPasrTrainer:
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model.path, dtype=cfg.model.dtype)
+        # On resume the weights come straight from the last checkpoint (no base-model load first).
+        latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
+        self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
+        self.model, self.tokenizer, _ = load_model_and_tokenizer(str(latest or self.model_path), dtype=cfg.model.dtype)
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
         p = cfg.pasr.prompts
@@ -111,8 +114,8 @@ class LocalPasrTrainer:
         self.optimizer = None
         self.optimizer_phase = None
         self.step = 0
-        if self.resume:
-            self._restore()
+        if latest is not None:
+            self._restore(latest)
         self._tracking = self._make_tracking()
 
     def _generator(self):
@@ -133,13 +136,9 @@ class LocalPasrTrainer:
         lr = self.cfg.warmup.lr if phase == "warmup" else self.cfg.algo.lr
         return torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
 
-    def _restore(self) -> None:
-        latest = ckpt.latest_checkpoint(self.ckpt_root)
-        if latest is None:
-            return  # killed before the first checkpoint: start over in the same directory
-        from transformers import AutoModelForCausalLM
-
-        self.model = AutoModelForCausalLM.from_pretrained(latest, dtype=getattr(torch, self.cfg.model.dtype))
+    def _restore(self, latest: Path) -> None:
+        """Optimizer, RNG and step of checkpoint ``latest`` (its weights are already loaded).
+        A run killed before its first checkpoint has none and starts over in the same directory."""
         phase = json.loads((latest / "trainer_state.json").read_text())["phase"]
         self.optimizer = self._make_optimizer(phase)
         state = ckpt.load_trainer_state(latest, self.optimizer)

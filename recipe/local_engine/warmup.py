@@ -15,8 +15,6 @@ import random
 
 from data.synthetic import Step, SyntheticProblem
 
-OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-
 
 def _wrong_value(rng: random.Random, right: int) -> int:
     for _ in range(20):
