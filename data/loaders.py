@@ -48,6 +48,16 @@ class _RowError(Exception):
     """A row-level problem; the caller adds file and line."""
 
 
+class _ShapeError(_RowError):
+    """The first row's fields match no known shape."""
+
+
+class UnknownShapeError(DataFormatError):
+    """A file whose fields match no known shape. The fix is a field mapping, which each
+    command offers differently (``pasr data`` has flags for it, ``pasr eval`` does not), so
+    the message names none and the caller adds its own hint."""
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
@@ -247,18 +257,31 @@ def detect_shape(row: Row) -> str:
         return "aime24"
     if "question" in row and "answer" in row:
         return "generic"
-    raise _RowError(
-        f"cannot tell the data format from the fields {sorted(row)}: map them with "
-        "question_field=/answer_field= (--question-field/--answer-field)"
+    raise _ShapeError(
+        f"cannot tell the data format from the fields {sorted(row)} (expected question + answer, "
+        "problem + answer + unique_id, or problem + answer + id)"
     )
 
 
 # ---------------------------------------------------------------- row readers
 
 
+def _not_utf8(data: bytes, pos: int) -> tuple[str, int]:
+    """(problem, line number) for the undecodable byte at offset ``pos`` of ``data``."""
+    line_start = data.rfind(b"\n", 0, pos) + 1
+    column = pos - line_start + 1
+    return f"not UTF-8 text (byte 0x{data[pos]:02x} at column {column}); save the file as UTF-8", data.count(b"\n", 0, pos) + 1
+
+
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    # Bytes, decoded line by line: a file that is not UTF-8 fails on the line that is not,
+    # with its number, instead of a UnicodeDecodeError from deep inside the text reader.
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(_not_utf8(raw, exc.start)[0], path, lineno) from None
             if not line.strip():
                 continue
             try:
@@ -306,7 +329,12 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Row]]:
 
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Row]]:
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem, lineno = _not_utf8(data, exc.start)
+        raise DataFormatError(problem, path, lineno) from None
     if text.lstrip().startswith("["):
         yield from _iter_json_array(path, text)
     else:  # one object a line, under a .json name
@@ -364,7 +392,8 @@ def _parse_rows(
                 parser = parser_for(row)
             out.append(parser(row, index, split))
         except _RowError as exc:
-            raise DataFormatError(str(exc), where, lineno, unit) from None
+            error = UnknownShapeError if isinstance(exc, _ShapeError) else DataFormatError
+            raise error(str(exc), where, lineno, unit) from None
         if limit is not None and len(out) >= limit:
             break
     return out

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from recipe.cli import CliError
+from recipe.cli import CliError, why_mkdir_failed
 
 _DATASET_HELP = (
     "a known set (gsm8k, math500, aime24, synthetic; local copy from $PASR_DATA_DIR or "
@@ -120,11 +121,13 @@ def _options(args) -> dict:
 
 def _load(args):
     from data.examples import DatasetError
-    from data.loaders import load_examples
+    from data.loaders import UnknownShapeError, load_examples
 
     try:
         options = _options(args)
         return load_examples(args.dataset, split=args.split, limit=args.limit, **options)
+    except UnknownShapeError as exc:
+        raise CliError(f"{exc}; map the fields with --question-field/--answer-field") from None
     except DatasetError as exc:  # DataFormatError included: "file:line: problem"
         raise CliError(str(exc)) from None
     except OSError as exc:
@@ -170,7 +173,7 @@ def _run_prepare(args) -> int:
     try:
         path = write_rl_parquet(examples, args.out, system, ability=args.ability)
     except OSError as exc:
-        raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        raise CliError(f"cannot write {args.out}: {why_mkdir_failed(Path(args.out).expanduser(), exc)}") from None
     sources = sorted({ex.data_source for ex in examples})
     print(f"wrote {len(examples)} rows ({', '.join(sources)}) to {path}")
     return 0

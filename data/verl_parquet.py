@@ -17,7 +17,6 @@ template is applied in the agent loop) and reads ``extra_info.index``; the rewar
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -80,8 +79,10 @@ def write_rl_parquet(
     table = pa.Table.from_pylist(rows, schema=_schema())
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
+    # A plain per-process name rather than mkstemp: mkstemp creates the file 0600, which
+    # the rename would carry over, so a data file meant for a shared cluster would be
+    # unreadable to everyone else; created normally, the file follows the umask.
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.tmp")
     try:
         pq.write_table(table, tmp)
         os.replace(tmp, path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,6 +25,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 class CliError(Exception):
     """An expected failure: printed as one line, exit code 2, no stack trace."""
+
+
+def why_mkdir_failed(path: Path, exc: OSError) -> str:
+    """The reason ``path.mkdir(parents=True)`` failed, in words a user can act on: when a
+    parent is a regular file, mkdir says "File exists" (about that parent), which reads as if
+    the directory itself were the problem."""
+    for parent in [*reversed(path.parents), path]:
+        if parent.exists() and not parent.is_dir():
+            return f"{parent} is a file, not a directory"
+    return exc.strerror or str(exc)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -258,6 +258,19 @@ def test_parquet_round_trip(tmp_path):
     assert [p.name for p in tmp_path.rglob("*.tmp")] == []
 
 
+def test_parquet_follows_the_umask(tmp_path):
+    """Like every other file the recipe writes: a data set meant for a shared cluster must be
+    readable by the other users the umask lets read it (not 0600 from a temp-file helper)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        path = write_rl_parquet(_sample_examples(), tmp_path / "shared.parquet", None)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, monkeypatch):
     """verl 0.9.1's RLHFDataset: tokenises every prompt with the chat template to filter long
     ones (a prompt that fails to tokenise is dropped, so the row count checks it), and hands
@@ -334,11 +347,25 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--dataset", "gsm8k", "--seed", "1"], "--seed: only for --dataset synthetic"),
         (["--dataset", "synthetic", "--system-prompt", "no_such_prompt"], "unknown prompt 'no_such_prompt'"),
     ]
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"question": "2+2", "answer": "4"}\n{"question": "caf\xe9 au lait?", "answer": "4"}\n')
+    latin1_json = tmp_path / "latin1.json"
+    latin1_json.write_bytes(b'[\n {"question": "caf\xe9?", "answer": "4"}\n]')
+    evol = _write_jsonl(tmp_path / "evol.jsonl", [{"instruction": "2+2", "output": "4"}])
+    cases += [
+        (["--dataset", str(latin1)], "latin1.jsonl:2: not UTF-8 text (byte 0xe9 at column 18)"),
+        (["--dataset", str(latin1_json)], "latin1.json:2: not UTF-8 text (byte 0xe9"),
+        (["--dataset", str(evol)], "map the fields with --question-field/--answer-field"),
+    ]
     for args, message in cases:
         assert pasr_main(["data", "prepare", *args, "--out", str(tmp_path / "o.parquet")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("pasr data: error: ") and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "o.parquet").exists()
+    (tmp_path / "a_file").write_text("x")
+    assert pasr_main(["data", "prepare", "--dataset", "synthetic", "--n", "2", "--out", str(tmp_path / "a_file" / "o.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'a_file'} is a file, not a directory" in err and "File exists" not in err
     proc = subprocess.run(
         [sys.executable, "-m", "recipe", "data", "preview", "--dataset", "gsm9k"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
