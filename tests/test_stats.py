@@ -356,6 +356,24 @@ def test_missing_path_and_empty_input(tmp_path, capsys):
     assert "no rollout record files" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe binary\n\x00\x01"])
+def test_input_without_a_record_is_an_error(tmp_path, capsys, content):
+    path = tmp_path / "dump.jsonl"
+    path.write_bytes(content)
+    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "no rollout records in 1 file(s)" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert ("empty" if not content else "corrupt line(s)") in err
+    assert not (tmp_path / "o" / "stats.json").exists()
+
+
+def test_out_under_a_file_names_the_file(dumps, tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    assert main(["stats", str(dumps / "runA"), "--out", str(tmp_path / "f" / "o"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1
+
+
 def test_non_utf8_line_is_reported_not_fatal(tmp_path):
     step0, _ = train_records()
     path = tmp_path / "d" / "rollouts.jsonl"

@@ -95,10 +95,17 @@ def _collect(args):
 def run(args) -> int:
     from eval.stats.collect import MAX_CORRUPT_LISTED, StatsInputError
     from eval.stats.report import render
-    from recipe.cli import CliError
+    from recipe.cli import CliError, why_mkdir_failed
 
     t0 = time.perf_counter()
     inputs, col, errors, metrics, correct_at = _collect(args)
+    if col.n_records == 0:
+        # A report of zero records looks like a result; an empty, binary or wrong file given
+        # by mistake is far likelier than a real run that wrote nothing.
+        files = f"{len(inputs.records)} file(s) ({', '.join(str(p) for p in inputs.records[:3])}"
+        files += ", ...)" if len(inputs.records) > 3 else ")"
+        why = f"{len(errors)} corrupt line(s), first: {errors[0]}" if errors else "they are empty"
+        raise CliError(f"no rollout records in {files}: {why}")
     kinds = {"train": 0, "val": 0, "eval": 0, "other": 0}
     for (kind, *_), g in col.groups.items():
         kinds[kind] += g.n
@@ -151,7 +158,7 @@ def run(args) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CliError(f"cannot create --out {out}: {exc}") from None
+        raise CliError(f"cannot create --out {out}: {why_mkdir_failed(out, exc)}") from None
     if not args.no_plots:
         from eval.stats.plots import make_plots
 
