@@ -15,7 +15,8 @@ Evaluate a model on GSM8K, MATH-500 and AIME24 with PASR or a baseline, or compa
   pasr eval --model PATH_OR_NAME --datasets gsm8k math500 aime24 --method pasr --out DIR
       generate, judge and summarise; writes DIR/samples.jsonl (one rollout record per
       sample), DIR/summary.json and DIR/summary.md. Rerunning the same command resumes an
-      interrupted run; other settings in the same DIR are refused.
+      interrupted run and re-judges samples whose judge failed; other settings in the same
+      DIR are refused, and so is a second run while one is writing to DIR.
 
   pasr eval compare DIR [DIR ...] [--out FILE.png]
       print the runs side by side (model x method x dataset: accuracy, mean output tokens)
@@ -91,12 +92,17 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-url", help="LLM judge endpoint, e.g. http://host:8000/v1")
     g.add_argument("--judge-model", help="LLM judge model name")
     g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
+    g.add_argument("--judge-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="LLM judge: time limit of one request attempt (default 30); a sample whose judge "
+                   "fails is recorded as a judge error and re-judged by the next run in the same --out")  # fmt: skip
     g.add_argument("--fallback-last-number", action="store_true",
                    help="a response with neither <answer> nor \\boxed{} is judged on its last number (off by "
                    "default: it credits answers the model never marked; useful for tiny models)")  # fmt: skip
 
     g = parser.add_argument_group("run control")
-    g.add_argument("--retry-errors", action="store_true", help="on resume, redo samples whose generation failed")
+    g.add_argument("--retry-errors", action="store_true",
+                   help="on resume, also regenerate samples whose generation failed (judge errors are "
+                   "re-judged on every resume)")  # fmt: skip
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub = parser.add_subparsers(dest="eval_command", title="other commands", metavar="compare")
@@ -177,7 +183,7 @@ def run(args) -> int:
         batch_size=args.batch_size,
         chunk_size=args.chunk_size,
         max_rounds=args.max_rounds,
-        judge=JudgeConfig(kind=args.judge, base_url=args.judge_url, model=args.judge_model),
+        judge=JudgeConfig(kind=args.judge, base_url=args.judge_url, model=args.judge_model, timeout_s=args.judge_timeout),
         judge_prompt=args.judge_prompt,
         refine_prompt=args.refine_prompt,
         plain_prompt=args.plain_prompt,

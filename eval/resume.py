@@ -2,7 +2,10 @@
 
 ``samples.jsonl`` gets each finished batch appended at once, so an interrupted run loses at
 most the batch in flight. On restart the finished samples, keyed by (dataset, query id,
-sample index), are skipped. ``run.json`` holds the settings that decide *how* a sample is
+sample index), are skipped; samples whose *judge* failed are re-judged (their generation is
+kept), and the file is rewritten with one record per key. One run at a time holds the
+directory (``.lock``, an ``flock``): two runs into one ``--out`` would both append every
+sample. ``run.json`` holds the settings that decide *how* a sample is
 produced and scored (model, method, backend, sampling, prompts, judge) and their fingerprint;
 a restart with other settings is refused, since mixing them would make the summary
 meaningless. Settings that only decide *which* samples exist (``--datasets``, ``--limit``,
@@ -11,6 +14,8 @@ meaningless. Settings that only decide *which* samples exist (``--datasets``, ``
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +26,7 @@ from data.records import RecordFormatError, RolloutRecord, iter_records, write_r
 
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
 
 Key = tuple[str, str, int]
 
@@ -31,6 +37,11 @@ def record_key(rec: RolloutRecord) -> Key:
 
 def is_generation_error(rec: RolloutRecord) -> bool:
     return bool(rec.extra.get("error"))
+
+
+def is_judge_error(rec: RolloutRecord) -> bool:
+    """A generated sample whose judge failed: it can be re-judged without regenerating."""
+    return rec.judge_error is not None and not is_generation_error(rec)
 
 
 def fingerprint(settings: dict[str, Any]) -> str:
@@ -52,6 +63,32 @@ class RunDir:
         self.path = Path(path)
         self.samples_path = self.path / SAMPLES_FILE
         self.run_path = self.path / RUN_FILE
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Hold the directory for this process until :meth:`unlock` (or exit: the kernel drops
+        an flock with its process, so a killed run leaves no stale lock). The directory must
+        exist. Raises :class:`ResumeError` when another run holds it."""
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            raise ResumeError(
+                f"{self.path} is in use by another pasr eval" + (f" (pid {holder})" if holder else "")
+                + "; wait for it to finish or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock; the file stays (deleting it would race)
+            self._lock_fd = None
 
     def saved_settings(self) -> dict[str, Any] | None:
         if not self.run_path.is_file():
@@ -110,20 +147,32 @@ class RunDir:
 
     def load(self, retry_errors: bool = False) -> tuple[dict[Key, RolloutRecord], list[RecordFormatError]]:
         """Finished samples by key (the last record of a key wins) and any corrupt lines.
-        ``retry_errors`` removes generation-error records from the file so they are redone."""
+        ``retry_errors`` removes generation-error records from the file so they are redone.
+        A key written more than once (a re-judged sample, see :meth:`append`) is compacted to
+        its last record, so readers of the file (``pasr stats``) see each sample once."""
         self._repair_tail()
         if not self.samples_path.is_file():
             return {}, []
         errors: list[RecordFormatError] = []
         done: dict[Key, RolloutRecord] = {}
+        n_lines = 0
         for rec in iter_records(self.samples_path, errors=errors):
             done[record_key(rec)] = rec
+            n_lines += 1
+        rewrite = n_lines != len(done)
         if retry_errors and any(is_generation_error(r) for r in done.values()):
             done = {k: r for k, r in done.items() if not is_generation_error(r)}
-            tmp = self.samples_path.with_suffix(".jsonl.tmp")
-            write_records(tmp, done.values(), append=False)
-            os.replace(tmp, self.samples_path)
+            rewrite = True
+        if rewrite:
+            self.rewrite(done.values())
         return done, errors
 
     def append(self, records: list[RolloutRecord]) -> None:
+        """Append finished records; a record for a key already in the file supersedes it."""
         write_records(self.samples_path, records, append=True)
+
+    def rewrite(self, records) -> None:
+        """Replace the file with ``records`` (written beside it, then renamed: all or nothing)."""
+        tmp = self.samples_path.with_suffix(".jsonl.tmp")
+        write_records(tmp, records, append=False)
+        os.replace(tmp, self.samples_path)

@@ -5,13 +5,16 @@ backend, a larger request list for vLLM). Each finished chunk is judged and appe
 ``samples.jsonl`` at once, so an interrupted run resumes where it stopped
 (:mod:`eval.resume`). A sample whose generation fails is recorded with the error (and the
 run aborts only when generation keeps failing); a judge failure is recorded as ``acc=None``
-with the judge's error. Both are counted in the summary, never dropped.
+with the judge's error. Both are counted in the summary, never dropped. A rerun re-judges
+the judge failures (an LLM judge that was down or slow is the usual cause; generating again
+would be waste) and, with ``--retry-errors``, regenerates the generation failures.
 
 The backend and the judge are injectable: tests hand a scripted backend to :func:`run_eval`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +25,7 @@ from typing import Any
 from data.records import RolloutRecord
 from eval.backends import BACKENDS, Backend, BackendError, GenParams, build_backend
 from eval.methods import MethodPrompts, Produced, check_method, produce
-from eval.resume import Key, ResumeError, RunDir, fingerprint
+from eval.resume import Key, ResumeError, RunDir, fingerprint, is_judge_error
 from eval.self_refine import MAX_ROUNDS
 from eval.summary import summarize, write_summary
 from recipe.pasr_config import JudgeConfig
@@ -114,6 +117,8 @@ class EvalConfig:
             problems.append(f"unknown judge {self.judge.kind!r}: choose one of {', '.join(JUDGE_KINDS)}")
         elif self.judge.kind != "rule" and not (self.judge.base_url and self.judge.model):
             problems.append(f"--judge {self.judge.kind} needs --judge-url and --judge-model")
+        if not self.judge.timeout_s > 0:
+            problems.append(f"--judge-timeout must be > 0 seconds, got {self.judge.timeout_s}")
         if problems:
             raise EvalError("; ".join(problems))
 
@@ -159,12 +164,17 @@ def _stderr(msg: str) -> None:
 def load_datasets(names: list[str], limit: int | None) -> dict[str, list]:
     """Examples per dataset label (the canonical name, or a file's stem), in the order given."""
     from data.examples import DatasetError
-    from data.loaders import load_examples
+    from data.loaders import UnknownShapeError, load_examples
 
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
             examples = load_examples(name, limit=limit)
+        except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
+            raise EvalError(
+                f"{exc}; rewrite it with question/answer fields, e.g. `pasr data preview --dataset {name} "
+                f"--question-field F --answer-field F --limit 100000 --jsonl > {Path(name).stem}_qa.jsonl`"
+            ) from None
         except DatasetError as exc:
             raise EvalError(str(exc)) from None
         except OSError as exc:
@@ -220,24 +230,51 @@ def _score_chunk(
 ) -> list[tuple[str | None, float | None, str | None]]:
     """(extracted answer, acc, judge error) per item."""
     from rewards.extract import extract_answer
-    from rewards.judges.base import JudgeItem, score_sync
 
     out: list[tuple[str | None, float | None, str | None]] = [(None, None, None)] * len(items)
     idx = [i for i, p in enumerate(produced) if isinstance(p, Produced)]
     answers = {i: extract_answer(produced[i].text, fallback_last_number=fallback_last_number) for i in idx}
     if not idx:
         return out
-    judge_items = [JudgeItem(items[i].example.question, items[i].example.answer, answers[i]) for i in idx]
+    scored = _judge(judge, [(items[i], answers[i]) for i in idx])
+    for i, (acc, err) in zip(idx, scored):
+        out[i] = (answers[i], acc, err)
+    return out
+
+
+def _judge(judge, pairs: list[tuple[_Item, str | None]]) -> list[tuple[float | None, str | None]]:
+    """(acc, judge error) per (item, extracted answer); a judge that breaks makes every pair
+    a judge error, never a crash or a 0."""
+    from rewards.judges.base import JudgeItem, score_sync
+
+    judge_items = [JudgeItem(it.example.question, it.example.answer, answer) for it, answer in pairs]
     try:
         results = score_sync(judge, judge_items)
         if len(results) != len(judge_items):
             raise RuntimeError(f"judge returned {len(results)} results for {len(judge_items)} items")
-        scored = [(r.score if r.ok else None, None if r.ok else (r.error or "judge error")) for r in results]
+        return [(r.score if r.ok else None, None if r.ok else (r.error or "judge error")) for r in results]
     except Exception as exc:  # the judge itself broke: every row of the chunk is a judge error
-        scored = [(None, f"judge failed: {_one_line(exc)}")] * len(idx)
-    for i, (acc, err) in zip(idx, scored):
-        out[i] = (answers[i], acc, err)
-    return out
+        return [(None, f"judge failed: {_one_line(exc)}")] * len(judge_items)
+
+
+def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:
+    """Judge again the samples whose judge failed, keeping their generation. Each chunk is
+    appended as it is judged (a later record of a key supersedes the earlier one), and the
+    file is compacted to one record per key at the end."""
+    log(f"pasr eval: re-judging {len(items)} sample(s) whose judge failed")
+    chunk_size = cfg.chunk()
+    still_failing = 0
+    for start in range(0, len(items), chunk_size):
+        batch = items[start : start + chunk_size]
+        scored = _judge(judge, [(it, done[it.key].extracted_answer) for it in batch])
+        records = [dataclasses.replace(done[it.key], acc=acc, judge_error=err) for it, (acc, err) in zip(batch, scored)]
+        run_dir.append(records)
+        for it, rec in zip(batch, records):
+            done[it.key] = rec
+        still_failing += sum(err is not None for _, err in scored)
+    run_dir.rewrite(done.values())
+    if still_failing:
+        log(f"pasr eval: warning: the judge failed again for {still_failing} sample(s); rerun to retry them")
 
 
 def _record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced, scored) -> RolloutRecord:
@@ -298,6 +335,26 @@ def run_eval(
     settings = cfg.settings(prompts)
     run_dir = RunDir(cfg.out)
     try:
+        run_dir.path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from recipe.cli import why_mkdir_failed
+
+        raise EvalError(f"cannot create --out {cfg.out}: {why_mkdir_failed(run_dir.path, exc)}") from None
+    try:
+        run_dir.lock()  # held to the end: the check, the load and every append
+    except ResumeError as exc:
+        raise EvalError(str(exc)) from None
+    except OSError as exc:
+        raise EvalError(f"cannot lock --out {cfg.out}: {exc.strerror or exc}") from None
+    try:
+        return _run_locked(cfg, backend, judge, log, prompts, data, settings, run_dir)
+    finally:
+        run_dir.unlock()
+
+
+def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, data: dict, settings: dict, run_dir: RunDir):
+    """The run proper, while this process holds ``run_dir``."""
+    try:
         resuming = run_dir.check(settings)
         done, corrupt = run_dir.load(retry_errors=cfg.retry_errors) if resuming else ({}, [])
     except ResumeError as exc:
@@ -309,6 +366,7 @@ def run_eval(
         _Item(ds, ex, k) for ds, exs in data.items() for ex in exs for k in range(cfg.samples)
     ]
     pending = [it for it in selection if it.key not in done]
+    rejudge = [it for it in selection if it.key in done and is_judge_error(done[it.key])]
     if resuming:
         log(f"pasr eval: resuming {cfg.out}: {len(selection) - len(pending)} of {len(selection)} samples already done")
 
@@ -330,12 +388,29 @@ def run_eval(
         write_summary(cfg.out, summary)
         return summary
 
-    if not pending:
+    if not pending and not rejudge:
         return write_current_summary()
 
     own_judge = judge is None
     if own_judge:
         judge = _build_judge(cfg)
+    try:
+        if rejudge:
+            _rejudge(cfg, judge, rejudge, done, run_dir, log)
+        if pending:
+            _generate(cfg, backend, judge, pending, data, prompts, settings, done, run_dir, log)
+    finally:
+        # a directory with run.json is a run (a resume, or a start whose model loaded): its
+        # summary is kept current even when this run is interrupted
+        summary = write_current_summary() if run_dir.run_path.is_file() else None
+        if own_judge and hasattr(judge, "close"):
+            judge.close()
+    return summary
+
+
+def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict, prompts: MethodPrompts,
+              settings: dict, done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
+    """Generate, judge and append the pending samples, chunk by chunk."""
     if backend is None:
         backend = build_backend(
             cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
@@ -385,8 +460,4 @@ def run_eval(
                     )
     finally:
         bar.close()
-        summary = write_current_summary()
-        if own_judge and hasattr(judge, "close"):
-            judge.close()
-    return summary
 

@@ -356,6 +356,127 @@ def test_broken_judge_marks_the_chunk(data_env, tmp_path):
     assert summary["datasets"]["gsm8k"]["judge_errors"] == 2 and summary["datasets"]["gsm8k"]["accuracy"] is None
 
 
+@pytest.mark.parametrize("retry_errors", [False, True])
+def test_rerun_rejudges_judge_errors(data_env, tmp_path, retry_errors):
+    """The judge was down for the first run; the rerun (plain, or --retry-errors) judges those
+    samples again, without generating them again, and leaves one record per sample."""
+    gold = golds(data_env, "gsm8k", 3)
+
+    class Broken:
+        async def score_many(self, items):
+            raise ConnectionError("judge server down")
+
+    class Counting:
+        def __init__(self):
+            self.items = []
+
+        async def score_many(self, items):
+            self.items += items
+            return [JudgeResult(1.0) for _ in items]
+
+    def respond(system, user):
+        return plain_text(gold[user])
+
+    first = run_eval(cfg_for(tmp_path, method="plain", limit=3), backend=Scripted(respond), judge=Broken())
+    assert first["datasets"]["gsm8k"]["judge_errors"] == 3
+    again, judge = Scripted(respond), Counting()
+    summary = run_eval(cfg_for(tmp_path, method="plain", limit=3, retry_errors=retry_errors), backend=again, judge=judge)
+    assert again.calls == []  # nothing regenerated
+    assert sorted(i.answer for i in judge.items) == sorted(gold.values())  # every errored sample re-judged
+    d = summary["datasets"]["gsm8k"]
+    assert (d["judge_errors"], d["n_scored"], d["accuracy"]) == (0, 3, 1.0)
+    recs = records_of(tmp_path / "run")
+    assert len(recs) == 3 and all(r.acc == 1.0 and r.judge_error is None for r in recs)
+    third = Counting()
+    run_eval(cfg_for(tmp_path, method="plain", limit=3), backend=Scripted(respond), judge=third)
+    assert third.items == []  # judged samples are not judged again
+
+
+def test_judge_timeout_bounds_a_hanging_judge_and_the_rerun_rejudges(data_env, tmp_path):
+    """An LLM judge that hangs: --judge-timeout turns each request into a judge error quickly,
+    and the rerun, with the judge back, scores those samples."""
+    import time
+
+    from benchmarks.fake_openai_server import FakeOpenAIServer
+    from prompts import load_prompt
+    from recipe.pasr_config import JudgeConfig
+
+    gold = golds(data_env, "gsm8k", 2)
+    hang_first = {answer: ["timeout"] for answer in gold.values()}  # the first request per answer hangs
+    with FakeOpenAIServer(template=load_prompt("judge_binary"), faults=hang_first, hang_s=20) as srv:
+        judge_cfg = JudgeConfig(kind="openai", base_url=srv.base_url, model=srv.model, timeout_s=0.5, retries=0)
+        cfg = cfg_for(tmp_path, method="plain", limit=2, judge=judge_cfg)
+        t0 = time.monotonic()
+        first = run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
+        assert time.monotonic() - t0 < 10
+        assert first["datasets"]["gsm8k"]["judge_errors"] == 2
+        assert all("timeout" in r.judge_error for r in records_of(cfg.out))
+        again = Scripted(lambda s, u: plain_text(gold[u]))
+        second = run_eval(cfg, backend=again)
+        assert again.calls == [] and srv.requests == 4
+        assert second["datasets"]["gsm8k"]["judge_errors"] == 0 and second["datasets"]["gsm8k"]["accuracy"] == 1.0
+
+
+def test_cli_judge_timeout_flag(data_env, tmp_path, capsys, monkeypatch):
+    import eval.run
+
+    seen = {}
+
+    def fake_run_eval(cfg):
+        seen["timeout_s"] = cfg.judge.timeout_s
+        raise EvalError("stop here")
+
+    monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
+    rc, _, err = run_cli(["eval", "--model", "m", "--datasets", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and seen == {"timeout_s": 2.5}
+    monkeypatch.undo()
+    rc, _, err = run_cli(["eval", "--model", "m", "--datasets", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and "--judge-timeout must be > 0" in err and err.count("\n") == 1
+
+
+def test_second_run_into_the_same_out_is_refused(data_env, tmp_path):
+    """Two runs appending to one samples.jsonl would each write every sample: the directory is
+    locked for the length of a run, and a killed holder leaves no stale lock behind."""
+    import subprocess
+
+    gold = golds(data_env, "gsm8k", 2)
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from eval.resume import RunDir; RunDir(sys.argv[1]).lock(); "
+         "print('locked', flush=True); time.sleep(120)", str(out)],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(EvalError) as err:
+            run_eval(cfg_for(tmp_path, method="plain", limit=2), backend=Scripted(lambda s, u: plain_text(gold[u])))
+        assert f"in use by another pasr eval (pid {holder.pid})" in str(err.value) and "\n" not in str(err.value)
+        assert not (out / "samples.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    run_eval(cfg_for(tmp_path, method="plain", limit=2), backend=Scripted(lambda s, u: plain_text(gold[u])))
+    assert len(records_of(out)) == 2
+
+
+def test_out_under_a_file_names_the_file(data_env, tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(EvalError, match=r"cannot create --out .*: .*/f is a file, not a directory"):
+        run_eval(cfg_for(tmp_path, method="plain", limit=1, out=str(tmp_path / "f" / "run")), backend=Scripted(lambda s, u: "x"))
+
+
+def test_dataset_file_errors_are_one_line(tmp_path, capsys):
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"question": "caf\xe9?", "answer": "4"}\n')
+    evol = tmp_path / "evol.jsonl"
+    evol.write_text(json.dumps({"instruction": "2+2?", "output": "4"}) + "\n")
+    for path, needle in ((latin1, "latin1.jsonl:1: not UTF-8 text"), (evol, "pasr data preview --dataset")):
+        rc, _, err = run_cli(["eval", "--model", "m", "--datasets", str(path), "--out", str(tmp_path / "o")], capsys)
+        assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "map them with" not in err  # no eval flag that does not exist
+
+
 # ----------------------------------------------------------------------------- compare
 
 
