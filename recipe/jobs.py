@@ -18,6 +18,10 @@ token mode, copy its token (``ray get-auth-token`` on the head) into ``RAY_AUTH_
 
 ``logs --follow`` (and ``pasr submit --follow``) exit with the job's outcome: 0 succeeded,
 1 failed, 3 stopped.
+
+Every request to the dashboard is bounded by ``--timeout`` (Ray's SDK sets no limit, so an
+address that accepts the connection and never answers, such as a wrong port behind a proxy
+or a stopped head whose socket lingers, would hang the command with no output).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from recipe.cli import CliError
 
 EXIT_BY_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
 DEFAULT_PORT = 8265
+DEFAULT_TIMEOUT_S = 30.0
 
 
 # --------------------------------------------------------------------------- connection
@@ -94,16 +99,36 @@ def _auth_hint(address: str) -> str:
     )
 
 
-def connect(address: str | None):
-    """A ``JobSubmissionClient`` for the dashboard at ``address``, or a one-line CliError."""
+def _no_answer(address: str, timeout_s: float | None = None) -> CliError:
+    within = f"within {timeout_s:g} s" if timeout_s else "in time"
+    return CliError(
+        f"the Ray dashboard at {address} accepted the connection but did not answer {within}: is this the "
+        f"dashboard port ({DEFAULT_PORT} by default) of a running head? (--timeout SECONDS waits longer)"
+    )
+
+
+def connect(address: str | None, timeout_s: float = DEFAULT_TIMEOUT_S):
+    """A ``JobSubmissionClient`` for the dashboard at ``address`` whose every request is
+    bounded by ``timeout_s`` (seconds without a byte, per request), or a one-line CliError."""
     address = normalize_address(address)
+    if not timeout_s > 0:
+        raise CliError(f"--timeout must be > 0 seconds, got {timeout_s:g}")
+    import requests
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
+    class BoundedJobSubmissionClient(JobSubmissionClient):
+        # every SDK call, the version check in __init__ included, goes through _do_request
+        def _do_request(self, method, endpoint, **kwargs):
+            kwargs.setdefault("timeout", timeout_s)
+            return super()._do_request(method, endpoint, **kwargs)
+
     try:
-        return JobSubmissionClient(address, headers=auth_headers())
+        client = BoundedJobSubmissionClient(address, headers=auth_headers())
     except AuthenticationError:
         raise CliError(_auth_hint(address)) from None
+    except requests.exceptions.Timeout:
+        raise _no_answer(address, timeout_s) from None
     except ConnectionError:
         raise CliError(
             f"cannot reach the Ray dashboard at {address}: is the head running, and is this its dashboard "
@@ -111,15 +136,19 @@ def connect(address: str | None):
         ) from None
     except RuntimeError as exc:
         raise CliError(f"{address} does not answer like a Ray dashboard: {str(exc).splitlines()[0]}") from None
+    return client
 
 
 def _call(address: str, fn, *args):
+    import requests
     from ray.exceptions import AuthenticationError
 
     try:
         return fn(*args)
     except AuthenticationError:
         raise CliError(_auth_hint(address)) from None
+    except requests.exceptions.Timeout:
+        raise _no_answer(address) from None
     except (RuntimeError, TypeError, ValueError) as exc:
         msg = (str(exc).splitlines() or [type(exc).__name__])[0]
         if "404" in msg or "does not exist" in msg:
@@ -175,6 +204,13 @@ def add_address_arg(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"the Ray head's dashboard, e.g. http://HEAD:{DEFAULT_PORT} (default: $RAY_API_SERVER_ADDRESS)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"give up on a dashboard request that gets no answer for this long (default {DEFAULT_TIMEOUT_S:g})",
+    )
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -206,7 +242,7 @@ def run(args) -> int:
     if cmd != "list" and not args.job_id.strip():
         raise CliError("empty job id")
     quiet_ray_logs()
-    client = connect(address)
+    client = connect(address, args.timeout)
     if cmd == "list":
         jobs = _call(address, client.list_jobs)
         for job in sorted(jobs, key=lambda j: j.start_time or 0):

@@ -102,8 +102,8 @@ def relative_path_warnings(overrides: list[str]) -> list[str]:
     return out
 
 
-def cluster_node_gpus(address: str) -> list[float]:
-    """GPUs of each alive node, from the dashboard's state API."""
+def cluster_node_gpus(address: str, timeout_s: float = 30.0) -> list[float]:
+    """GPUs of each alive node, from the dashboard's state API (``timeout_s`` bounds the request)."""
     from ray.exceptions import AuthenticationError
     from ray.util.state.api import StateApiClient
     from ray.util.state.common import ListApiOptions, StateResource
@@ -112,7 +112,8 @@ def cluster_node_gpus(address: str) -> list[float]:
 
     try:
         client = StateApiClient(address=address, headers={"Content-Type": "application/json", **auth_headers()})
-        nodes = client.list(StateResource.NODES, options=ListApiOptions(detail=True), raise_on_missing_output=False)
+        options = ListApiOptions(detail=True, timeout=max(1, round(timeout_s)))  # the state API takes whole seconds
+        nodes = client.list(StateResource.NODES, options=options, raise_on_missing_output=False)
     except AuthenticationError:
         raise CliError(_auth_hint(address)) from None
     except Exception as exc:  # the jobs API answered, so this is a state-API problem worth naming
@@ -159,11 +160,11 @@ def run(args) -> int:
 
     address = normalize_address(args.address)
     quiet_ray_logs()
-    client = connect(address)
+    client = connect(address, args.timeout)
 
     if args.engine == "verl" and not args.no_gpu_check:
         nnodes, per_node = required_gpus(overrides)
-        why = gpu_shortfall(cluster_node_gpus(address), nnodes, per_node, f"the Ray cluster at {address}")
+        why = gpu_shortfall(cluster_node_gpus(address, args.timeout), nnodes, per_node, f"the Ray cluster at {address}")
         if why:
             raise CliError(why + "; --no-gpu-check submits anyway")
 

@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -91,6 +92,49 @@ def test_gpu_shortfall_is_per_node():
     assert gpu_shortfall([8, 8], 2, 8) is None
     assert gpu_shortfall([8, 4, 4], 2, 8) is not None  # 16 GPUs in all, but one node of 8
     assert "has 0 GPU(s)" in gpu_shortfall([0], 1, 8)
+
+
+# --------------------------------------------------------------------------- a silent address
+@pytest.fixture
+def silent_server():
+    """127.0.0.1:PORT that accepts connections and never sends a byte."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(timeout=5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.parametrize("argv", [["submit", "--entrypoint", "true"], ["jobs", "list"], ["jobs", "status", "raysubmit_x"]])
+def test_an_address_that_never_answers_times_out(silent_server, argv):
+    env = {k: v for k, v in os.environ.items() if k not in RAY_ENV}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe", *argv, "--address", silent_server, "--timeout", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and not proc.stdout, proc.stderr[-2000:]
+    assert f"the Ray dashboard at {silent_server} accepted the connection but did not answer within 1 s" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert time.monotonic() - start < 30
 
 
 # --------------------------------------------------------------------------- a real head
