@@ -110,22 +110,37 @@ def test_rule_judge_off_main_thread_uses_pool_and_times_out():
         ("Score: 0.75", 0.75),
         ("score:0", 0.0),
         ("**Score:** 0.5", 0.5),
-        ("Score = .25", 0.25),
-        ("The score is 0.3.", 0.3),
+        ("**Score**: 0.5", 0.5),
+        ("Score: **1**", 1.0),
+        ("Score: .25.", 0.25),
+        ("Score: 1 (the answers agree)", 1.0),
         ("Step 1: compare 12 and 12. Score: 0.9", 0.9),  # Score: wins over other numbers
         ("Score: 0.2\nOn reflection... Score: 0.8", 0.8),  # the last Score: counts
-        ("0.6", 0.6),
-        ("I compared 3 things and give 1", 1.0),  # no Score: -> last number
+        ("Score: 0.4\nThe reference is 15.", 0.4),  # numbers after the verdict are not read
         ("Score: 8/10", 0.8),
-        ("7/10", 0.7),
+        ("Score: 7 out of 10", 0.7),
         ("Score: 80%", 0.8),
-        ("Score: 7", 1.0),  # clamped
-        ("Score: -1", 0.0),  # clamped
-        ("Score: 1e999", None),  # not finite
-        ("Score: 1/0", None),
         ("<think>maybe 0.2, or 0.4</think>Score: 1", 1.0),
         ("reasoning about 3 and 4 ...</think>\nScore: 0", 0.0),
+        # No score in the prompt's format: unparseable (retried, then a judge error), never a
+        # guess. The old parser read the last number of each of these, clamped to [0, 1].
+        ("The answer 12 does not match the reference 15.", None),
+        ("Error 503: upstream overloaded", None),
+        ("7 out of 10", None),
+        ("7/10", None),
+        ("0.6", None),
+        ("I compared 3 things and give 1", None),
+        ("The score is 0.3.", None),
+        ("Subscore: 1", None),
+        ("Score: <0 or 1>", None),  # the template echoed back
+        ("Score: 1st try was wrong", None),
+        ("Score: 7", None),  # outside [0, 1]: some other scale, not clamped to 1.0
+        ("Score: -1", None),
+        ("Score: 1.5", None),
+        ("Score: 1e999", None),  # not finite
+        ("Score: 1/0", None),
         ("<think>the answer looks like 0.7 but", None),  # cut off while thinking
+        ("<think>Score: 1</think>", None),  # a score inside the reasoning is not the verdict
         ("I cannot grade this answer.", None),
         ("", None),
         (None, None),
@@ -191,6 +206,17 @@ def test_openai_judge_fails_after_retries_and_counts_it():
         # failures are not cached: the next call asks again (and now succeeds)
         assert score_sync(judge, [JudgeItem("q", "bad", "bad")])[0].score == 1.0
         assert srv.requests == 8
+
+
+@pytest.mark.parametrize(
+    "reply", ["The answer 12 does not match the reference 15.", "Error 503: upstream overloaded", "7 out of 10"]
+)
+def test_openai_judge_reply_without_score_is_an_error_not_a_score(reply):
+    with FakeOpenAIServer(reply=reply) as srv:
+        judge = _judge(srv, retries=2)
+        (result,) = score_sync(judge, [JudgeItem("q", "15", "12")])
+        assert not result.ok and result.score is None and "unparsable_score" in result.error
+        assert srv.requests == 3 and judge.stats.errors == 1 and len(judge.cache) == 0
 
 
 def test_openai_judge_does_not_retry_client_errors():

@@ -57,13 +57,22 @@ _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 # Score parsing
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_VALUE = rf"(?P<num>{_NUM})(?:\s*/\s*(?P<den>{_NUM}))?(?P<pct>\s*%)?"
-_SCORE_RE = re.compile(rf"score\s*(?:[:=]|is)?\s*[*_`'\"\[(]*\s*{_VALUE}", re.IGNORECASE)
-_VALUE_RE = re.compile(_VALUE)
+# The templates ask for ``Score: <x>``. The label may carry markdown (``**Score:** 1``,
+# ``Score: **1**``); the value is a number, optionally ``a/b``, ``a out of b`` or ``a%``, and
+# must end there (``Score: 1st`` is not a score).
+_DECOR = r"[*_`\s]*"
+_SCORE_RE = re.compile(
+    rf"\bscore{_DECOR}:{_DECOR}(?P<num>{_NUM})"
+    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<den>{_NUM}))?(?P<pct>\s*%)?(?![\w.%/]*\w)",
+    re.IGNORECASE,
+)
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def _value(match: re.Match[str]) -> float | None:
+    """The labelled value, or None when it is not a score in [0, 1]: a value outside the range
+    (``Score: 7``, on some 0-10 scale the prompt never asked for) is not clamped, since reading
+    it as 1.0 would be a guess."""
     try:
         value = float(match.group("num"))
         if match.group("den") is not None:
@@ -75,34 +84,15 @@ def _value(match: re.Match[str]) -> float | None:
             value /= 100.0
     except (OverflowError, ValueError):
         return None
-    if not math.isfinite(value):
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         return None
-    return min(1.0, max(0.0, value))
+    return value
 
 
-def parse_score(text: str | None) -> float | None:
-    """The judge's score in [0, 1] read from its reply, or None when the reply holds none.
-
-    Rules, in order:
-
-    * Reasoning is dropped first: closed ``<think>...</think>`` blocks are removed, and when
-      only a closing ``</think>`` is present (chat templates that open the block in the prompt)
-      only the text after the last one is read. An unclosed ``<think>`` (a reply cut off while
-      reasoning) drops everything from it on, so such a reply usually reads as None.
-    * ``Score: x`` (case-insensitive; ``Score = x``, ``score is x``, ``**Score:** x`` too) wins;
-      when it appears several times the *last* one counts (a judge that revises itself ends
-      with its verdict).
-    * Otherwise the *last* number anywhere in the reply counts, for the same reason: judges
-      that explain themselves put the verdict at the end. A reply that echoes the answer after
-      its verdict would be misread; the templates ask for the ``Score:`` form to avoid this.
-    * Fractions are accepted: ``8/10`` is 0.8 (a zero denominator reads as None); so are
-      percentages: ``80%`` is 0.8.
-    * The value is clamped to [0, 1] (``Score: 7`` is 1.0, ``-1`` is 0.0); non-finite is None.
-
-    None means garbage: the caller retries it like a transport error.
-    """
-    if not text:
-        return None
+def _drop_reasoning(text: str) -> str:
+    """The reply without its ``<think>`` reasoning: closed blocks are removed; with only a
+    closing ``</think>`` (chat templates that open the block in the prompt) the text after the
+    last one is kept; an unclosed ``<think>`` (cut off while reasoning) drops everything from it."""
     if "</think>" in text.lower():
         text = _THINK_BLOCK.sub(" ", text)
         low = text.lower()
@@ -111,13 +101,27 @@ def parse_score(text: str | None) -> float | None:
     low = text.lower()
     if "<think>" in low:
         text = text[: low.find("<think>")]
-    scored = list(_SCORE_RE.finditer(text))
-    if scored:
-        return _value(scored[-1])
-    numbers = list(_VALUE_RE.finditer(text))
-    if numbers:
-        return _value(numbers[-1])
-    return None
+    return text
+
+
+def parse_score(text: str | None) -> float | None:
+    """The judge's score in [0, 1] read from its reply, or None when the reply states none.
+
+    Only a score stated the way the templates ask for it counts: ``Score: x`` (case-insensitive,
+    markdown around the label or the value allowed), outside any ``<think>`` reasoning. When the
+    label appears several times the *last* one counts (a judge that revises itself ends with its
+    verdict). ``x`` may be a fraction (``8/10``, ``8 out of 10``) or a percentage (``80%``).
+
+    Everything else is None, which the caller retries and finally reports as a judge error:
+    a reply with no label is never read by guessing. (The previous parser took the last number
+    of such a reply, so "The answer 12 does not match the reference 15." scored 1.0, as did
+    "Error 503: upstream overloaded" and "7 out of 10".) A value outside [0, 1] or not finite,
+    and a zero denominator, are None too.
+    """
+    if not text:
+        return None
+    scored = list(_SCORE_RE.finditer(_drop_reasoning(text)))
+    return _value(scored[-1]) if scored else None
 
 
 def fill_template(template: str, question: str, gold: str, answer: str) -> str:
