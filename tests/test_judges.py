@@ -150,6 +150,16 @@ def test_parse_score(text, expected):
     assert parse_score(text) == expected
 
 
+def test_parse_score_is_linear_on_hostile_replies():
+    import time
+
+    replies = ["Score: 0." + "1" * 30000 + "x", "Score: 1" + " " * 30000 + "x", "score " * 10000, "Score:" + "*" * 30000]
+    for reply in replies:
+        t0 = time.perf_counter()
+        parse_score(reply)
+        assert time.perf_counter() - t0 < 0.5, reply[:20]
+
+
 # --- OpenAI-compatible judge against the fake server ----------------------------------------------
 
 

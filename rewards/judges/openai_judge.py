@@ -59,11 +59,11 @@ _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 # The templates ask for ``Score: <x>``. The label may carry markdown (``**Score:** 1``,
 # ``Score: **1**``); the value is a number, optionally ``a/b``, ``a out of b`` or ``a%``, and
-# must end there (``Score: 1st`` is not a score).
+# must end there (``Score: 1st`` is not a score; a sentence's full stop may follow).
 _DECOR = r"[*_`\s]*"
 _SCORE_RE = re.compile(
     rf"\bscore{_DECOR}:{_DECOR}(?P<num>{_NUM})"
-    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<den>{_NUM}))?(?P<pct>\s*%)?(?![\w.%/]*\w)",
+    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<den>{_NUM}))?(?P<pct>\s*%)?(?!\.?\w)",
     re.IGNORECASE,
 )
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
