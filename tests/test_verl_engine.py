@@ -219,7 +219,7 @@ class ExactJudge:
         return [await self.score(i.question, i.gold, i.answer) for i in items]
 
 
-def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_divisor=4):
+def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_divisor=4, **kwargs):
     from recipe.pasr_config import load_pasr_config
     from recipe.verl_engine.rollout import PasrRolloutManager
 
@@ -233,6 +233,7 @@ def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_di
         run_id="test-run",
         rollout_dir=tmp_path / "rollouts",
         size_divisor=size_divisor,
+        **kwargs,
     )
 
 
@@ -724,3 +725,386 @@ def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
     from recipe.verl_engine.config import engine_config, pasr_config
 
     pasr_config(cfg), engine_config(cfg)
+
+
+# --------------------------------------------------------------------------- attention (issue 11.2)
+def test_attention_falls_back_to_sdpa_without_flash_attn():
+    from omegaconf import open_dict
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from recipe.model_loading import resolve_model_path
+    from recipe.verl_engine.config import choose_attention
+
+    cfg = _compose()
+    message = choose_attention(cfg, has_flash_attn=lambda: False)
+    model = cfg.actor_rollout_ref.model
+    assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
+    assert "flash-attn is not installed" in message and "use_remove_padding=false" in message
+    # verl builds the actor's and the reference model's HF config from exactly these keys
+    with open_dict(model):
+        model.path = resolve_model_path("smollm2")
+    hf = omega_conf_to_dataclass(model)
+    assert hf.hf_config._attn_implementation == "sdpa" and hf.use_remove_padding is False
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_attention_is_left_alone_with_flash_attn_or_an_explicit_choice():
+    from recipe.verl_engine.config import PreflightError, choose_attention
+
+    cfg = _compose()
+    assert choose_attention(cfg, has_flash_attn=lambda: True) is None
+    assert "attn_implementation" not in cfg.actor_rollout_ref.model.override_config
+    assert cfg.actor_rollout_ref.model.use_remove_padding is True
+    eager = _compose(["+actor_rollout_ref.model.override_config.attn_implementation=eager"])
+    assert choose_attention(eager, has_flash_attn=lambda: False) is None
+    assert eager.actor_rollout_ref.model.override_config.attn_implementation == "eager"
+    explicit = _compose(["+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"])
+    with pytest.raises(PreflightError, match="flash_attention_2 but flash-attn does not import"):
+        choose_attention(explicit, has_flash_attn=lambda: False)
+
+
+def test_pinned_verl_defaults_to_flash_attention():
+    from verl.workers.config import HFModelConfig
+
+    assert 'self.override_config.get("attn_implementation", "flash_attention_2")' in _source(HFModelConfig.__post_init__)
+
+
+def test_flash_attn_importable_is_false_here_when_absent():
+    import importlib.util
+
+    from recipe.verl_engine.config import flash_attn_importable
+
+    if importlib.util.find_spec("flash_attn") is None:
+        assert flash_attn_importable() is False
+
+
+# --------------------------------------------------------------------------- node checks (issue 11.7)
+def test_task_runner_checks_attention_and_the_judge_where_it_runs(verl_mods):
+    t = verl_mods.trainer
+    cfg = _compose()
+    lines = t.node_checks(cfg, has_flash_attn=lambda: False, judge_check=lambda c: None, node="10.0.0.7")
+    assert len(lines) == 1 and "sdpa" in lines[0]
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    down = lambda c: "the judge endpoint pasr.judge.base_url=http://127.0.0.1:8000/v1 does not answer"  # noqa: E731
+    with pytest.raises(t.PasrSetupError, match=r"does not answer, checked from node 10\.0\.0\.7"):
+        t.node_checks(_compose(), has_flash_attn=lambda: True, judge_check=down, node="10.0.0.7")
+    called = []
+    t.node_checks(_compose(["pasr_verl.check_judge=false"]), has_flash_attn=lambda: True, judge_check=called.append)
+    assert called == []
+
+
+def test_launcher_is_what_run_ppo_calls(verl_mods):
+    from verl.trainer.main_ppo import run_ppo
+
+    src = _source(run_ppo)
+    assert "runner = task_runner_class.remote()" in src and "ray.get(runner.run.remote(config))" in src
+    assert 'task_runner_class.options(runtime_env={"nsight": nsight_options}).remote()' in src
+    launcher = verl_mods.trainer.PasrTaskRunnerActor
+    assert launcher.options(runtime_env={"x": 1})._options == {"runtime_env": {"x": 1}}
+    assert hasattr(launcher.actor_cls, "set_stop_flag") and hasattr(launcher.actor_cls, "run")
+
+
+# --------------------------------------------------------------------------- Ray jobs (issue 11.7)
+def test_preflight_refuses_a_relative_checkpoint_dir_inside_a_ray_job(monkeypatch):
+    from recipe.verl_engine.config import PreflightError, preflight
+
+    ok = dict(local_gpus=lambda: 8, find_module=lambda n: object(), judge_check=lambda c: None)
+    preflight(_compose(), **ok)  # outside a job a relative directory is the user's choice
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", '{"runtime_env": {}}')
+    with pytest.raises(PreflightError, match=r"trainer.default_local_dir=checkpoints/pasr/pasr is relative: .*starts from scratch"):
+        preflight(_compose(), **ok)
+    with pytest.raises(PreflightError, match=r"pasr_verl.rollout_dir=dumps is relative"):
+        preflight(_compose(["trainer.default_local_dir=/shared/ck", "pasr_verl.rollout_dir=dumps"]), **ok)
+    preflight(_compose(["trainer.default_local_dir=/shared/ck"]), **ok)
+    preflight(_compose(["trainer.default_local_dir='~/ck'", "pasr_verl.rollout_dir=null"]), **ok)
+
+
+def test_max_judge_error_rate_is_validated():
+    from recipe.pasr_config import ConfigError
+    from recipe.verl_engine.config import engine_config
+
+    assert engine_config(_compose()).max_judge_error_rate == 0.2
+    with pytest.raises(ConfigError, match=r"max_judge_error_rate must be in \[0, 1\]"):
+        engine_config(_compose(["pasr_verl.max_judge_error_rate=1.5"]))
+
+
+# --------------------------------------------------------------------------- judge errors, no spread (11.3, 11.7)
+def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
+    from data.records import iter_records
+    from recipe.verl_engine.rollout import JudgeErrorRateExceeded
+
+    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
+    manager = _manager(inner, tokenizer, prompts, tmp_path, max_judge_error_rate=0.05)  # 1 error in 18 rows
+    try:
+        with pytest.raises(JudgeErrorRateExceeded, match=r"step 5: the judge failed on 1 of 18 rollouts \(6%\).*'judge unavailable'"):
+            manager.generate_sequences(_train_gen_batch(gen_batch, 3))
+        assert manager.pop_metrics() == {}  # nothing to train on, nothing logged
+        assert len(list(iter_records(tmp_path / "rollouts" / "step_000005.jsonl"))) == 18  # dumped for inspection
+        manager.max_judge_error_rate = 0.06
+        assert len(manager.generate_sequences(_train_gen_batch(gen_batch, 3))) == 9
+    finally:
+        manager.close()
+
+
+class UnformattedRollout(ScriptedRollout):
+    """A base model that ignores the format: every refine rollout gets the same reward."""
+
+    def respond(self, messages, seen) -> str:
+        return "The answer is 4." if _variant(messages, self.prompts) == "refine" else P(4)
+
+
+def test_zero_spread_groups_metric_and_loud_warning(train_step, gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys):
+    assert train_step.metrics["pasr/zero_spread_groups"] == 0.0
+    manager = _manager(UnformattedRollout(tokenizer, prompts, verl_mods.agent_loop), tokenizer, prompts, tmp_path)
+    try:
+        out = manager.generate_sequences(_train_gen_batch(gen_batch, 3))
+        metrics = manager.pop_metrics()
+        first = capsys.readouterr().err
+        manager.generate_sequences(_train_gen_batch(gen_batch, 3, step=6))
+        second = capsys.readouterr().err
+    finally:
+        manager.close()
+    assert metrics["pasr/zero_spread_groups"] == 1.0 and metrics["pasr/format_pass_rate"] == 0.0
+    assert set(_row_totals(out)) == {-1.0}
+    assert "PASR WARNING step 5: no refine group has any reward spread" in first and "Cold start" in first
+    assert "PASR WARNING step 6" in second and "Cold start" not in second  # the hint once, the warning every step
+
+
+def test_zero_spread_fraction():
+    from recipe.verl_engine.rollout import zero_spread_fraction
+
+    assert zero_spread_fraction([1, 1, 0, 2, 3, 3], ["a", "a", "b", "b", "c", "c"]) == pytest.approx(2 / 3)
+    assert zero_spread_fraction([], []) == 0.0
+
+
+# --------------------------------------------------------------------------- validation dumps (issue 11.5)
+@pytest.fixture(scope="module")
+def val_dataset(tmp_path_factory, tokenizer, prompts):
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from data.examples import Example
+    from data.verl_parquet import write_rl_parquet
+
+    tmp = tmp_path_factory.mktemp("val_data")
+    examples = [Example(id=f"val:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in range(3)]
+    path = write_rl_parquet(examples, tmp / "val.parquet", prompts.refine, split="test")
+    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": False, "cache_dir": str(tmp / "c")})
+    return RLHFDataset([str(path)], tokenizer, cfg)
+
+
+def _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, *, val_batch_size, val_n, step):
+    """A PasrRayTrainer with what verl's own _validate reads: config, val dataloader (as
+    _create_dataloader builds it), tokenizer, and the PASR rollout around scripted generation."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    t = object.__new__(verl_mods.trainer.PasrRayTrainer)
+    t.config = _compose([f"actor_rollout_ref.rollout.val_kwargs.n={val_n}", "actor_rollout_ref.rollout.agent.num_workers=4"])
+    t.tokenizer = tokenizer
+    t.use_rm = False
+    t.global_steps = step
+    t.val_dataloader = StatefulDataLoader(val_dataset, batch_size=val_batch_size, shuffle=False, collate_fn=collate_fn)
+    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
+    t.async_rollout_manager = _manager(inner, tokenizer, prompts, tmp_path, size_divisor=4, val_n=val_n)
+    return t, inner
+
+
+@pytest.mark.parametrize("val_batch_size,val_n,calls", [(None, 1, [4]), (2, 1, [4, 4]), (2, 2, [4, 4])])
+def test_validation_dump_holds_each_question_once(verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size, val_n, calls):
+    """verl's own _validate: batches padded to agent.num_workers with copies of their first rows,
+    several batches with data.val_batch_size; the dump has each question's val_n samples once."""
+    from data.records import iter_records
+
+    t, inner = _validating_trainer(
+        verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size=val_batch_size or len(val_dataset), val_n=val_n, step=7
+    )
+    try:
+        metrics = t._validate()
+    finally:
+        t.async_rollout_manager.close()
+    assert inner.calls == calls  # verl padded: 3 -> 4, or 2+1 -> 4+4 (with n=2: 4 + 2 -> 4 + 4)
+    records = list(iter_records(tmp_path / "rollouts" / "val_step_000007.jsonl", strict=True))
+    assert len(records) == 3 * val_n
+    assert sorted((r.query_id, r.sample_index) for r in records) == [(f"val:{k}", i) for k in range(3) for i in range(val_n)]
+    assert {r.dataset for r in records} == {"val"} and {r.step for r in records} == {7}
+    # verl's metrics see the unpadded rows: the first refine answers are right for every question
+    assert metrics[f"val-core/synthetic/acc/mean@{val_n}"] == pytest.approx(1.0 if val_n == 1 else 5 / 6)
+
+
+def test_each_validation_starts_its_own_dump(verl_mods, tokenizer, prompts, tmp_path, val_dataset):
+    from data.records import iter_records
+
+    t, _ = _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size=2, val_n=1, step=3)
+    try:
+        t._validate()
+        t.global_steps = 6
+        t._validate()
+    finally:
+        t.async_rollout_manager.close()
+    for step in (3, 6):
+        assert len(list(iter_records(tmp_path / "rollouts" / f"val_step_{step:06d}.jsonl"))) == 3
+    # a resumed run validating the same step again rewrites that step's file instead of appending
+    t2, _ = _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size=2, val_n=1, step=6)
+    try:
+        t2._validate()
+    finally:
+        t2.async_rollout_manager.close()
+    assert len(list(iter_records(tmp_path / "rollouts" / "val_step_000006.jsonl"))) == 3
+
+
+# --------------------------------------------------------------------------- throughput (issue 11.8)
+def test_pinned_fit_throughput_and_loop(verl_mods):
+    fit = _source(verl_mods.ray_trainer.RayPPOTrainer.fit)
+    assert "metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus))" in fit
+    assert 'batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()' in fit
+    # the stop check sits in the loader: a step ends (log, global_steps += 1) before the next batch is asked for
+    assert fit.count("for batch_dict in self.train_dataloader:") == 1
+    log = fit.index("logger.log(data=metrics, step=self.global_steps)")
+    inc = fit.index("self.global_steps += 1", log)
+    assert fit.index("if is_last_step:", inc) > inc and "for batch_dict" not in fit[log:]
+    assert "self._save_checkpoint()" in fit and "self._load_checkpoint()" in fit
+    src = _source(verl_mods.ray_trainer.RayPPOTrainer._save_checkpoint)
+    assert 'f"global_step_{self.global_steps}"' in src and "self.train_dataloader.state_dict()" in src
+    fn = verl_mods.trainer.verl_fit()
+    assert fn.__code__ is verl_mods.ray_trainer.RayPPOTrainer.fit.__code__
+    assert fn.__globals__["compute_throughout_metrics"] is verl_mods.trainer.pasr_throughput_metrics
+    assert verl_mods.ray_trainer.compute_throughout_metrics.__module__ == "verl.trainer.ppo.metric_utils"
+
+
+def test_throughput_counts_the_plain_rows(train_step, gen_batch):
+    from recipe.verl_engine.rollout import PLAIN_TOKENS_KEY
+    from recipe.verl_engine.trainer import pasr_throughput_metrics
+
+    plain = train_step.out.meta_info[PLAIN_TOKENS_KEY]
+    assert plain > 0
+    # fit(): union with its repeated batch keeps the rollout's meta_info, then counts trained tokens
+    batch = gen_batch.batch.repeat(repeat_times=3, interleave=True)
+    out = train_step.out.slice(0, None)
+    out.meta_info = {k: v for k, v in out.meta_info.items() if k != "timing"}
+    batch = batch.union(out)
+    batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
+    trained = sum(batch.meta_info["global_token_num"])
+    m = pasr_throughput_metrics(batch, {"step": 2.0}, n_gpus=2)
+    assert m["perf/trained_num_tokens"] == trained and m["perf/total_num_tokens"] == trained + plain
+    assert m["perf/throughput"] == pytest.approx((trained + plain) / 4.0)
+    assert m["perf/trained_throughput"] == pytest.approx(trained / 4.0)
+    # 9 plain rows of about the same size as the 9 refine rows
+    assert 0.5 < plain / trained < 1.5
+
+
+# --------------------------------------------------------------------------- stopping (issue 11.9)
+class FakeFit:
+    """verl's fit() loop reduced to what stopping relies on (pinned in test_pinned_fit_throughput_and_loop):
+    load, then per batch of self.train_dataloader a step that may checkpoint, log, global_steps += 1."""
+
+    def __init__(self, stop_at_step=None, flag=None):
+        self.stop_at_step, self.flag, self.steps = stop_at_step, flag, []
+
+    def __call__(self, trainer):
+        trainer._load_checkpoint()
+        trainer.global_steps += 1
+        for _epoch in range(2):
+            for _batch in trainer.train_dataloader:
+                self.steps.append(trainer.global_steps)
+                if trainer.global_steps == self.stop_at_step:
+                    self.flag.append("SIGTERM")  # the signal arrives mid-step
+                if trainer.global_steps % trainer.config.trainer.save_freq == 0:
+                    trainer._save_checkpoint()
+                trainer.global_steps += 1
+
+
+@pytest.mark.parametrize("save_freq,stop_at,saved", [(10, 3, [3]), (3, 3, [3]), (10, None, [10])])
+def test_fit_stops_after_the_step_and_checkpoints_once(verl_mods, monkeypatch, save_freq, stop_at, saved):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    t_mod = verl_mods.trainer
+    flag: list[str] = []
+    monkeypatch.setattr(t_mod, "poll_stop_flag", lambda: flag[0] if flag else None)
+    fake = FakeFit(stop_at, flag)
+    monkeypatch.setattr(t_mod, "verl_fit", lambda: fake)
+    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 1))
+    saves = []
+
+    def save(self):
+        saves.append((self.global_steps, self.train_dataloader.state_dict()["_num_yielded"]))
+
+    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_save_checkpoint", save)
+    trainer = object.__new__(t_mod.PasrRayTrainer)
+    trainer.config = _compose([f"trainer.save_freq={save_freq}"])
+    trainer.global_steps = 0
+    trainer.train_dataloader = StatefulDataLoader(list(range(5)), batch_size=1)
+    trainer.fit()
+    if stop_at is None:
+        assert fake.steps == list(range(2, 12)) and saves == [(10, 4)]  # resumed at 1: two epochs of 5, verl's saves only
+        return
+    assert fake.steps == [2, 3]  # step 3 finished, step 4 never started
+    # one checkpoint of step 3, whose dataloader state counts the 2 batches trained on
+    assert saves == [(3, 2)] and [s for s, _ in saves] == saved
+    assert trainer.global_steps == 4
+
+
+def test_stop_without_a_new_step_saves_nothing(verl_mods, monkeypatch, capsys):
+    t = object.__new__(verl_mods.trainer.PasrRayTrainer)
+    t.config = _compose()
+    t.global_steps, t._last_saved_step = 7, 6  # resumed from 6, stopped before step 7 ran
+    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_save_checkpoint", lambda self: pytest.fail("saved"))
+    assert t._checkpoint_on_stop() is None and "already saved" in capsys.readouterr().out
+    t.config = _compose(["trainer.save_freq=-1"])
+    t._last_saved_step = 2
+    assert t._checkpoint_on_stop() is None and "trainer.save_freq <= 0" in capsys.readouterr().out
+
+
+def test_stop_aware_loader_keeps_the_inner_loader_state():
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from recipe.verl_engine.stopping import StopAwareLoader
+
+    stop = []
+    inner = StatefulDataLoader(list(range(6)), batch_size=2)
+    loader = StopAwareLoader(inner, lambda: bool(stop))
+    got = []
+    for batch in loader:
+        got.append(batch.tolist())
+        if len(got) == 2:
+            stop.append(1)
+    assert got == [[0, 1], [2, 3]] and len(loader) == 3
+    assert loader.state_dict()["_num_yielded"] == 2
+    assert list(loader) == [] and loader.state_dict()["_num_yielded"] == 2  # not restarted
+
+
+def test_driver_stop_handler_forwards_one_request_then_aborts():
+    import io
+    import signal as sig
+
+    from recipe.verl_engine.stopping import DriverStopHandler
+
+    sent = []
+    out = io.StringIO()
+    before = sig.getsignal(sig.SIGTERM), sig.getsignal(sig.SIGINT)
+    handler = DriverStopHandler(sent.append, out=out).install()
+    try:
+        os.kill(os.getpid(), sig.SIGTERM)
+        assert handler.sent.wait(10)
+        assert sent == ["SIGTERM"] and "SIGTERM: finishing the current step, saving a checkpoint" in out.getvalue()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), sig.SIGINT)
+            import time
+
+            time.sleep(1)  # the handler runs at the next bytecode boundary
+        assert sent == ["SIGTERM"] and "SIGINT again: stopping now" in out.getvalue()
+        assert (sig.getsignal(sig.SIGTERM), sig.getsignal(sig.SIGINT)) == before  # handlers given back
+    finally:
+        handler.uninstall()
+
+
+def test_stop_wait_warning():
+    from recipe.verl_engine.stopping import stop_wait_warning
+
+    assert stop_wait_warning({}) is None
+    job = {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
+    assert "RAY_JOB_STOP_WAIT_TIME_S" in stop_wait_warning(job)
+    assert stop_wait_warning({**job, "RAY_JOB_STOP_WAIT_TIME_S": "900"}) is None

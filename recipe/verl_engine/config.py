@@ -3,8 +3,14 @@
 ``python -m recipe.main_pasr`` and ``pasr submit --engine verl`` both fail early, with a
 message that says what is wrong, instead of a stack trace from inside verl minutes later:
 an invalid ``pasr.*`` / ``pasr_verl.*`` key, ``rollout.n`` differing from ``pasr.n_refine``,
-the v1 trainer, ReMax, vLLM missing, or fewer GPUs than ``trainer.nnodes x
-trainer.n_gpus_per_node``. Nothing here imports verl's trainer, torch or ray at module level.
+the v1 trainer, ReMax, vLLM missing, fewer GPUs than ``trainer.nnodes x
+trainer.n_gpus_per_node``, or (inside a Ray job) a relative checkpoint directory.
+
+Two more decisions are taken where the trainer runs (the task runner, see
+:mod:`recipe.verl_engine.trainer`), because they depend on that node and not on the driver's:
+:func:`choose_attention` (``sdpa`` without padding removal when flash-attn is missing) and
+:func:`check_judge_endpoint` (the judge must answer from where it is called).
+Nothing here imports verl's trainer, torch or ray at module level.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ class VerlEngineConfig:
     dump_validation: bool = True  # also dump validation rollouts (val_step_NNNNNN.jsonl)
     check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
+    # stop the run when more than this fraction of a step's rollouts (refine + plain) had a judge
+    # error, instead of training on masked rows; 1.0 never stops
+    max_judge_error_rate: float = 0.2
+
+    def validate(self) -> "VerlEngineConfig":
+        if not 0.0 <= self.max_judge_error_rate <= 1.0:
+            raise ConfigError(f"pasr_verl.max_judge_error_rate must be in [0, 1], got {self.max_judge_error_rate}")
+        return self
 
 
 class PreflightError(RuntimeError):
@@ -60,7 +74,7 @@ def pasr_config(config) -> PasrConfig:
 
 def engine_config(config) -> VerlEngineConfig:
     merged = merge_structured(VerlEngineConfig, _section(config, "pasr_verl"), "pasr_verl")
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    return OmegaConf.to_object(merged).validate()  # type: ignore[union-attr]
 
 
 def required_gpus(config) -> tuple[int, int]:
@@ -128,7 +142,11 @@ def ray_address(config=None, environ: Mapping[str, str] | None = None) -> str | 
 
 
 def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None:
-    """Why the LLM judge endpoint cannot be used, or None (rule judges need none)."""
+    """Why the LLM judge endpoint cannot be used, or None (rule judges need none).
+
+    Called twice: by the driver before Ray starts (fast answer), and by the task runner, which
+    holds the judge client and may run on another node of a cluster (``127.0.0.1`` there is a
+    different machine); the second answer is the one that counts."""
     if cfg.judge.kind == "rule":
         return None
     import httpx
@@ -150,6 +168,98 @@ def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None
         return None
     if served and cfg.judge.model not in served:
         return f"the judge endpoint serves {', '.join(map(str, served))}, not pasr.judge.model={cfg.judge.model}"
+    return None
+
+
+# --------------------------------------------------------------------------- attention
+FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
+FALLBACK_ATTENTION = "sdpa"
+
+
+def flash_attn_importable() -> bool:
+    """Whether ``flash_attn`` imports here. A wheel built for another torch is installed but fails
+    to import (undefined symbol), so finding the package is not enough."""
+    import importlib.util
+
+    if importlib.util.find_spec("flash_attn") is None:
+        return False
+    try:
+        import flash_attn  # noqa: F401
+    except Exception:  # ImportError, OSError (missing .so symbol), RuntimeError
+        return False
+    return True
+
+
+def choose_attention(config, has_flash_attn: Callable[[], bool] = flash_attn_importable) -> str | None:
+    """Make the actor and reference model use an attention that is installed; returns the line
+    to log, or None when nothing changed.
+
+    verl 0.9.1 builds the FSDP model with ``override_config.attn_implementation`` or, unset,
+    ``flash_attention_2``, and ``use_remove_padding`` packs a batch into one sequence, which only
+    flash-attn's varlen kernels attend correctly. The recipe's ``gpu`` extra (verl's ``vllm``
+    extra) does not install flash-attn (no wheel on PyPI for torch 2.11), so without this the
+    workers die at start. Without flash-attn: ``sdpa`` and no padding removal (what the first GPU
+    run needed). An explicit ``flash_attention_*`` without flash-attn fails here instead of in
+    every worker. ``config`` is changed in place."""
+    from omegaconf import open_dict
+
+    model = config.actor_rollout_ref.model
+    override = model.get("override_config") or {}
+    asked = override.get("attn_implementation")
+    if asked is not None and str(asked) not in FLASH_ATTENTION:
+        return None  # the user chose a non-flash attention; leave padding removal to them
+    if has_flash_attn():
+        return None
+    if asked is not None:
+        raise PreflightError(
+            f"actor_rollout_ref.model.override_config.attn_implementation={asked} but flash-attn does not import "
+            f"on this node; install flash-attn for this torch, or drop the override (the recipe then uses "
+            f"{FALLBACK_ATTENTION} without padding removal)"
+        )
+    with open_dict(model):
+        if model.get("override_config") is None:
+            model.override_config = {}
+        model.override_config.attn_implementation = FALLBACK_ATTENTION
+        was = bool(model.get("use_remove_padding", False))
+        model.use_remove_padding = False
+    return (
+        f"flash-attn is not installed (or does not import): the actor and reference model use "
+        f"attn_implementation={FALLBACK_ATTENTION}"
+        + (" and use_remove_padding=false (packed sequences need flash-attn)" if was else "")
+        + "; install flash-attn for this torch to get padding removal back"
+    )
+
+
+# --------------------------------------------------------------------------- paths in a Ray job
+RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job supervisor for a job's entrypoint
+REMOTE_PREFIXES = ("hdfs://", "s3://", "gs://")
+
+
+def in_ray_job(environ: Mapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(RAY_JOB_ENV))
+
+
+def relative_dir_problem(config, engine: VerlEngineConfig) -> str | None:
+    """Why the run's directories are unusable in a Ray job, or None.
+
+    A job runs in a temporary copy of its ``working_dir`` (content-hashed, per node): a relative
+    ``trainer.default_local_dir`` lands there, so the next submission finds no checkpoint and
+    ``resume_mode=auto`` silently starts from scratch, and the dumps disappear with the copy."""
+    dirs = {"trainer.default_local_dir": OmegaConf.select(config, "trainer.default_local_dir", default=None)}
+    if engine.rollout_dir:
+        dirs["pasr_verl.rollout_dir"] = engine.rollout_dir
+    for key, value in dirs.items():
+        if value is None:
+            continue
+        text = str(value)
+        if text.startswith(("/", "~") + REMOTE_PREFIXES):
+            continue
+        return (
+            f"{key}={text} is relative: in a Ray job it resolves inside the job's temporary working directory, "
+            "so checkpoints and dumps are lost with it and a resubmission silently starts from scratch; pass an "
+            "absolute path on storage every node sees, e.g. trainer.default_local_dir=/shared/ckpts/EXP"
+        )
     return None
 
 
@@ -196,12 +306,18 @@ def preflight(
         if why:
             raise PreflightError(why + " (pasr_verl.check_resources=false skips this check)")
 
+    if in_ray_job():
+        why = relative_dir_problem(config, engine)
+        if why:
+            raise PreflightError(why)
+
     rollout_name = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
     find_module = find_module or _find_spec
     if rollout_name in ("vllm", "sglang") and find_module(rollout_name) is None:
         raise PreflightError(
             f"actor_rollout_ref.rollout.name={rollout_name} but {rollout_name} is not installed "
-            f"(pip install {rollout_name}; the recipe pins verl==0.9.1)"
+            f"(pip install 'verl[{rollout_name}]==0.9.1' installs the versions verl pins; for vllm that is "
+            "pip install -e '.[gpu]')"
         )
 
     if engine.check_judge:

@@ -14,17 +14,29 @@ stands in that attribute (installed by :class:`recipe.verl_engine.trainer.PasrRa
    actor update.
 
 Validation batches (``meta_info['validate']``) get the refine system prompt and no plain rows;
-they are scored with the judge, and their score is the accuracy. (verl pads validation batches
-to a multiple of ``agent.num_workers`` with copies of their first rows; those copies are in the
-``val_step_*.jsonl`` dumps too.)
+they are scored with the judge, and their score is the accuracy. verl pads each validation batch
+to a multiple of ``agent.num_workers`` with copies of its first rows and may split a validation
+into several batches (``data.val_batch_size``); ``val_step_NNNNNN.jsonl`` holds each question's
+``val_kwargs.n`` samples exactly once (:func:`first_samples`), written batch by batch.
+
+Two conditions stop or flag a step instead of letting it train silently on nothing:
+
+* more than ``pasr_verl.max_judge_error_rate`` of its rollouts had a judge error: the run stops
+  (:class:`JudgeErrorRateExceeded`) after dumping the step, rather than training on masked rows;
+* no refine group has any reward spread (``pasr/zero_spread_groups`` = 1): every GRPO advantage
+  is 0 and the step learns nothing. Typical of a base model that never writes the PASR format
+  (format reward -1 for every rollout); a loud warning names the cold start (README).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import threading
 import time
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +47,39 @@ from recipe.pasr_config import PasrConfig
 from recipe.scoring import score_rollouts_async
 from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
 from recipe.verl_engine.reward import apply_train_rewards, apply_validation_scores, rollouts_from_rows
+
+
+PLAIN_TOKENS_KEY = "pasr_plain_token_num"  # meta_info: prompt + response tokens of the step's plain rows
+
+COLD_START_HINT = (
+    "if pasr/format_pass_rate is 0 the model does not write <think>/<refine>/<answer> from the prompt: "
+    "warm it up first (README, 'Cold start': python3 -m data.sft_parquet, then verl's SFT trainer)"
+)
+
+
+class JudgeErrorRateExceeded(RuntimeError):
+    """A step's judge failed on too many rollouts to train on it."""
+
+
+def zero_spread_fraction(scores: Sequence[float], uids: Sequence[object], tol: float = 1e-9) -> float:
+    """The fraction of GRPO groups (rows sharing a uid) whose scores are all equal: GRPO's
+    advantage is the score minus the group mean, so such a group contributes no gradient."""
+    groups: dict[object, list[float]] = defaultdict(list)
+    for score, uid in zip(scores, uids):
+        groups[uid].append(float(score))
+    if not groups:
+        return 0.0
+    flat = sum(1 for g in groups.values() if max(g) - min(g) <= tol)
+    return flat / len(groups)
+
+
+def first_samples(records: Sequence[RolloutRecord], n: int) -> list[RolloutRecord]:
+    """The records of one padded validation batch without verl's padding copies.
+
+    verl repeats each question ``val_kwargs.n`` times (one uid per question) and pads the batch
+    by appending copies of its first rows, so a copy is a uid's ``n+1``-th row or later; sample
+    indices count rows per uid in batch order (:func:`recipe.verl_engine.reward.rollouts_from_rows`)."""
+    return [r for r in records if r.sample_index < n]
 
 
 class AsyncRunner:
@@ -80,6 +125,8 @@ class PasrRolloutManager:
         rollout_dir: str | Path | None,
         size_divisor: int = 1,
         dump_validation: bool = True,
+        val_n: int = 1,
+        max_judge_error_rate: float = 1.0,
     ) -> None:
         self.inner = inner
         self.tokenizer = tokenizer
@@ -90,6 +137,10 @@ class PasrRolloutManager:
         self.rollout_dir = Path(rollout_dir) if rollout_dir else None
         self.size_divisor = max(1, int(size_divisor))
         self.dump_validation = dump_validation
+        self.val_n = max(1, int(val_n))
+        self.max_judge_error_rate = float(max_judge_error_rate)
+        self._val_step: int | None = None  # the step whose validation dump is being written
+        self._warned_cold_start = False
         self.prompt_versions = {REFINE: prompt_version(prompts.refine), PLAIN: prompt_version(prompts.plain)}
         self._runner = AsyncRunner()
         self._pending_metrics: dict[str, float] = {}
@@ -148,6 +199,9 @@ class PasrRolloutManager:
             plain_in, plain_out, self.tokenizer, PLAIN
         )
         records = self._score(rollouts, step)
+        self.last_records = records
+        self._dump(f"step_{step:06d}.jsonl", records)
+        self._check_judge_errors(step, records)
         refine_records = records[: layout.refine_rows]
         refine_out, n_masked = apply_train_rewards(refine_out, refine_records)
         score_s = time.perf_counter() - t0
@@ -155,14 +209,45 @@ class PasrRolloutManager:
         metrics = step_metrics(records)
         metrics["pasr/masked_rows"] = float(n_masked)
         metrics["pasr/plain_rows"] = float(layout.plain_rows)
+        scores = refine_out.batch["rm_scores"].sum(dim=-1).tolist()
+        metrics["pasr/zero_spread_groups"] = zero_spread_fraction(scores, refine_out.non_tensor_batch[UID])
+        self._warn_if_nothing_to_learn(step, metrics)
         self._pending_metrics = metrics
-        self.last_records = records
-        self._dump(f"step_{step:06d}.jsonl", records)
 
         timing = dict(refine_out.meta_info.get("timing", {}))
         timing["pasr_score"] = score_s
-        refine_out.meta_info = {**refine_out.meta_info, "timing": timing}
+        # verl's perf/throughput counts the tokens of the rows it trains on; the plain rows were
+        # generated in the same step (see recipe.verl_engine.trainer.pasr_throughput_metrics)
+        plain_tokens = int(plain_out.batch["attention_mask"].sum().item())
+        refine_out.meta_info = {**refine_out.meta_info, "timing": timing, PLAIN_TOKENS_KEY: plain_tokens}
         return refine_out
+
+    def _check_judge_errors(self, step: int, records) -> None:
+        failed = [r for r in records if r.acc is None]
+        rate = len(failed) / len(records) if records else 0.0
+        if rate <= self.max_judge_error_rate:
+            return
+        where = self.rollout_dir / f"step_{step:06d}.jsonl" if self.rollout_dir else "not dumped (pasr_verl.rollout_dir=null)"
+        judge = self.cfg.judge
+        raise JudgeErrorRateExceeded(
+            f"step {step}: the judge failed on {len(failed)} of {len(records)} rollouts ({rate:.0%}), more than "
+            f"pasr_verl.max_judge_error_rate={self.max_judge_error_rate:g}; first error: {failed[0].judge_error!r}. "
+            f"Judge: kind={judge.kind} base_url={judge.base_url} model={judge.model}. The step's records: {where}. "
+            "Stopping instead of training on masked rows; fix the judge and resume from the last checkpoint"
+        )
+
+    def _warn_if_nothing_to_learn(self, step: int, metrics: dict[str, float]) -> None:
+        if metrics["pasr/zero_spread_groups"] < 1.0:
+            return
+        line = (
+            f"PASR WARNING step {step}: no refine group has any reward spread (format pass rate "
+            f"{metrics['pasr/format_pass_rate']:.2f}, mean reward {metrics['pasr/reward_mean']:.2f}): every GRPO "
+            "advantage is 0 and this step learns nothing"
+        )
+        if not self._warned_cold_start:
+            line += "; " + COLD_START_HINT
+            self._warned_cold_start = True
+        print(line, file=sys.stderr, flush=True)
 
     def _validate(self, gen_batch):
         step = int(gen_batch.meta_info.get("global_steps", 0) or 0)
@@ -172,13 +257,20 @@ class PasrRolloutManager:
         records = self._score(rollouts, step)
         for r in records:
             r.dataset = "val"
+        failed = sum(r.acc is None for r in records)
+        if failed:
+            print(f"PASR WARNING validation at step {step}: the judge failed on {failed} of {len(records)} rollouts "
+                  "(scored 0 in val-core; counted in val-aux/.../judge_error)", file=sys.stderr, flush=True)  # fmt: skip
         if self.dump_validation:
-            self._dump(f"val_step_{step:06d}.jsonl", records)
+            # the first batch of a validation starts the step's file, later batches append
+            first_batch = step != self._val_step
+            self._val_step = step
+            self._dump(f"val_step_{step:06d}.jsonl", first_samples(records, self.val_n), append=not first_batch)
         return apply_validation_scores(output, records)
 
-    def _dump(self, name: str, records) -> None:
+    def _dump(self, name: str, records, append: bool = False) -> None:
         if self.rollout_dir is not None:
-            write_records(self.rollout_dir / name, records, append=False)
+            write_records(self.rollout_dir / name, records, append=append)
 
     def close(self) -> None:
         close = getattr(self.judge, "close", None) or getattr(self.judge, "aclose", None)
@@ -208,4 +300,6 @@ def build_rollout_manager(config, tokenizer, inner) -> PasrRolloutManager:
         rollout_dir=engine.rollout_dir,
         size_divisor=int(config.actor_rollout_ref.rollout.agent.num_workers),
         dump_validation=engine.dump_validation,
+        val_n=int(config.actor_rollout_ref.rollout.val_kwargs.n),
+        max_judge_error_rate=engine.max_judge_error_rate,
     )

@@ -1,25 +1,36 @@
 """The verl trainer for PASR: ``RayPPOTrainer`` with the PASR rollout installed, nothing copied.
 
-:class:`PasrRayTrainer` overrides two methods of verl 0.9.1's legacy ``RayPPOTrainer``:
+:class:`PasrRayTrainer` overrides these methods of verl 0.9.1's legacy ``RayPPOTrainer``:
 
 * ``init_workers``: makes verl build its agent-loop manager without the streaming reward loop
   (:class:`recipe.verl_engine.agent_loop.PasrAgentLoopManager`), then replaces
   ``self.async_rollout_manager`` with :class:`recipe.verl_engine.rollout.PasrRolloutManager`
-  around it. ``fit()`` is inherited unchanged.
+  around it.
 * ``_update_actor``: adds the step's ``pasr/*`` metrics to the metrics the actor update returns;
   ``fit()`` merges those into the dict it logs with verl's ``Tracking`` logger (console, wandb,
   ...). verl does not log reward extra info during training by itself.
+* ``fit``: verl's own ``fit`` (re-bound, not copied) with two changes around it:
+  ``perf/throughput`` counts the plain rows generated in the step (:func:`pasr_throughput_metrics`),
+  and a stop request (SIGTERM / Ctrl-C on the driver, see below) ends the run at the end of the
+  current step with a checkpoint, as Ctrl-C does in the local engine.
 
 :class:`PasrTaskRunner` is verl's own ``TaskRunner.run`` (datasets, tokenizer, resource pools)
 run with ``RayPPOTrainer`` resolved to :class:`PasrRayTrainer`: the function is re-bound to a copy
 of its module globals in which that one name differs, so no verl module is modified and the 60
-lines of setup are not copied. ``tests/test_verl_engine.py`` pins the assumptions this rests on.
+lines of setup are not copied. Before that it takes the two decisions that depend on the node it
+runs on (the judge client and the trainer live there, and Ray may place it on any node): the
+attention implementation (:func:`recipe.verl_engine.config.choose_attention`) and whether the
+judge answers from there. ``tests/test_verl_engine.py`` pins the assumptions this rests on.
+
+Stopping (SIGTERM from ``ray job stop``, Ctrl-C): :mod:`recipe.verl_engine.stopping` relays the
+driver's signal to the trainer, which finishes the step, checkpoints and returns.
 
 Importing this module needs verl's trainer stack (vLLM's dependencies uvicorn and fastapi).
 """
 
 from __future__ import annotations
 
+import os
 import types
 
 import ray
@@ -27,10 +38,13 @@ from omegaconf import open_dict
 
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunnerActor
+from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
+from recipe.verl_engine.rollout import PLAIN_TOKENS_KEY
+from recipe.verl_engine.stopping import PasrTaskRunnerLauncher, StopAwareLoader, attach, poll_stop_flag
 
 
 class PasrSetupError(RuntimeError):
@@ -57,6 +71,52 @@ def _ensure_pasr_agent_loop_manager(config) -> None:
         )
 
 
+# --------------------------------------------------------------------------- re-binding verl code
+def rebind_globals(func: types.FunctionType, **names) -> types.FunctionType:
+    """``func`` with the global ``names`` resolving to the given objects (a copy of its module
+    globals; the module itself is untouched)."""
+    if func.__closure__ is not None:
+        raise PasrSetupError(f"{func.__qualname__} is a closure; cannot re-bind its globals")
+    for name in names:
+        if name not in func.__code__.co_names:
+            raise PasrSetupError(f"{func.__qualname__} no longer uses the global {name}")
+    scope = dict(func.__globals__)
+    scope.update(names)
+    return types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, None)
+
+
+def rebind_trainer_class(func: types.FunctionType, trainer_cls: type) -> types.FunctionType:
+    """``func`` with the global name ``RayPPOTrainer`` resolving to ``trainer_cls``."""
+    if func.__closure__ is None and "RayPPOTrainer" not in func.__code__.co_names:
+        raise PasrSetupError(f"{func.__qualname__} no longer constructs RayPPOTrainer by name")
+    return rebind_globals(func, RayPPOTrainer=trainer_cls)
+
+
+def pasr_throughput_metrics(batch, timing_raw, n_gpus):
+    """verl's ``compute_throughout_metrics`` with the plain rows counted.
+
+    verl divides the tokens of the batch it trains on by the whole step time. A PASR step also
+    generates ``n_plain`` plain rows per prompt (half the rollouts with the defaults), which never
+    reach that batch, so verl's figure understates the step's throughput by about that share.
+    ``perf/total_num_tokens`` and ``perf/throughput`` count both; ``perf/trained_num_tokens`` and
+    ``perf/trained_throughput`` keep verl's refine-only figures."""
+    metrics = _verl_ray_trainer.compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus)
+    trained = metrics["perf/total_num_tokens"]
+    total = trained + int(batch.meta_info.get(PLAIN_TOKENS_KEY, 0))
+    metrics["perf/trained_num_tokens"] = trained
+    metrics["perf/trained_throughput"] = metrics["perf/throughput"]
+    metrics["perf/total_num_tokens"] = total
+    metrics["perf/throughput"] = total / (metrics["perf/time_per_step"] * n_gpus)
+    return metrics
+
+
+def verl_fit():
+    """verl's ``RayPPOTrainer.fit`` with :func:`pasr_throughput_metrics` in place of verl's
+    ``compute_throughout_metrics`` (re-bound at each call, so it sees verl's module as it is)."""
+    return rebind_globals(vars(RayPPOTrainer)["fit"], compute_throughout_metrics=pasr_throughput_metrics)
+
+
+# --------------------------------------------------------------------------- trainer
 class PasrRayTrainer(RayPPOTrainer):
     """verl's PPO trainer with PASR's rollout (plain baselines, PASR rewards, refine rows only)."""
 
@@ -77,7 +137,52 @@ class PasrRayTrainer(RayPPOTrainer):
             actor_output.meta_info.setdefault("metrics", {}).update(pop())
         return actor_output
 
+    # ---------------------------------------------------------------- checkpoints and stopping
+    def _load_checkpoint(self):
+        result = super()._load_checkpoint()
+        self._last_saved_step = self.global_steps  # the resumed step (0 from scratch) is on disk
+        return result
 
+    def _save_checkpoint(self):
+        super()._save_checkpoint()
+        self._last_saved_step = self.global_steps
+
+    def _stop_requested(self) -> bool:
+        if getattr(self, "_stop_reason", None) is None:
+            self._stop_reason = poll_stop_flag()
+            if self._stop_reason is not None:
+                print(f"pasr verl: {self._stop_reason} received: stopping after step {self.global_steps - 1}", flush=True)
+        return self._stop_reason is not None
+
+    def _checkpoint_on_stop(self) -> str | None:
+        """After ``fit()`` ended on a stop request: save the last finished step unless it is on
+        disk already; returns the checkpoint folder or None."""
+        last = self.global_steps - 1  # fit() counts one past the step it finished
+        if last <= getattr(self, "_last_saved_step", 0):
+            print(f"pasr verl: stopped after step {last}; its checkpoint is already saved", flush=True)
+            return None
+        if self.config.trainer.save_freq <= 0:
+            print(f"pasr verl: stopped after step {last}; no checkpoint (trainer.save_freq <= 0)", flush=True)
+            return None
+        self.global_steps = last
+        try:
+            self._save_checkpoint()
+        finally:
+            self.global_steps = last + 1
+        folder = os.path.join(str(self.config.trainer.default_local_dir), f"global_step_{last}")
+        print(f"pasr verl: stopped after step {last}; checkpoint {folder} (the same command resumes)", flush=True)
+        return folder
+
+    def fit(self):
+        if not isinstance(self.train_dataloader, StopAwareLoader):
+            self.train_dataloader = StopAwareLoader(self.train_dataloader, self._stop_requested)
+        result = verl_fit()(self)
+        if getattr(self, "_stop_reason", None) is not None:
+            self._checkpoint_on_stop()
+        return result
+
+
+# --------------------------------------------------------------------------- task runner
 def verl_task_runner_class() -> type:
     """The class verl wrote, behind its ``@ray.remote`` ``TaskRunner`` (Ray subclasses it and wraps
     its methods for tracing; the original is next in the MRO)."""
@@ -88,23 +193,39 @@ def verl_task_runner_class() -> type:
     raise PasrSetupError("cannot find verl's TaskRunner class behind verl.trainer.main_ppo_v0.TaskRunner")
 
 
-def rebind_trainer_class(func: types.FunctionType, trainer_cls: type) -> types.FunctionType:
-    """``func`` with the global name ``RayPPOTrainer`` resolving to ``trainer_cls``."""
-    if func.__closure__ is not None:
-        raise PasrSetupError(f"{func.__qualname__} is a closure; cannot re-bind its globals")
-    if "RayPPOTrainer" not in func.__code__.co_names:
-        raise PasrSetupError(f"{func.__qualname__} no longer constructs RayPPOTrainer by name")
-    scope = dict(func.__globals__)
-    scope["RayPPOTrainer"] = trainer_cls
-    return types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, None)
+def node_checks(config, *, has_flash_attn=None, judge_check=None, node: str | None = None) -> list[str]:
+    """What the task runner decides on its own node before verl builds anything: the attention
+    implementation (``config`` is changed in place) and whether the judge answers from here.
+    Returns the lines to log; raises :class:`PasrSetupError` when the judge does not answer."""
+    from recipe.verl_engine.config import check_judge_endpoint, choose_attention, engine_config, pasr_config
+
+    lines = []
+    kwargs = {"has_flash_attn": has_flash_attn} if has_flash_attn is not None else {}
+    message = choose_attention(config, **kwargs)
+    if message:
+        lines.append(message)
+    if engine_config(config).check_judge:
+        why = (judge_check or check_judge_endpoint)(pasr_config(config))
+        if why:
+            where = f"node {node}" if node else "the trainer's node"
+            raise PasrSetupError(
+                f"{why}, checked from {where}, where the trainer and its judge client run (a 127.0.0.1 or "
+                "node-local judge URL must be reachable from there; pasr_verl.check_judge=false skips this check)"
+            )
+    return lines
 
 
 class PasrTaskRunner(BaseTaskRunner):
     """verl's TaskRunner building a :class:`PasrRayTrainer`."""
 
+    def set_stop_flag(self, flag) -> None:
+        attach(flag)
+
     def run(self, config):
+        for line in node_checks(config, node=ray.util.get_node_ip_address()):
+            print(f"pasr verl: {line}", flush=True)
         run = rebind_trainer_class(vars(verl_task_runner_class())["run"], PasrRayTrainer)
         return run(self, config)
 
 
-PasrTaskRunnerActor = ray.remote(num_cpus=1)(PasrTaskRunner)
+PasrTaskRunnerActor = PasrTaskRunnerLauncher(ray.remote(num_cpus=1)(PasrTaskRunner))
