@@ -113,6 +113,7 @@ def test_contradicts():
     assert contradicts(parse("\\boxed{6 = 5}"))
     assert contradicts(parse("\\boxed{2 + 3 = 6 = 5}"))
     assert contradicts(parse("\\boxed{\\frac{1}{3} = 0.333333}"))
+    assert contradicts(parse("\\boxed{\\frac{1}{0} = 5}"))  # an undefined side equals nothing
     assert not contradicts(parse("\\boxed{\\frac{1}{2} = 0.5}"))
     assert not contradicts(parse("\\boxed{x = 6}"))
     assert not contradicts(parse("\\boxed{x + 1 = 5}"))

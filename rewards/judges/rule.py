@@ -202,10 +202,22 @@ def contradicts(parsed: Sequence, float_rounding: int = FLOAT_ROUNDING) -> bool:
 
     for expr in parsed:
         for rel in _relations(expr):
-            if isinstance(rel, Eq) and not rel.free_symbols:
-                if not sympy_expr_eq(rel.lhs, rel.rhs, float_rounding, 15):
-                    return True
+            if isinstance(rel, Eq) and not rel.free_symbols and not _equal(rel, float_rounding, sympy_expr_eq):
+                return True
     return False
+
+
+def _equal(rel, float_rounding: int, sympy_expr_eq) -> bool:
+    """Both sides of ``rel`` equal by Math-Verify's own comparison. A side that is undefined
+    (``\\frac{1}{0}``: Math-Verify refuses to compare ``zoo`` and ``nan``) equals nothing."""
+    from sympy import S
+
+    if any(side.has(S.NaN, S.ComplexInfinity) for side in (rel.lhs, rel.rhs)):
+        return False
+    try:
+        return sympy_expr_eq(rel.lhs, rel.rhs, float_rounding, 15)
+    except Exception:
+        return True  # not decidable here: verify() has the last word
 
 
 def parses_as_math(text: str, timeout_s: int = 5) -> bool:
