@@ -130,6 +130,48 @@ class LocalTrainConfig:
                 problems.append(f"rollout.{name} must be >= 1")
         if self.trainer.steps < 0 or self.warmup.steps < 0 or self.trainer.save_every < 1 or self.trainer.keep_last < 1:
             problems.append("trainer.steps and warmup.steps must be >= 0, save_every and keep_last >= 1")
+        # Everything below used to fail only when first used, some of it after the warm-up had
+        # run for minutes (or, for a negative temperature, not at all: it meant greedy).
+        r, a, w, d = self.rollout, self.algo, self.warmup, self.data
+        # what verl's core_algos.kl_penalty and agg_loss accept (the local engine calls them)
+        kl_types = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+        agg_modes = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+        if r.eval_max_new_tokens < 1:
+            problems.append("rollout.eval_max_new_tokens must be >= 1")
+        if not r.temperature > 0:
+            problems.append(f"rollout.temperature must be > 0 (GRPO needs sampled rollouts), got {r.temperature}")
+        if not 0 < r.top_p <= 1:
+            problems.append(f"rollout.top_p must be in (0, 1], got {r.top_p}")
+        if not a.lr > 0 or not w.lr > 0:
+            problems.append(f"algo.lr and warmup.lr must be > 0, got {a.lr} and {w.lr}")
+        for section, name in (("algo", "micro_batch_size"), ("algo", "ppo_epochs"), ("warmup", "batch_size"), ("warmup", "n_traces")):
+            if getattr(getattr(self, section), name) < 1:
+                problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
+        if a.kl_coef < 0 or not a.clip_ratio > 0 or not a.max_grad_norm > 0:
+            problems.append("algo.kl_coef must be >= 0, algo.clip_ratio and algo.max_grad_norm > 0")
+        if a.kl_type.removesuffix("+") not in kl_types:
+            problems.append(f"algo.kl_type must be one of {', '.join(kl_types)} (optionally with +), got {a.kl_type!r}")
+        if a.loss_agg_mode not in agg_modes:
+            problems.append(f"algo.loss_agg_mode must be one of {', '.join(agg_modes)}, got {a.loss_agg_mode!r}")
+        if self.model.threads < 0:
+            problems.append(f"model.threads must be >= 0, got {self.model.threads}")
+        if d.train_size < 1:
+            problems.append(f"data.train_size must be >= 1, got {d.train_size}")
+        evals = self.trainer.eval_at_start or self.trainer.eval_after_warmup or self.trainer.eval_at_end
+        if d.eval_size < (1 if evals else 0):
+            problems.append(f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}")
+        if d.source != "synthetic":
+            from data.examples import DatasetError
+            from data.loaders import get_dataset, looks_like_path
+
+            if looks_like_path(d.source) or Path(d.source).expanduser().exists():
+                if not Path(d.source).expanduser().is_file():
+                    problems.append(f"data.source: data file not found: {d.source}")
+            else:
+                try:
+                    get_dataset(d.source)
+                except DatasetError as exc:
+                    problems.append(f"data.source: {exc}")
         if problems:
             raise ConfigError("; ".join(problems))
         return self
@@ -144,19 +186,49 @@ def preset_path(name: str) -> Path:
 
 
 def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = ()) -> LocalTrainConfig:
-    """Defaults <- preset YAML <- --config YAML <- key=value overrides, validated."""
+    """Defaults <- preset YAML <- --config YAML <- key=value overrides, validated. Whatever is
+    wrong with a file or a value (unreadable, not UTF-8, not YAML, a verl config, a bad
+    override or interpolation) is a :class:`ConfigError` that names it, in one line."""
+    import yaml
+    from omegaconf import DictConfig
+    from omegaconf.errors import OmegaConfBaseException
+
+    def first_line(exc: BaseException) -> str:
+        return (str(getattr(exc, "msg", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
     layers = []
     for path in ([preset_path(preset)] if preset else []) + ([Path(config_file)] if config_file else []):
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        layers.append(OmegaConf.load(path))
+        try:
+            layer = OmegaConf.load(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"config file {path} is not valid YAML ({getattr(exc, 'problem', None) or first_line(exc)}{where})") from None
+        if not isinstance(layer, DictConfig):
+            raise ConfigError(f"config file {path} must hold a mapping (model:, data:, ...), not a list")
+        if "actor_rollout_ref" in layer or "hydra" in layer:
+            raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
+        layers.append(layer)
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"overrides must look like key=value, got: {' '.join(bad)}")
-    layers.append(OmegaConf.from_dotlist(list(overrides)))
+    for override in overrides:
+        try:
+            layers.append(OmegaConf.from_dotlist([override]))
+        except (yaml.YAMLError, OmegaConfBaseException) as exc:
+            raise ConfigError(f"cannot parse the override {override}: {getattr(exc, 'problem', None) or first_line(exc)}") from None
     merged = OmegaConf.merge(*layers) if layers else OmegaConf.create({})
     cfg = merge_structured(LocalTrainConfig, merged, "")
-    obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    try:
+        obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:  # an interpolation that does not resolve, say
+        raise ConfigError(f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}") from None
     return obj.validate()
 
 
