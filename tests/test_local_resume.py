@@ -117,3 +117,178 @@ def test_bad_run_dir_errors(tmp_path, tiny_model_dir):
     proc = subprocess.run([sys.executable, "-m", "recipe", "train", "--resume", str(tmp_path / "nothing")], cwd=REPO,
                           env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "config.yaml" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- resume edge cases
+# Each starts from a copy of the finished reference run, cut back to the state a kill (or a
+# user) leaves, and resumes it: every step must end up in metrics.jsonl once, and the RNG,
+# optimizer and data position make the redone steps' rollouts the reference's.
+
+
+def _resume(run_dir, *extra):
+    return subprocess.run([sys.executable, "-m", "recipe", "train", "--resume", str(run_dir), *extra], cwd=REPO,
+                          env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def _evals(run_dir: Path) -> list[tuple[int, str]]:
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return [(x["step"], x["tag"]) for x in lines if x["phase"] == "eval"]
+
+
+def _copy_of(reference_run, tmp_path) -> Path:
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(reference_run, run_dir)
+    return run_dir
+
+
+def test_killed_before_the_first_checkpoint_starts_over_once(reference_run, tmp_path):
+    """No checkpoint: the resume starts over, and drops what the killed start wrote (it used to
+    append, so metrics.jsonl held step 1 twice)."""
+    run_dir = _copy_of(reference_run, tmp_path)
+    import shutil
+
+    shutil.rmtree(run_dir / "checkpoints")
+    shutil.rmtree(run_dir / "eval")
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    (run_dir / "metrics.jsonl").write_text(lines[0] + "\n" + lines[1][:25])  # step 1, then step 2 cut off mid-write
+    for dump in (run_dir / "rollouts").glob("*.jsonl"):
+        dump.unlink() if dump.name != "step_000003.jsonl" else dump.write_text("garbage from the killed start\n")
+    resumed = _resume(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "starting the run over" in resumed.stderr
+    assert _steps(run_dir) == EXPECTED
+    assert _evals(run_dir) == _evals(reference_run) == [(2, "warmup"), (7, "final")]
+    assert _rollouts(run_dir) == _rollouts(reference_run)
+
+
+def test_torn_last_metrics_line_is_dropped_on_resume(reference_run, tmp_path):
+    run_dir = _copy_of(reference_run, tmp_path)
+    (run_dir / "checkpoints" / "latest").write_text("step_000006")  # killed after saving step 6 ...
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    step7 = next(i for i, x in enumerate(lines) if json.loads(x)["step"] == 7)
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines[:step7]) + "\n" + lines[step7][:40])  # ... mid-write of step 7
+    resumed = _resume(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "at step 6" in resumed.stderr and "corrupt line" in resumed.stderr
+    assert _steps(run_dir) == EXPECTED
+    assert _evals(run_dir) == [(2, "warmup"), (7, "final")]
+    assert _rollouts(run_dir) == _rollouts(reference_run)
+
+
+def test_resuming_a_finished_run_changes_nothing(reference_run, tmp_path):
+    run_dir = _copy_of(reference_run, tmp_path)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    resumed = _resume(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "finished at step 7: nothing to resume" in resumed.stderr
+    assert "| final |" in resumed.stdout
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before  # no second final eval
+
+
+def test_final_eval_cut_off_is_redone_once(reference_run, tmp_path):
+    """Killed during the final evaluation (after the last checkpoint): the resume only evaluates."""
+    run_dir = _copy_of(reference_run, tmp_path)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    (run_dir / "metrics.jsonl").write_text("\n".join(x for x in lines if json.loads(x).get("tag") != "final") + "\n")
+    resumed = _resume(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _steps(run_dir) == EXPECTED and _evals(run_dir) == [(2, "warmup"), (7, "final")]
+
+
+def test_resume_refuses_other_settings_unless_forced(reference_run, tmp_path):
+    run_dir = _copy_of(reference_run, tmp_path)
+    config = (run_dir / "config.yaml").read_text()
+    refused = _resume(run_dir, "warmup.steps=3", "pasr.n_refine=4")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "other settings (pasr.n_refine: 2 in the run, 4 now; warmup.steps: 2 in the run, 3 now)" in refused.stderr
+    assert "--force" in refused.stderr
+    assert (run_dir / "config.yaml").read_text() == config  # not rewritten
+    # settings that only say how long, how often and how fast are accepted
+    extended = _resume(run_dir, "trainer.keep_last=3", "trainer.save_every=2")
+    assert extended.returncode == 0, extended.stderr[-3000:]
+    assert "keep_last: 3" in (run_dir / "config.yaml").read_text()
+    forced = _resume(run_dir, "--force", "pasr.n_refine=4")
+    assert forced.returncode == 0 and "warning: --force" in forced.stderr, forced.stderr[-3000:]
+    assert "n_refine: 4" in (run_dir / "config.yaml").read_text()
+    plain = _resume(run_dir)  # the config it was forced to is the run's config now
+    assert plain.returncode == 0, plain.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- errors before any work
+
+
+def _train(capsys, *argv) -> tuple[int, str]:
+    from recipe.cli import main
+
+    capsys.readouterr()
+    rc = main(["train", *argv])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("data.train_size=0", "data.train_size must be >= 1"),
+        ("warmup.batch_size=0", "warmup.batch_size must be >= 1"),
+        ("algo.micro_batch_size=0", "algo.micro_batch_size must be >= 1"),
+        ("algo.lr=-1", "algo.lr and warmup.lr must be > 0"),
+        ("rollout.temperature=-1", "rollout.temperature must be > 0"),
+        ("data.source=gsm8kk", "data.source: unknown dataset 'gsm8kk'"),
+        ("data.source=missing/train.jsonl", "data.source: data file not found"),
+        ("model.path=[oops", "cannot parse the override model.path=[oops"),
+    ],
+)
+def test_bad_values_fail_before_any_work(tiny_model_dir, tmp_path, capsys, override, needle):
+    run_dir = tmp_path / "run"
+    rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], override)
+    assert rc == 2 and needle in err and err.count("\n") == 1, err
+    assert not run_dir.exists()  # refused before the run directory (or a model) was touched
+
+
+def test_bad_config_files_are_one_line(tiny_model_dir, tmp_path, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model:\n  path: [unclosed\n")
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"model:\n  path: caf\xe9\n")
+    cases = [
+        (["--config", str(broken)], f"config file {broken} is not valid YAML"),
+        (["--config", str(latin1)], f"config file {latin1} is not UTF-8 text"),
+        (["--config", str(REPO / "recipe" / "config" / "pasr_trainer.yaml")], "is a verl (Hydra) config"),
+    ]
+    for argv, needle in cases:
+        rc, err = _train(capsys, *argv, "--run-dir", str(tmp_path / "run"))
+        assert rc == 2 and needle in err and err.count("\n") == 1, err
+    # --resume of a directory whose config.yaml cannot be used
+    for name, config in (("torn", broken), ("verl", REPO / "recipe" / "config" / "pasr_trainer.yaml")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_bytes(config.read_bytes())
+        rc, err = _train(capsys, "--resume", str(tmp_path / name))
+        assert rc == 2 and f"cannot resume {tmp_path / name}: config file" in err and err.count("\n") == 1, err
+    rc, err = _train(capsys, "--force")
+    assert rc == 2 and "--force only applies to --resume" in err
+
+
+def test_failed_start_leaves_the_run_dir_reusable(tiny_model_dir, tmp_path, capsys):
+    """A start that fails while loading (here: a data file that is not UTF-8) writes no
+    config.yaml, so the fixed command is accepted instead of "not empty; use --resume"."""
+    latin1 = tmp_path / "train.jsonl"
+    latin1.write_bytes(b'{"question": "caf\xe9 2+2?", "answer": "4"}\n')
+    run_dir = tmp_path / "run"
+    quick = ["warmup.steps=0", "trainer.steps=0", "trainer.eval_after_warmup=false", "trainer.eval_at_end=false"]
+    rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], *quick, f"data.source={latin1}")
+    last = err.strip().splitlines()[-1]  # after the model-loading chatter: one error line
+    assert rc == 2 and last.startswith("pasr train: error: ") and "train.jsonl:1: not UTF-8 text" in last, err
+    assert "Traceback" not in err
+    assert not (run_dir / "config.yaml").exists()
+    latin1.write_text('{"question": "2+2?", "answer": "4"}\n', encoding="utf-8")
+    rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], *quick, f"data.source={latin1}", "data.eval_size=1")
+    assert rc == 0, err
+    assert (run_dir / "config.yaml").is_file()
+
+
+def test_run_dir_under_a_file(tiny_model_dir, tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    rc, err = _train(capsys, *_args(tiny_model_dir, tmp_path / "f" / "run")[4:])
+    assert rc == 2 and f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1, err

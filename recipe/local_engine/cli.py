@@ -11,6 +11,8 @@ EPILOG = """examples:
   pasr train --preset demo trainer.steps=10 rollout.max_new_tokens=64
   pasr train --config my.yaml model.path=/models/qwen2.5-0.5b data.source=gsm8k
   pasr train --resume runs/pasr-demo            # continue from the last checkpoint
+  pasr train --resume runs/pasr-demo trainer.steps=120   # extend a run (settings that change
+                                                         # what is trained need --force)
 
 Config keys (see recipe/config/local_default.yaml): model.*, data.*, rollout.*, algo.*,
 warmup.*, trainer.*, and pasr.* (n_refine, n_plain, tie_value, zeta, weights.*, judge.*,
@@ -23,8 +25,68 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default'; 'demo' for the README run)")
     parser.add_argument("--config", default=None, help="a YAML file merged over the preset")
     parser.add_argument("--run-dir", default=None, help="run directory (default: trainer.run_dir)")
-    parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml is used)")
+    parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml is used; a finished run is left as it is)")
+    parser.add_argument("--force", action="store_true", help="with --resume: accept overrides that change what the run trains (see RESUMABLE_KEYS)")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. trainer.steps=20")
+
+
+# Settings a resume may change: how long the run goes on, how often it saves, where it logs
+# and how fast it computes. Anything else changes what the remaining steps train (the data
+# position, the group size, the phase boundary that the KL reference and the pinned checkpoint
+# hang on), so the run would no longer be one run; --force accepts it anyway.
+RESUMABLE_KEYS = (
+    "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.loggers", "trainer.project",
+    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.run_dir",
+    "model.threads", "rollout.gen_batch_size",
+)  # fmt: skip
+
+
+def changed_settings(saved, now) -> dict[str, tuple]:
+    """``{key: (saved value, new value)}`` for every leaf key that differs."""
+    from omegaconf import OmegaConf
+
+    def flat(cfg) -> dict:
+        out: dict = {}
+
+        def walk(node, prefix):
+            for key, value in node.items():
+                if isinstance(value, dict):
+                    walk(value, f"{prefix}{key}.")
+                else:
+                    out[f"{prefix}{key}"] = value
+
+        walk(OmegaConf.to_container(OmegaConf.structured(cfg)), "")
+        return out
+
+    a, b = flat(saved), flat(now)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _resume_config(run_dir: Path, overrides: list[str], force: bool):
+    """The run's own config with the overrides, refusing ones that change what it trains."""
+    from recipe.cli import CliError
+    from recipe.local_engine.config import load_config
+    from recipe.pasr_config import ConfigError
+
+    config_file = run_dir / "config.yaml"
+    if not config_file.is_file():
+        raise CliError(f"cannot resume: {run_dir} has no config.yaml (not a pasr train run directory)")
+    try:
+        saved = load_config(config_file=str(config_file))
+    except ConfigError as exc:
+        raise CliError(f"cannot resume {run_dir}: {exc}") from None
+    cfg = load_config(config_file=str(config_file), overrides=overrides)  # a ConfigError names the override
+    refused = {k: v for k, v in changed_settings(saved, cfg).items() if k not in RESUMABLE_KEYS}
+    if refused:
+        diffs = "; ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in refused.items())
+        if not force:
+            raise CliError(
+                f"cannot resume {run_dir} with other settings ({diffs}): the remaining steps would train "
+                f"something other than the steps done; drop these overrides, start a new --run-dir, or add "
+                f"--force to resume anyway"
+            )
+        print(f"pasr train: warning: --force: resuming {run_dir} with other settings ({diffs})", file=sys.stderr)
+    return cfg
 
 
 def run(args) -> int:
@@ -33,25 +95,26 @@ def run(args) -> int:
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, prepare_run_dir, summarize
     from recipe.pasr_config import ConfigError
 
+    if args.force and not args.resume:
+        raise CliError("--force only applies to --resume")
     try:
         if args.resume:
             run_dir = Path(args.resume)
-            if not (run_dir / "config.yaml").is_file():
-                raise CliError(f"cannot resume: {run_dir} has no config.yaml (not a pasr train run directory)")
-            cfg = load_config(config_file=str(run_dir / "config.yaml"), overrides=args.overrides)
+            cfg = _resume_config(run_dir, args.overrides, args.force)
         else:
             cfg = load_config(preset=args.preset or "default", config_file=args.config, overrides=args.overrides)
             run_dir = Path(args.run_dir or cfg.trainer.run_dir)
             prepare_run_dir(run_dir, resume=False)
-    except (ConfigError, FileExistsError, FileNotFoundError) as exc:
+    except (ConfigError, OSError) as exc:  # FileExistsError, NotADirectoryError: messages of their own
         raise CliError(str(exc)) from None
 
+    from data.examples import DatasetError
     from recipe.model_loading import ModelNotFoundError
 
     trainer = LocalPasrTrainer(cfg, run_dir, resume=bool(args.resume))
     try:
         trainer.setup()
-    except ModelNotFoundError as exc:
+    except (ModelNotFoundError, DatasetError) as exc:  # DataFormatError included: "file:line: problem"
         raise CliError(str(exc)) from None
     try:
         evals = trainer.fit()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import shutil
 import signal
 import sys
@@ -97,7 +98,6 @@ class LocalPasrTrainer:
         torch.manual_seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         # On resume the weights come straight from the last checkpoint (no base-model load first).
         latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
         self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
@@ -114,9 +114,12 @@ class LocalPasrTrainer:
         self.optimizer = None
         self.optimizer_phase = None
         self.step = 0
-        if latest is not None:
+        if self.resume:
             self._restore(latest)
         self._tracking = self._make_tracking()
+        # Last: a start that fails above (model, data, judge) leaves no config.yaml behind, so
+        # the fixed command is not refused as "not empty; use --resume".
+        self._write_config()
 
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
@@ -136,9 +139,14 @@ class LocalPasrTrainer:
         lr = self.cfg.warmup.lr if phase == "warmup" else self.cfg.algo.lr
         return torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
 
-    def _restore(self, latest: Path) -> None:
+    def _restore(self, latest: Path | None) -> None:
         """Optimizer, RNG and step of checkpoint ``latest`` (its weights are already loaded).
-        A run killed before its first checkpoint has none and starts over in the same directory."""
+        A run killed before its first checkpoint has none: everything it wrote is dropped and
+        it starts over in the same directory."""
+        if latest is None:
+            self._truncate_after(0)
+            print(f"no checkpoint in {self.run_dir}: starting the run over", file=sys.stderr)
+            return
         phase = json.loads((latest / "trainer_state.json").read_text())["phase"]
         self.optimizer = self._make_optimizer(phase)
         state = ckpt.load_trainer_state(latest, self.optimizer)
@@ -146,12 +154,52 @@ class LocalPasrTrainer:
         self._truncate_after(self.step)
         print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
 
+    def _write_config(self) -> None:
+        """config.yaml, written beside and renamed (a torn config.yaml would make the run
+        impossible to resume); untouched when unchanged, so a no-op resume writes nothing."""
+        path = self.run_dir / "config.yaml"
+        text = to_yaml(self.cfg)
+        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+            return
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _metric_lines(self) -> list[dict]:
+        """The parsable lines of metrics.jsonl. A line cut off by a kill mid-write (or any
+        other line that is not a JSON object) is skipped with a warning, not a crash."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.is_file():
+            return []
+        lines = []
+        for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+                if not isinstance(line, dict) or not isinstance(line.get("step", 0), int):
+                    raise ValueError("not a metrics line")
+            except ValueError:  # JSONDecodeError and UnicodeDecodeError included
+                print(f"warning: {path}:{n}: dropping a corrupt line (cut off by a kill?)", file=sys.stderr)
+                continue
+            lines.append(line)
+        return lines
+
     def _truncate_after(self, step: int) -> None:
-        """Drop what steps after the checkpoint wrote, so they are redone once, not twice."""
+        """Drop what steps after the checkpoint wrote, so they are redone once, not twice.
+        ``step`` 0 (no checkpoint) drops everything the run wrote except config.yaml: the
+        start-of-run evaluation is redone too."""
         metrics = self.run_dir / "metrics.jsonl"
+        if step == 0:
+            metrics.unlink(missing_ok=True)
+            for name in ("rollouts", "eval", "checkpoints", "tensorboard"):
+                shutil.rmtree(self.run_dir / name, ignore_errors=True)
+            return
         if metrics.is_file():
-            kept = [line for line in metrics.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-            metrics.write_text("".join(line + "\n" for line in kept))
+            kept = [line for line in self._metric_lines() if line.get("step", 0) <= step]
+            tmp = metrics.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(json.dumps(line) + "\n" for line in kept))
+            os.replace(tmp, metrics)  # a kill here leaves the old file or the new, never half
         for dump in (self.run_dir / "rollouts").glob("step_*.jsonl"):
             if int(dump.stem.split("_")[1]) > step:
                 dump.unlink()
@@ -177,9 +225,7 @@ class LocalPasrTrainer:
 
     def _previous_evals(self) -> dict[str, dict]:
         """Evaluations a resumed run already did (for the final summary table)."""
-        path = self.run_dir / "metrics.jsonl"
-        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
-        return {line["tag"]: line for line in lines if line.get("phase") == "eval"}
+        return {line["tag"]: line for line in self._metric_lines() if line.get("phase") == "eval" and "tag" in line}
 
     def _evaluate(self, tag: str) -> dict:
         cfg = self.cfg
@@ -285,7 +331,14 @@ class LocalPasrTrainer:
         self.evals = self._previous_evals()
         total = cfg.warmup.steps + cfg.trainer.steps
         previous = signal.signal(signal.SIGINT, self._on_sigint)
+        # the final evaluation belongs to the last step (a run extended with more trainer.steps
+        # has one from its earlier end, which does not count)
+        final_wanted = cfg.trainer.eval_at_end and cfg.trainer.steps > 0
+        final_done = not final_wanted or self.evals.get("final", {}).get("step") == self.step
         try:
+            if self.resume and self.step >= total and final_done:
+                print(f"{self.run_dir} finished at step {self.step}: nothing to resume", file=sys.stderr)
+                return self.evals
             if self.step == 0 and cfg.trainer.eval_at_start:
                 self._evaluate("base")
             bar = tqdm(total=total, initial=self.step, desc="pasr train", dynamic_ncols=True, file=sys.stderr)
@@ -309,7 +362,7 @@ class LocalPasrTrainer:
                 if self._stop:
                     raise StopRequested
             bar.close()
-            if cfg.trainer.eval_at_end and cfg.trainer.steps > 0:
+            if final_wanted:  # a resume past the last checkpoint whose final evaluation was cut off lands here too
                 self._evaluate("final")
         finally:
             signal.signal(signal.SIGINT, previous)
@@ -331,13 +384,19 @@ class LocalPasrTrainer:
 
 
 def prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    """Check (and for a new run, create) the run directory before any model is loaded."""
     if resume:
         if not (run_dir / "config.yaml").is_file():
             raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
         return
-    if run_dir.exists() and any(run_dir.iterdir()):
+    if run_dir.is_dir() and any(run_dir.iterdir()):
         raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
-    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from recipe.cli import why_mkdir_failed
+
+        raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
 
 
 def summarize(evals: dict[str, dict]) -> str:
