@@ -1108,3 +1108,64 @@ def test_stop_wait_warning():
     job = {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
     assert "RAY_JOB_STOP_WAIT_TIME_S" in stop_wait_warning(job)
     assert stop_wait_warning({**job, "RAY_JOB_STOP_WAIT_TIME_S": "900"}) is None
+
+
+# --------------------------------------------------------------------------- smoke and cold-start scripts
+def test_smoke_script_drives_the_node_script_with_the_measured_settings():
+    import re
+
+    smoke = REPO / "recipe" / "scripts" / "run_pasr_smoke_1gpu.sh"
+    node = (REPO / "recipe" / "scripts" / "run_pasr_node.sh").read_text()
+    assert subprocess.run(["bash", "-n", str(smoke)]).returncode == 0
+    text = smoke.read_text()
+    train = text[text.index("train() {") : text.index("\n}\n", text.index("train() {"))]
+    env = dict(re.findall(r"\b([A-Z_]+)=(\"?[^\s\\\\]+)", train.split("bash recipe/scripts/run_pasr_node.sh")[0]))
+    assert {"NGPUS", "TRAIN_BSZ", "ROLLOUT_TP", "SAVE_FREQ", "TEST_FREQ", "CKPT_DIR", "DATA_DIR", "MODEL_PATH", "EXP_NAME"} <= set(env)
+    for name in env:  # every variable the smoke run sets is one the node script reads
+        assert "${" + name in node or "$" + name in node, name
+    assert (env["NGPUS"], env["TRAIN_BSZ"], env["ROLLOUT_TP"]) == ("1", "16", "1")
+    extra = ["data.max_response_length=384", "trainer.total_training_steps=3", "trainer.max_actor_ckpt_to_keep=2"]
+    for item in extra:
+        assert item.split("=")[0] in train
+    cfg = _compose(_script_overrides(REPO / "recipe" / "scripts" / "run_pasr_node.sh") + extra)
+    assert (cfg.pasr.n_refine, cfg.pasr.n_plain, cfg.data.max_response_length) == (8, 8, 384)
+    assert "pasr eval" in text or "recipe eval" in text
+    assert "--backend vllm" in text and "global_step_$STEPS_TOTAL" in text and "Resuming from" in text
+
+
+def _sft_overrides(path: Path) -> list[str]:
+    text = path.read_text()
+    block = text[text.index("-m verl.trainer.sft_trainer") :].splitlines()[1:]
+    out = []
+    for line in block:
+        item = line.strip().rstrip("\\").strip()
+        if not item or item.startswith("${ATTN_ARGS"):
+            continue
+        if item.startswith('"$@"'):
+            break
+        key, _, value = item.partition("=")
+        if value.lstrip('"').startswith("$"):
+            value = {"trainer.total_epochs": "2", "trainer.n_gpus_per_node": "1", "optim.lr": "1e-5"}.get(key, "/x")
+        elif value.startswith("'") and value.endswith("'"):
+            value = value[1:-1]  # as the shell passes it
+        out.append(f"{key}={value}")
+    return out
+
+
+def test_sft_warmup_script_overrides_exist_in_verls_sft_config():
+    from hydra import compose, initialize_config_dir
+
+    import verl
+
+    script = REPO / "recipe" / "scripts" / "run_sft_warmup.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "python3 -m data.sft_parquet" in text and "python3 -m recipe.verl_engine.hf_export" in text
+    attn = ["model.use_remove_padding=false", "+model.override_config.attn_implementation=sdpa"]
+    assert all(a in text for a in attn)
+    overrides = _sft_overrides(script) + attn
+    assert "data.messages_key=messages" in overrides
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        cfg = compose(config_name="sft_trainer_engine", overrides=overrides)  # unknown keys fail here
+    assert cfg.data.messages_key == "messages" and cfg.model.override_config.attn_implementation == "sdpa"
+    assert cfg.model.use_remove_padding is False and cfg.trainer.logger == ["console"]

@@ -7,9 +7,12 @@
 # Paper hyper-parameters: group 8 (pasr.n_refine), temperature 0.9, 1500 response tokens,
 # lr 1e-6, KL 0.04 (k3 KL loss), clip 0.2; plain baseline 8 rollouts/query, tie -0.5.
 #
-# Prerequisites on the node: `pip install -e '.[gpu]'` (verl==0.9.1 + vLLM) from the repository
-# root, the model (hub name or local folder) and the data sets reachable. Everything else is here:
-# data preparation, an optional LLM judge on GPUs of its own, training, checkpoints and resume.
+# Prerequisites on the node: `pip install -e '.[gpu]'` (verl[vllm]==0.9.1: the vLLM, torch and
+# transformers versions verl pins) from the repository root, the model (hub name or local folder)
+# and the data sets reachable. Everything else is here: data preparation, an optional LLM judge on
+# GPUs of its own, training, checkpoints and resume. Without flash-attn the trainer switches the
+# actor to sdpa without padding removal by itself (it says so in the log). A model that does not
+# write the PASR format from the prompt needs the cold start first (run_sft_warmup.sh).
 #
 # Environment (optional unless marked required):
 #   MODEL_PATH      model to train                     (required)
@@ -27,6 +30,7 @@
 #   JUDGE_GPUS      e.g. "6,7": start `vllm serve $JUDGE_MODEL` here on those GPUs (training uses
 #                   the others), wait for /health, and point the trainer at it
 #   JUDGE_PORT      port of that server (default 8000)
+#   JUDGE_HOST      address the trainer uses to reach it (default: this node's first address)
 #   WANDB_API_KEY   set -> also log to Weights & Biases
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,7 +75,10 @@ if [[ -n "${JUDGE_GPUS:-}" ]]; then
         sleep 5
     done
     curl -sf "http://127.0.0.1:$JUDGE_PORT/health" >/dev/null || { echo "judge not healthy after 15 min" >&2; exit 1; }
-    JUDGE_URL="http://127.0.0.1:$JUDGE_PORT/v1"  # the trainer's driver runs on this node
+    # This node's address, not 127.0.0.1: the judge client lives in verl's task runner, which Ray
+    # places on this node when it can but may put on another one (it checks the URL from there).
+    JUDGE_HOST=${JUDGE_HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
+    JUDGE_URL="http://${JUDGE_HOST:-127.0.0.1}:$JUDGE_PORT/v1"
     export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS"
 fi
 if [[ -n "${JUDGE_URL:-}" ]]; then
