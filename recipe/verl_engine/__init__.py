@@ -12,7 +12,11 @@ call ``fit()`` makes per step, ``self.async_rollout_manager.generate_sequences(b
 * :mod:`recipe.verl_engine.trainer` installs the wrapper (a small ``RayPPOTrainer`` subclass) and
   the Ray task runner that builds it;
 * :mod:`recipe.verl_engine.config` checks a composed config and the GPUs before anything starts
-  (``python3 -m recipe.main_pasr``, ``pasr submit``).
+  (``python3 -m recipe.main_pasr``, ``pasr submit``) and picks the attention implementation;
+* :mod:`recipe.verl_engine.stopping` relays SIGTERM / Ctrl-C from the driver to the trainer, which
+  stops after the step with a checkpoint;
+* :mod:`recipe.verl_engine.hf_export` turns a verl FSDP checkpoint into a Hugging Face folder
+  (``pasr eval --model .../global_step_N``).
 
 Only ``agent_loop`` and ``trainer`` import verl's trainer stack (which needs the GPU extras:
 vLLM, uvicorn, fastapi); the other modules import on any machine.
