@@ -7,10 +7,17 @@ ones); never rename a field without migrating the readers.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+try:  # a dependency of verl (via tensordict); about 3x faster than json on record lines
+    import orjson
+
+    _fast_loads = orjson.loads
+except ImportError:  # pragma: no cover
+    _fast_loads = json.loads
 
 RECORD_VERSION = 1
 
@@ -81,18 +88,93 @@ def write_records(path: str | Path, records: Iterable[RolloutRecord], append: bo
     return n
 
 
-def iter_records(path: str | Path, strict: bool = False, errors: list[RecordFormatError] | None = None) -> Iterator[RolloutRecord]:
-    """Stream records from a JSONL dump. Corrupt lines raise (``strict``) or are collected in
-    ``errors`` and skipped, each naming its file and line."""
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and v.__class__ is not bool
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and v.__class__ is not bool
+
+
+# Fields whose type readers rely on (numbers summed, strings used as counter keys), in the order
+# they are checked: (name, test, may be null, what the error message calls the type).
+_TYPED_FIELDS: tuple[tuple[str, Callable[[Any], bool], bool, str], ...] = tuple(
+    (name, test, nullable, f"{what} or null" if nullable else what)
+    for name, test, nullable, what in (
+        ("response", _is_str, False, "a string"),
+        ("acc", _is_number, True, "a number"),
+        ("step", _is_int, True, "an integer"),
+        ("response_tokens", _is_int, False, "an integer"),
+        ("n_refine", _is_int, False, "an integer"),
+        ("sample_index", _is_int, False, "an integer"),
+        ("variant", _is_str, False, "a string"),
+        ("dataset", _is_str, True, "a string"),
+        ("format_reason", _is_str, True, "a string"),
+        ("refine_outcome", _is_str, True, "a string"),
+        ("engine", _is_str, True, "a string"),
+        ("finish_reason", _is_str, True, "a string"),
+        ("refine_reward", _is_number, True, "a number"),
+    )
+)
+_REQUIRED = frozenset(f.name for f in fields(RolloutRecord) if f.default is MISSING and f.default_factory is MISSING)
+
+
+def validate_record(obj: Any) -> dict[str, Any]:
+    """``obj`` if it is a rollout record, else ValueError / TypeError naming what is wrong.
+
+    A record has every field without a default, and the fields that readers count with have
+    their declared types (``acc`` a number or null, ``n_refine`` an integer, ``variant`` a
+    string, ...; ``true`` is not an integer here). Without these checks a wrong type would crash
+    a reader or count silently wrong; with them it is one reported corrupt line. Unknown fields
+    are allowed (they land in ``extra``).
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if not _REQUIRED <= obj.keys():
+        raise TypeError("missing field(s) " + ", ".join(sorted(_REQUIRED - obj.keys())))
+    for name, test, nullable, what in _TYPED_FIELDS:
+        if name in obj:
+            v = obj[name]
+            if not (test(v) or (nullable and v is None)):
+                raise TypeError(f"field {name!r} is not {what}")
+    return obj
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return _fast_loads(raw)
+    except ValueError:  # what json accepts and orjson does not (NaN, huge integers), or the real error
+        return json.loads(raw)
+
+
+_T = TypeVar("_T")
+
+
+def _read(
+    path: str | Path,
+    build: Callable[[Any], _T],
+    strict: bool,
+    errors: list[RecordFormatError] | None,
+    on_bytes: Callable[[int], None] | None,
+) -> Iterator[_T]:
+    """``build(parsed line)`` for every non-blank line of a dump. Reads bytes, so that a line that
+    is not UTF-8 is a corrupt line like any other, and progress can be counted in bytes."""
+    pending = 0
     with Path(path).open("rb") as fh:
         for line_no, raw in enumerate(fh, 1):
+            if on_bytes is not None:
+                pending += len(raw)
+                if pending >= 1 << 20:
+                    on_bytes(pending)
+                    pending = 0
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw.decode("utf-8"))
-                if not isinstance(obj, dict):
-                    raise ValueError("not a JSON object")
-                rec = RolloutRecord.from_dict(obj)
+                item = build(_loads(raw))
             except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError included
                 err = RecordFormatError(path, line_no, f"corrupt rollout record ({exc})")
                 if strict:
@@ -100,4 +182,29 @@ def iter_records(path: str | Path, strict: bool = False, errors: list[RecordForm
                 if errors is not None:
                     errors.append(err)
                 continue
-            yield rec
+            yield item
+    if on_bytes is not None and pending:
+        on_bytes(pending)
+
+
+def _to_record(obj: Any) -> RolloutRecord:
+    return RolloutRecord.from_dict(validate_record(obj))
+
+
+def iter_records(path: str | Path, strict: bool = False, errors: list[RecordFormatError] | None = None) -> Iterator[RolloutRecord]:
+    """Stream records from a JSONL dump. Corrupt lines (not JSON, not a record, see
+    :func:`validate_record`) raise (``strict``) or are collected in ``errors`` and skipped, each
+    naming its file and line."""
+    return _read(path, _to_record, strict, errors, None)
+
+
+def iter_record_dicts(
+    path: str | Path,
+    strict: bool = False,
+    errors: list[RecordFormatError] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """:func:`iter_records` without building a :class:`RolloutRecord` per line: the validated
+    dicts, as read (missing optional fields stay missing). For readers that stream millions of
+    lines (``pasr stats``); ``on_bytes`` is called with the bytes read, about every MiB."""
+    return _read(path, validate_record, strict, errors, on_bytes)

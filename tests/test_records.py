@@ -1,8 +1,11 @@
-"""The rollout record format: round trip, unknown fields kept, corrupt lines named by file:line."""
+"""The rollout record format: round trip, unknown fields kept, corrupt lines (bad JSON, missing fields,
+wrong types) named by file:line."""
+
+import json
 
 import pytest
 
-from data.records import RecordFormatError, RolloutRecord, iter_records, write_records
+from data.records import RecordFormatError, RolloutRecord, iter_record_dicts, iter_records, validate_record, write_records
 
 
 def _rec(i: int) -> RolloutRecord:
@@ -35,3 +38,34 @@ def test_corrupt_lines_are_reported_with_file_and_line(tmp_path):
     assert [e.line_no for e in errors] == [2, 3, 4] and all(str(path) in str(e) for e in errors)
     with pytest.raises(RecordFormatError, match=r"r.jsonl:2"):
         list(iter_records(path, strict=True))
+
+
+def test_wrong_field_types_are_corrupt_lines(tmp_path):
+    """A field read as a number or a counter key with the wrong type is a corrupt line, named."""
+    good = _rec(0).to_json()
+    bad = ['"acc": "high"', '"step": "3"', '"n_refine": true', '"variant": ["refine"]', '"response": null',
+           '"sample_index": 1.5', '"refine_outcome": {"x": 1}']
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join([good] + [good[:-1] + ", " + b + "}" for b in bad]) + "\n")
+    errors = []
+    assert [r.query_id for r in iter_records(path, errors=errors)] == ["q0"]
+    assert [e.line_no for e in errors] == [2, 3, 4, 5, 6, 7, 8]
+    assert [e.reason.split("(", 1)[1] for e in errors[:3]] == [
+        "field 'acc' is not a number or null)", "field 'step' is not an integer or null)", "field 'n_refine' is not an integer)"]
+    with pytest.raises(TypeError, match="missing field"):
+        validate_record({"run_id": "x"})
+    assert validate_record(json.loads(good)) == json.loads(good)
+
+
+def test_record_dicts_stream_validated_dicts_and_count_bytes(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_records(path, [_rec(0), _rec(1)])
+    with path.open("a") as fh:
+        fh.write("\n[1, 2]\n")
+    seen, errors = [], []
+    dicts = list(iter_record_dicts(path, errors=errors, on_bytes=seen.append))
+    assert [d["query_id"] for d in dicts] == ["q0", "q1"] and isinstance(dicts[0], dict)
+    assert [e.line_no for e in errors] == [4] and "not a JSON object" in errors[0].reason
+    assert sum(seen) == path.stat().st_size
+    with pytest.raises(RecordFormatError, match=r"r.jsonl:4"):
+        list(iter_record_dicts(path, strict=True))

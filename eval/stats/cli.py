@@ -41,8 +41,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _collect(args):
-    from data.records import RecordFormatError
-    from eval.stats.collect import Collector, StatsInputError, discover, read_metrics, read_records
+    from data.records import RecordFormatError, iter_record_dicts
+    from eval.stats.collect import Collector, StatsInputError, discover, read_metrics
     from recipe.cli import CliError
     from rewards.refine_quality import CORRECT_AT
 
@@ -71,7 +71,7 @@ def _collect(args):
     try:
         for path in inputs.records:
             ids: set[str] = set()
-            for rec in read_records(path, args.strict, errors, bar.update if bar else None):
+            for rec in iter_record_dicts(path, args.strict, errors, bar.update if bar else None):
                 add(rec)
                 ids.add(str(rec["run_id"]))
             run_dir = path.parent.parent if path.parent.name == "rollouts" else path.parent

@@ -21,21 +21,14 @@ import json
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from data.records import PLAIN, REFINE, RecordFormatError, RolloutRecord
 from rewards.format import check_format
 from rewards.refine_quality import CORRECT_AT, assess_refines, normalize_refine_text
-
-try:  # a dependency of verl (via tensordict); 3x faster than json for our lines
-    import orjson
-
-    _fast_loads = orjson.loads
-except ImportError:  # pragma: no cover
-    _fast_loads = json.loads
 
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
@@ -162,87 +155,7 @@ def discover(paths: Iterable[str | Path]) -> Inputs:
     return found
 
 
-# --------------------------------------------------------------------------- reading
-
-
-_REQUIRED = frozenset(f.name for f in fields(RolloutRecord) if f.default is MISSING and f.default_factory is MISSING)
-_DEFAULTS = {f.name: f.default for f in fields(RolloutRecord) if f.default is not MISSING}
-_DEFAULT_ENGINE = _DEFAULTS["engine"]
-_KEY_FIELDS = ("dataset", "format_reason", "refine_outcome", "engine", "finish_reason")
-
-
-def _loads(raw: bytes) -> Any:
-    try:
-        return _fast_loads(raw)
-    except ValueError:
-        return json.loads(raw)  # what json accepts and orjson does not (NaN): same as iter_records
-
-
-def check_record(obj: Any) -> dict:
-    """The record dict if it is a rollout record (required fields, field types), else raise
-    ValueError/TypeError. Same acceptance as :meth:`RolloutRecord.from_dict` plus type checks,
-    without building the dataclass (the hot path of ``pasr stats``)."""
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    if not _REQUIRED <= obj.keys():
-        raise TypeError("missing field(s) " + ", ".join(sorted(_REQUIRED - obj.keys())))
-    if not isinstance(obj["response"], str):
-        raise TypeError("field 'response' is not a string")
-    acc = obj["acc"]
-    if acc is not None and (acc.__class__ is bool or not isinstance(acc, (int, float))):
-        raise TypeError("field 'acc' is not a number or null")
-    step = obj.get("step")
-    if step is not None and (step.__class__ is bool or not isinstance(step, int)):
-        raise TypeError("field 'step' is not an integer or null")
-    for name in ("response_tokens", "n_refine"):
-        v = obj[name]
-        if v.__class__ is bool or not isinstance(v, int):
-            raise TypeError(f"field {name!r} is not an integer")
-    v = obj.get("sample_index", 0)
-    if v.__class__ is bool or not isinstance(v, int):
-        raise TypeError("field 'sample_index' is not an integer")
-    if not isinstance(obj["variant"], str):
-        raise TypeError("field 'variant' is not a string")
-    for name in _KEY_FIELDS:  # used as counter keys: strings (or null)
-        v = obj.get(name)
-        if v is not None and not isinstance(v, str):
-            raise TypeError(f"field {name!r} is not a string or null")
-    v = obj.get("refine_reward")
-    if v is not None and (v.__class__ is bool or not isinstance(v, (int, float))):
-        raise TypeError("field 'refine_reward' is not a number or null")
-    return obj
-
-
-def read_records(
-    path: Path,
-    strict: bool,
-    errors: list[RecordFormatError],
-    on_bytes: Callable[[int], None] | None = None,
-) -> Iterable[dict]:
-    """Stream record dicts, accepting what :func:`data.records.iter_records` accepts (and
-    checking field types). Reads bytes, so that progress can be shown and a line that is not
-    UTF-8 is reported with its file and line like any other corrupt line."""
-    pending = 0
-    with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            if on_bytes is not None:
-                pending += len(raw)
-                if pending >= 1 << 20:
-                    on_bytes(pending)
-                    pending = 0
-            if not raw.strip():
-                continue
-            try:
-                rec = check_record(_loads(raw))
-            except (ValueError, TypeError) as exc:
-                err = RecordFormatError(path, line_no, f"corrupt rollout record ({exc})")
-                if strict:
-                    raise err from exc
-                errors.append(err)
-                continue
-            yield rec
-    if on_bytes is not None and pending:
-        on_bytes(pending)
+_DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
 
 
 # --------------------------------------------------------------------------- accumulators
@@ -493,7 +406,7 @@ class Collector:
         self.add(asdict(rec))
 
     def add(self, rec: dict) -> None:
-        """Add one record dict (as read from a dump; see :func:`check_record`)."""
+        """Add one record dict (as read from a dump; see :func:`data.records.iter_record_dicts`)."""
         self.n_records += 1
         get = rec.get
         step = get("step")
