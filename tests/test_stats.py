@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from data.records import RolloutRecord
-from eval.stats.collect import Collector, LENGTH_EDGES, Reservoir
+from eval.stats.accumulate import Collector
+from eval.stats.counting import Reservoir
+from eval.stats.groups import LENGTH_EDGES
 from recipe.cli import main
 from rewards.format import check_format
 

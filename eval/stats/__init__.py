@@ -1,11 +1,25 @@
 """`pasr stats`: refine-tag usage statistics, report and plots from rollout dumps.
 
-* ``collect``: finds record and ``metrics.jsonl`` files, streams them (bounded memory) into
-  per-group counters, per-step trends and eval outcome tables for paired comparisons;
-* ``report``: ``report.md`` from the ``stats.json`` dict;
-* ``plots``: PNG plots (matplotlib, Agg) from the same dict;
+One pass over the dumps, in bounded memory, then pure rendering of the numbers:
+
+* ``discovery``: which files under the given paths are record dumps, metrics logs, eval
+  summaries, and which run directory each belongs to;
+* ``metrics_log``: numeric series from a run's ``metrics.jsonl``;
+* ``accumulate``: the :class:`~eval.stats.accumulate.Collector` every record goes through once
+  (records are read and validated by :mod:`data.records`);
+* ``groups``: per-group counters (a training run's variant, an in-training evaluation, an
+  eval run's dataset and method);
+* ``counting``: the bounded-memory counting pieces the groups are built from;
+* ``trends``: per-step series of training runs and in-training evaluations;
+* ``pairing``: per-question outcomes of eval runs and the transition matrix of two of them;
+* ``report``: ``report.md`` from the ``stats.json`` dict; ``plots``: PNG plots from the same dict;
 * ``cli``: the ``pasr stats`` subcommand.
 
-The definitions of empty refines and refine fixes live in :mod:`rewards.refine_quality`,
-shared with the training engines' per-step metrics.
+Format parsing is :func:`rewards.format.check_format`; the definitions of empty refines, refine
+fixes and correctness live in :mod:`rewards.refine_quality`, shared with the training engines'
+per-step metrics.
 """
+
+
+class StatsInputError(Exception):
+    """A problem with the inputs that stops the run (missing path, unknown ``--pair`` run)."""

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 PROGRESS_AUTO_BYTES = 32 << 20
+MAX_CORRUPT_LISTED = 50  # corrupt lines named in stats.json and the report; all are counted
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +43,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 def _collect(args):
     from data.records import RecordFormatError, iter_record_dicts
-    from eval.stats.collect import Collector, StatsInputError, discover, read_metrics
+    from eval.stats import StatsInputError
+    from eval.stats.accumulate import Collector
+    from eval.stats.discovery import discover, metrics_labels, run_dir
+    from eval.stats.metrics_log import read_metrics
     from recipe.cli import CliError
     from rewards.refine_quality import CORRECT_AT
 
@@ -66,7 +70,7 @@ def _collect(args):
 
     col = Collector(n_examples=args.examples, correct_at=correct_at, seed=args.seed)
     errors: list[RecordFormatError] = []
-    run_dirs: dict[Path, set[str]] = {}
+    run_ids_by_dir: dict[Path, set[str]] = {}
     add = col.add
     try:
         for path in inputs.records:
@@ -74,16 +78,10 @@ def _collect(args):
             for rec in iter_record_dicts(path, args.strict, errors, bar.update if bar else None):
                 add(rec)
                 ids.add(str(rec["run_id"]))
-            run_dir = path.parent.parent if path.parent.name == "rollouts" else path.parent
-            run_dirs.setdefault(run_dir.resolve(), set()).update(ids)
+            run_ids_by_dir.setdefault(run_dir(path), set()).update(ids)
         metrics = {}
-        for mpath in inputs.metrics:
-            m = read_metrics(mpath, args.strict, errors)
-            owners = run_dirs.get(mpath.parent.resolve(), set())
-            label = next(iter(owners)) if len(owners) == 1 else str(mpath.parent)
-            while label in metrics:
-                label += "'"
-            metrics[label] = m
+        for label, mpath in zip(metrics_labels(inputs.metrics, run_ids_by_dir), inputs.metrics):
+            metrics[label] = read_metrics(mpath, args.strict, errors)
     except RecordFormatError as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -93,7 +91,7 @@ def _collect(args):
 
 
 def run(args) -> int:
-    from eval.stats.collect import MAX_CORRUPT_LISTED, StatsInputError
+    from eval.stats import StatsInputError
     from eval.stats.report import render
     from recipe.cli import CliError, why_mkdir_failed
 
@@ -111,7 +109,7 @@ def run(args) -> int:
         kinds[kind] += g.n
 
     try:
-        pairs = [(col.resolve_system(a), col.resolve_system(b)) for a, b in args.pair] if args.pair else col.auto_pairs()
+        pairs = [(col.pairs.resolve(a), col.pairs.resolve(b)) for a, b in args.pair] if args.pair else col.pairs.auto_pairs()
     except StatsInputError as exc:
         raise CliError(str(exc)) from None
 
@@ -138,18 +136,18 @@ def run(args) -> int:
             "n_val_records": kinds["val"],
             "n_eval_records": kinds["eval"],
             "n_other_records": kinds["other"],
-            "duplicate_eval_keys": col.duplicate_eval_keys,
+            "duplicate_eval_keys": col.pairs.duplicate_keys,
         },
         "corrupt_lines": {
             "count": len(errors),
             "first": [{"file": e.path, "line": e.line_no, "reason": e.reason} for e in errors[:MAX_CORRUPT_LISTED]],
         },
         "groups": {g.key: g.to_json(args.top_k) for g in col.ordered_groups()},
-        "trends": col.trends_json(),
-        "val_trends": col.val_trends_json(),
+        "trends": col.trends.train_json(),
+        "val_trends": col.trends.val_json(),
         "metrics_trends": metrics,
-        "eval_runs": col.systems(),
-        "transitions": [col.transition(a, b) for a, b in pairs],
+        "eval_runs": col.pairs.systems(),
+        "transitions": [col.pairs.transition(a, b) for a, b in pairs],
         "plots": [],
         "elapsed_s": elapsed,
     }

@@ -1,0 +1,63 @@
+"""The one pass of ``pasr stats``: every record dict goes through :meth:`Collector.add` once.
+
+Nothing here holds the responses of a dump (see :mod:`eval.stats.counting`). Per record the
+work is the parse of its response (:class:`~eval.stats.response_facts.ResponseFacts`) and
+counter updates in three places: its group (every record), its step's trend (training and
+in-training evaluation records) or its eval system's outcome table (``pasr eval`` records).
+Records come already validated from :func:`data.records.iter_record_dicts`; no
+``RolloutRecord`` is built per line.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict
+
+from data.records import PLAIN, REFINE, RolloutRecord
+from eval.stats.groups import KIND_ORDER, GroupStats, group_key
+from eval.stats.pairing import PairedOutcomes
+from eval.stats.response_facts import ResponseFacts
+from eval.stats.trends import Trends
+from rewards.refine_quality import CORRECT_AT
+
+
+class Collector:
+    def __init__(self, *, n_examples: int = 3, correct_at: float = CORRECT_AT, seed: int = 0):
+        self.n_examples = n_examples
+        self.correct_at = correct_at
+        self.rng = random.Random(seed)  # one stream for every group's example reservoirs
+        self.groups: dict[tuple, GroupStats] = {}
+        self.trends = Trends()
+        self.pairs = PairedOutcomes()
+        self.n_records = 0
+
+    def group(self, kind: str, run_id: str, dataset: str | None, name: str) -> GroupStats:
+        key = (kind, run_id, dataset, name)
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = GroupStats(kind, run_id, dataset, name, self.n_examples, self.rng)
+        return g
+
+    def ordered_groups(self) -> list[GroupStats]:
+        """Training groups first (refine before plain), then eval, then other; stable within."""
+        names = {REFINE: 0, "pasr": 0, PLAIN: 1}
+        return sorted(
+            self.groups.values(),
+            key=lambda g: (KIND_ORDER[g.kind], g.run_id, g.dataset or "", names.get(g.name, 2), g.name),
+        )
+
+    def add_record(self, rec: RolloutRecord) -> None:
+        """Add one :class:`RolloutRecord` (tests, in-process callers)."""
+        self.add(asdict(rec))
+
+    def add(self, rec: dict) -> None:
+        """Add one record dict (as :func:`data.records.iter_record_dicts` reads it)."""
+        self.n_records += 1
+        key = group_key(rec)
+        facts = ResponseFacts(rec, self.correct_at)
+        self.group(*key).add(rec, facts)
+        kind, run_id, dataset, name = key
+        if kind == "eval":
+            self.pairs.add((run_id, name), (dataset, str(rec["query_id"]), rec.get("sample_index", 0)), facts.correct)
+        else:
+            self.trends.add(kind, rec, facts)
