@@ -53,6 +53,7 @@ def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict
         f"{prefix}/refine_tags_per_response": _mean(r.n_refine for r in refine),
         f"{prefix}/acc_refine": _mean(r.acc for r in judged),
         f"{prefix}/acc_plain": _mean(r.acc for r in plain if r.acc is not None),
+        f"{prefix}/format_pass_rate_plain": _mean(r.format_ok for r in plain),
         f"{prefix}/reward_mean": _mean(r.total_reward for r in judged),
         f"{prefix}/refine_reward_mean": _mean(r.refine_reward for r in judged),
         f"{prefix}/judge_errors": float(sum(r.acc is None for r in records)),

@@ -108,7 +108,9 @@ def test_generate_step_layout(tiny):
         [("a", "refine")] * 3 + [("a", "plain")] * 2 + [("b", "refine")] * 3 + [("b", "plain")] * 2)
     for g in gens:
         assert g.rollout.n_tokens == len(g.response_ids) <= 6
-        assert g.rollout.text.startswith("<think>") == (g.rollout.variant == "refine")
+        # both prompts ask for <think>…</think><answer>…</answer>, so both get the prefill
+        assert g.rollout.text.startswith("<think>")
+        assert tok.decode(g.prompt_ids).endswith("<think>")
         if g.rollout.finish_reason == "stop":
             assert g.response_ids[-1] == tok.eos_token_id
 

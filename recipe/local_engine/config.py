@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import OmegaConf
 
@@ -22,11 +23,14 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 class ModelConfig:
     path: str = "smollm2"  # embedded SmolLM2-135M-Instruct, a local HF folder, or a hub name
     dtype: str = "float32"  # master weights the optimizer updates (keep float32: bf16 drops small updates)
-    # The optional bf16 path: generation runs on a bf16 copy of the policy, synced after every
-    # update (about 2x faster on CPUs with AVX512-BF16/AMX), the way verl samples with a bf16
-    # vLLM and trains fp32 FSDP weights; ``algo.bf16_autocast`` does the same for the update.
-    rollout_dtype: str = "float32"
-    threads: int = 0  # torch intra-op threads; 0 = leave torch's default
+    # auto | float32 | bfloat16. The bf16 path: generation runs on a bf16 copy of the policy,
+    # synced after every update, the way verl samples with a bf16 vLLM and trains fp32 FSDP
+    # weights. ``auto`` times a matmul at start-up and picks bf16 only where this CPU runs it
+    # faster (about 2x with AVX512-BF16/AMX; 64x *slower* on AVX2-only x86): recipe/cpu_dtype.py.
+    rollout_dtype: str = "auto"
+    # torch intra-op threads; 0 = measure at start-up: all cores if a probe matmul runs faster on
+    # them than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait)
+    threads: int = 0
 
 
 @dataclass
@@ -64,7 +68,9 @@ class AlgoConfig:
     micro_batch_size: int = 8
     max_grad_norm: float = 1.0
     skip_zero_adv: bool = True  # rows whose group has no reward spread carry no policy gradient
-    bf16_autocast: bool = False  # bf16 matmuls in the update's forward/backward (fp32 master weights)
+    # bf16 matmuls in the update's forward/backward (fp32 master weights); null = the same
+    # measured choice as model.rollout_dtype=auto
+    bf16_autocast: Optional[bool] = None
 
 
 @dataclass
@@ -79,6 +85,9 @@ class WarmupConfig:
     # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
     # restate: the refine only re-checks a right value (what the prototype's empty refines did)
     refine_style: str = "fix"
+    # share of traces shown with the plain prompt (same think/answer format, no refine), so the
+    # plain rollouts that make the refine reward's baseline answer in a format the model knows
+    plain_fraction: float = 0.3
     seed: int = 7
 
 
@@ -90,6 +99,7 @@ class TrainerConfig:
     eval_at_start: bool = True  # base model, before the warm-up
     eval_after_warmup: bool = True
     eval_at_end: bool = True
+    eval_plain: bool = True  # evaluations also answer with the plain prompt (the refine reward's baseline)
     seed: int = 0
     run_dir: str = "runs/pasr-local"
     project: str = "pasr"
@@ -116,13 +126,15 @@ class LocalTrainConfig:
     def validate(self) -> "LocalTrainConfig":
         self.pasr.validate()
         problems = []
-        for key in ("dtype", "rollout_dtype"):
-            if getattr(self.model, key) not in ("float32", "bfloat16"):
-                problems.append(f"model.{key} must be float32 or bfloat16, got {getattr(self.model, key)!r}")
-        if self.warmup.refine_style not in ("fix", "restate"):
-            problems.append(f"warmup.refine_style must be fix or restate, got {self.warmup.refine_style!r}")
-        if not 0.0 <= self.warmup.refine_fraction <= 1.0:
-            problems.append("warmup.refine_fraction must be in [0, 1]")
+        if self.model.dtype not in ("float32", "bfloat16"):
+            problems.append(f"model.dtype must be float32 or bfloat16, got {self.model.dtype!r}")
+        if self.model.rollout_dtype not in ("auto", "float32", "bfloat16"):
+            problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
+        if self.warmup.refine_style not in ("fix", "check", "restate"):
+            problems.append(f"warmup.refine_style must be fix, check or restate, got {self.warmup.refine_style!r}")
+        for name in ("refine_fraction", "plain_fraction"):
+            if not 0.0 <= getattr(self.warmup, name) <= 1.0:
+                problems.append(f"warmup.{name} must be in [0, 1]")
         if self.data.difficulty not in (1, 2, 3):
             problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
         for name in ("queries_per_step", "max_new_tokens", "gen_batch_size"):

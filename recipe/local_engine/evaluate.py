@@ -20,9 +20,12 @@ from recipe.scoring import score_rollouts
 def evaluate(
     model, tokenizer, examples: list[Example], prompts: PromptSet, judge, pasr: PasrConfig, *,
     max_new_tokens: int, batch_size: int, prefill_think: bool, run_id: str, step: int, tag: str,
+    plain: bool = False,
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
+    """Greedy refine-prompt answers (and plain-prompt ones with ``plain``: is the refine
+    reward's baseline answerable, and how does it compare?)."""
     gens = generate_step(
-        model, tokenizer, examples, prompts, n_refine=1, n_plain=0,
+        model, tokenizer, examples, prompts, n_refine=1, n_plain=int(plain),
         params=SamplingParams(max_new_tokens=max_new_tokens, do_sample=False),
         batch_size=batch_size, prefill_think=prefill_think,
     )
@@ -33,4 +36,7 @@ def evaluate(
     keep = ("format_pass_rate", "refine_rate", "acc_refine", "refine_tags_per_response", "empty_refine_rate",
             "refine_fix_rate", "response_length/mean", "judge_errors")
     metrics = {f"eval/{k.replace('acc_refine', 'acc')}": m[f"eval/{k}"] for k in keep}
+    if plain:
+        p = step_metrics(records, prefix="eval")
+        metrics.update({"eval/plain_format_pass_rate": p["eval/format_pass_rate_plain"], "eval/plain_acc": p["eval/acc_plain"]})
     return metrics, records

@@ -79,8 +79,10 @@ def actor_config(algo: AlgoConfig, n_rows: int) -> ActorConfig:
     )
 
 
-def autocast(enabled: bool):
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+def autocast(enabled: bool | None):
+    """bf16 autocast on CPU; None (``algo.bf16_autocast`` not yet resolved by the trainer's
+    measurement) means off, the safe choice on any CPU."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(enabled))
 
 
 @torch.no_grad()

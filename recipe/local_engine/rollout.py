@@ -2,7 +2,8 @@
 
 For each of the B queries: ``n_refine`` chats with the refine system prompt and ``n_plain``
 with the plain one, all sampled in **one** batched ``generate`` call (the plain rollouts only
-provide the refine reward's baseline). Token ids are kept as sampled for the update.
+provide the refine reward's baseline). Both prompts ask for ``<think>…</think><answer>…</answer>``
+(only the refine prompt invites ``<refine>``), so both get the same ``<think>`` prefill. Token ids are kept as sampled for the update.
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ def generate_step(
     rendered: dict[tuple[str, str], list[int]] = {}
     for ex in queries:
         rendered[(ex.id, REFINE)] = render_prompts(tokenizer, [prompts.refine_chat(ex.question)], prefill)[0]
-        rendered[(ex.id, PLAIN)] = render_prompts(tokenizer, [prompts.plain_chat(ex.question)], "")[0]
+        # The plain prompt asks for the same <think>…</think><answer>…</answer> format without
+        # refine (the paper's standard rollouts), so it gets the same prefill.
+        rendered[(ex.id, PLAIN)] = render_prompts(tokenizer, [prompts.plain_chat(ex.question)], prefill)[0]
     prompt_ids = [rendered[(ex.id, variant)] for ex, variant, _ in specs]
     outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size)
     result = []
     for (ex, variant, k), p_ids, (r_ids, finish) in zip(specs, prompt_ids, outputs):
-        text = tokenizer.decode(r_ids, skip_special_tokens=True)
-        if variant == REFINE:
-            text = prefill + text
+        text = prefill + tokenizer.decode(r_ids, skip_special_tokens=True)
         result.append(
             GeneratedRollout(
                 Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(r_ids), finish, k),

@@ -14,6 +14,7 @@ steps, so one step counter drives checkpoints, metrics and resume. The run direc
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 from data.examples import Example
-from data.records import REFINE, write_records
+from data.records import PLAIN, REFINE, write_records
 from prompts import PromptSet, prompt_version
 from recipe.hf_generate import SamplingParams
 from recipe.local_engine import checkpoint as ckpt
@@ -36,7 +37,7 @@ from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_loss, update_policy
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
-from recipe.local_engine.warmup import build_traces
+from recipe.local_engine.warmup import build_samples
 from recipe.metrics import step_metrics
 from recipe.scoring import score_rollouts
 
@@ -93,8 +94,7 @@ class LocalPasrTrainer:
         from rewards.judges import build_judge
 
         cfg = self.cfg
-        if cfg.model.threads:
-            torch.set_num_threads(cfg.model.threads)
+        self._choose_threads()
         torch.manual_seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -102,6 +102,7 @@ class LocalPasrTrainer:
         latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
         self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
         self.model, self.tokenizer, _ = load_model_and_tokenizer(str(latest or self.model_path), dtype=cfg.model.dtype)
+        self._choose_dtypes()
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
         p = cfg.pasr.prompts
@@ -109,7 +110,8 @@ class LocalPasrTrainer:
         self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
         self.judge = build_judge(cfg.pasr.judge, p.judge)
         self._load_data()
-        self.traces = build_traces(self.warmup_problems, cfg.warmup.refine_fraction, cfg.warmup.refine_style, cfg.warmup.seed)
+        w = cfg.warmup
+        self.warmup_samples = build_samples(self.warmup_problems, w.refine_fraction, w.refine_style, w.seed, w.plain_fraction)
         self.params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p, True)
         self.optimizer = None
         self.optimizer_phase = None
@@ -121,9 +123,30 @@ class LocalPasrTrainer:
         # the fixed command is not refused as "not empty; use --resume".
         self._write_config()
 
+    def _choose_threads(self) -> None:
+        """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
+        from recipe.cpu_dtype import choose_threads
+
+        n = self.cfg.model.threads or choose_threads(torch.get_num_threads())
+        torch.set_num_threads(n)
+
+    def _choose_dtypes(self) -> None:
+        """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``)."""
+        from recipe.cpu_dtype import AUTO, resolve_dtype
+
+        m, a = self.cfg.model, self.cfg.algo
+        auto = m.rollout_dtype == AUTO or a.bf16_autocast is None
+        choice = resolve_dtype(AUTO) if auto else None
+        self.rollout_dtype = choice.dtype if m.rollout_dtype == AUTO else m.rollout_dtype
+        self.algo = dataclasses.replace(a, bf16_autocast=choice.use_bf16 if a.bf16_autocast is None else a.bf16_autocast)
+        if choice is not None:
+            print(choice.describe(), file=sys.stderr)
+        print(f"rollouts in {self.rollout_dtype}, update bf16 autocast {'on' if self.algo.bf16_autocast else 'off'}"
+              f" ({torch.get_num_threads()} torch threads)", file=sys.stderr)
+
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
-        dtype = getattr(torch, self.cfg.model.rollout_dtype)
+        dtype = getattr(torch, self.rollout_dtype)
         if dtype == self.model.dtype:
             return self.model
         if self.rollout_model is None:
@@ -234,6 +257,7 @@ class LocalPasrTrainer:
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
+                plain=cfg.trainer.eval_plain,
             )
         write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
         metrics.update(m)
@@ -244,20 +268,21 @@ class LocalPasrTrainer:
     # ---------------------------------------------------------------- steps
     def warmup_step(self, step: int) -> dict:
         cfg = self.cfg.warmup
-        idx = step_indices(len(self.traces), cfg.batch_size, step - 1, cfg.seed)
-        problems = [self.warmup_problems[i] for i in idx]
+        idx = step_indices(len(self.warmup_samples), cfg.batch_size, step - 1, cfg.seed)
+        samples = [self.warmup_samples[i] for i in idx]
         from recipe.hf_generate import render_prompts
 
         # The trace starts with "<think>"; when rollouts prefill it, it belongs to the prompt
         # here too, or the model learns to write a second "<think>".
         prefill = THINK_PREFILL if self.cfg.rollout.prefill_think else ""
-        prompts = render_prompts(self.tokenizer, [self.prompts.refine_chat(p.question) for p in problems], prefill)
+        chat = {REFINE: self.prompts.refine_chat, PLAIN: self.prompts.plain_chat}
+        prompts = render_prompts(self.tokenizer, [chat[s.variant](s.problem.question) for s in samples], prefill)
         eos = self.tokenizer.eos_token_id
-        responses = [self.tokenizer(self.traces[i][len(prefill):], add_special_tokens=False)["input_ids"] + [eos] for i in idx]
+        responses = [self.tokenizer(s.trace[len(prefill):], add_special_tokens=False)["input_ids"] + [eos] for s in samples]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
-            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.cfg.algo.bf16_autocast)
+            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.algo.bf16_autocast)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             self.optimizer.step()
@@ -303,8 +328,8 @@ class LocalPasrTrainer:
         ]
         with timer(m, "update"):
             if train:
-                batch = build_batch(train, self.tokenizer.pad_token_id, cfg.algo)
-                m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, cfg.algo, cfg.rollout.temperature))
+                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo)
+                m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
         if cfg.trainer.dump_rollouts:
             write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)
         m.update(step_metrics(records))

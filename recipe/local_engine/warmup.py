@@ -12,7 +12,9 @@ the right value. ``restate`` reproduces the prototype's traces for comparison.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
+from data.records import PLAIN, REFINE
 from data.synthetic import Step, SyntheticProblem
 
 
@@ -26,6 +28,29 @@ def _wrong_value(rng: random.Random, right: int) -> int:
 
 def _equation(step: Step, a: int, result: int) -> str:
     return f"{a} {step.op} {step.b} = {result}"
+
+
+def worked_check(step: Step) -> str:
+    """The step redone in smaller pieces: the second operand split into tens and ones
+    (``76 - 27``: ``76 - 20 = 56, 56 - 7 = 49``); a multiplication as repeated addition.
+
+    A small model gets a two-digit carry or borrow wrong far more often than a round-ten or
+    one-digit step, so redoing a step this way is a check that can *catch* a wrong value,
+    which is what a refine must be able to do for PASR to reward it.
+    """
+    a, b, op = step.a, step.b, step.op
+    if op == "*":
+        return " + ".join([str(a)] * b) + f" = {step.result}"
+    tens, ones = b - b % 10, b % 10
+    if tens and ones:  # 76 - 27: 76 - 20 = 56, 56 - 7 = 49
+        mid = a + tens if op == "+" else a - tens
+        return f"{a} {op} {tens} = {mid}, {mid} {op} {ones} = {step.result}"
+    a_tens, a_ones = a - a % 10, a % 10
+    if a_tens and a_ones:  # 61 - 30: 60 - 30 = 30, 30 + 1 = 31 (b is round or one digit)
+        mid = a_tens + b if op == "+" else a_tens - b
+        if mid >= 0:
+            return f"{a_tens} {op} {b} = {mid}, {mid} + {a_ones} = {step.result}"
+    return f"{a} {op} {b} = {step.result}"  # one-digit or round numbers: nothing smaller to do
 
 
 def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, style: str = "fix") -> str:
@@ -43,6 +68,15 @@ def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, sty
             wrong = _wrong_value(rng, step.result)
             lines.append(f"{_equation(step, step.a, wrong)}.")
             lines.append(f"<refine>{step.a} {step.op} {step.b} is {step.result}, not {wrong}.</refine>")
+        if i == where and style == "check":
+            # Half the checked steps were wrong at first and the check fixes them; half were
+            # right and the check confirms, so a refine does not teach "always change the value".
+            first = _wrong_value(rng, step.result) if rng.random() < 0.5 else step.result
+            verdict = f"so {step.result}, not {first}" if first != step.result else f"so {step.result} is right"
+            lines.append(f"{_equation(step, step.a, first)}.")
+            lines.append(f"<refine>{worked_check(step)}, {verdict}.</refine>")
+            if first == step.result:
+                continue
         lines.append(f"{step.text}.")
         if i == where and style == "restate":
             lines.append(f"<refine>Check: {step.a} {step.op} {step.b} = {step.result}.</refine>")
@@ -50,5 +84,37 @@ def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, sty
 
 
 def build_traces(problems: list[SyntheticProblem], refine_fraction: float, style: str, seed: int) -> list[str]:
+    """One refine-prompt trace per problem; ``refine_fraction`` of them refine."""
     rng = random.Random(seed)
     return [build_trace(p, rng, rng.random() < refine_fraction, style) for p in problems]
+
+
+@dataclass(frozen=True)
+class WarmupSample:
+    """One supervised example: which system prompt it is shown with, and the target response."""
+
+    problem: SyntheticProblem
+    variant: str  # refine | plain
+    trace: str
+
+
+def build_samples(
+    problems: list[SyntheticProblem], refine_fraction: float, style: str, seed: int, plain_fraction: float = 0.0
+) -> list[WarmupSample]:
+    """Warm-up samples for both prompts.
+
+    The refine reward compares refine-prompted rollouts with plain-prompted ones of the same
+    model, so the plain prompt must be answerable too: ``plain_fraction`` of the problems get a
+    plain-prompt trace (the same ``<think>…</think><answer>…</answer>`` format, never a refine),
+    the rest a refine-prompt trace from :func:`build_traces` (``refine_fraction`` of which refine).
+    Without plain traces the plain prompt scored 0.2% after warm-up, every refine "beat" a
+    baseline of 0, and wrong refines all tied at -0.5.
+    """
+    rng = random.Random(f"{seed}:plain")
+    plain = [rng.random() < plain_fraction for _ in problems]
+    refine_traces = build_traces(problems, refine_fraction, style, seed)
+    plain_rng = random.Random(f"{seed}:plain-traces")
+    return [
+        WarmupSample(p, PLAIN, build_trace(p, plain_rng, refine=False)) if is_plain else WarmupSample(p, REFINE, trace)
+        for p, is_plain, trace in zip(problems, plain, refine_traces)
+    ]

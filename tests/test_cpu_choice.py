@@ -1,0 +1,88 @@
+"""CPU dtype and thread choice by measurement (timings mocked: tests play any CPU), and the
+trainer honouring an explicit override."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from recipe import cpu_dtype
+from recipe.cpu_dtype import DtypeChoice, choose_cpu_dtype, choose_threads, resolve_dtype
+
+
+def _timer(fp32_s: float, bf16_s: float):
+    return lambda dtype: {torch.float32: fp32_s, torch.bfloat16: bf16_s}[dtype]
+
+
+def test_avx2_only_cpu_gets_float32():
+    # the issue's AVX2-only x86: 512x576 @ 576x1536 took 11 ms in fp32 and 729 ms in bf16
+    choice = choose_cpu_dtype(_timer(0.011, 0.729))
+    assert choice.dtype == "float32" and not choice.use_bf16
+    assert choice.bf16_speedup == pytest.approx(0.011 / 0.729)
+    assert "float32" in choice.describe() and "0.02x" in choice.describe()
+
+
+def test_bf16_capable_cpu_gets_bfloat16():
+    choice = choose_cpu_dtype(_timer(0.030, 0.012))  # AVX512-BF16 / AMX: 2.5x
+    assert choice.dtype == "bfloat16" and choice.use_bf16 and choice.bf16_speedup == pytest.approx(2.5)
+
+
+def test_marginal_bf16_gain_is_not_worth_the_precision():
+    assert choose_cpu_dtype(_timer(0.012, 0.010)).dtype == "float32"  # 1.2x < MIN_SPEEDUP
+
+
+def test_explicit_dtype_is_not_measured():
+    def boom():
+        raise AssertionError("an explicit dtype must not be measured")
+
+    kept = resolve_dtype("float32", measure=boom)
+    assert kept.dtype == "float32" and not kept.measured and math.isnan(kept.bf16_speedup)
+    fake = DtypeChoice("bfloat16", 2.0, "AVX512")
+    assert resolve_dtype("auto", measure=lambda: fake) is fake
+    assert resolve_dtype(None, measure=lambda: fake) is fake
+
+
+def test_thread_choice():
+    assert choose_threads(2, timer=lambda n: {1: 0.20, 2: 0.11}[n]) == 2  # idle cores: use them
+    assert choose_threads(2, timer=lambda n: {1: 0.20, 2: 0.19}[n]) == 1  # a busy core: spin-waits
+    assert choose_threads(1, timer=lambda n: 1 / 0) == 1  # nothing to measure
+
+
+def test_real_probe_runs_and_restores_threads():
+    before = torch.get_num_threads()
+    assert cpu_dtype.time_threads(1, shape=(8, 8, 8), reps=1) >= 0
+    assert torch.get_num_threads() == before
+    assert cpu_dtype.time_matmul(torch.bfloat16, shape=(8, 8, 8), reps=1) >= 0
+
+
+@pytest.mark.parametrize(
+    ("rollout_dtype", "autocast", "measured", "want_dtype", "want_autocast"),
+    [
+        ("auto", None, "float32", "float32", False),  # AVX2-only: fp32 everywhere
+        ("auto", None, "bfloat16", "bfloat16", True),  # bf16-capable: both bf16
+        ("float32", None, "bfloat16", "float32", True),  # explicit rollout dtype wins, update measured
+        ("auto", False, "bfloat16", "bfloat16", False),  # explicit autocast wins
+        ("bfloat16", True, "float32", "bfloat16", True),  # both explicit: the measurement is ignored
+    ],
+)
+def test_trainer_resolves_dtypes(monkeypatch, tmp_path, rollout_dtype, autocast, measured, want_dtype, want_autocast):
+    from recipe.local_engine.config import load_config
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", lambda: DtypeChoice(measured, 1.0, "TEST"))
+    overrides = [f"model.rollout_dtype={rollout_dtype}"] + ([] if autocast is None else [f"algo.bf16_autocast={autocast}"])
+    cfg = load_config(overrides=overrides)
+    trainer = LocalPasrTrainer(cfg, run_dir=tmp_path)
+    trainer._choose_dtypes()
+    assert trainer.rollout_dtype == want_dtype and trainer.algo.bf16_autocast is want_autocast
+    assert cfg.algo.bf16_autocast is autocast  # the config (and config.yaml) keeps what was asked
+
+
+def test_rollout_dtype_is_validated():
+    from recipe.local_engine.config import load_config
+    from recipe.pasr_config import ConfigError
+
+    with pytest.raises(ConfigError, match="model.rollout_dtype"):
+        load_config(overrides=["model.rollout_dtype=float16"])
