@@ -328,6 +328,21 @@ def test_report_and_plots(result):
         assert f"({name})" in report
 
 
+def test_plots_are_drawn_only_for_data(tmp_path):
+    """No spans, outcomes, trends or pairs: only the three per-group overview plots; nothing at all
+    for a stats dict without groups."""
+    from eval.stats.plots import make_plots
+
+    recs = [rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
+            rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k")]
+    write(tmp_path / "p" / "samples.jsonl", recs)
+    assert main(["stats", str(tmp_path / "p"), "--out", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert s["plots"] == ["overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png"]
+    empty = {"groups": {}, "trends": {}, "val_trends": {}, "metrics_trends": {}, "transitions": []}
+    assert make_plots(empty, tmp_path) == []
+
+
 def test_explicit_pair_and_bad_pair(dumps, tmp_path, capsys):
     args = ["stats", str(dumps / "a_pasr"), str(dumps / "b_plain"), "--out", str(tmp_path), "--no-plots"]
     assert main(args + ["--pair", "evR", "evP:plain"]) == 0

@@ -1,8 +1,15 @@
-"""PNG plots for ``pasr stats`` (matplotlib, Agg backend), drawn from the ``stats.json`` dict."""
+"""PNG plots for ``pasr stats`` (matplotlib, Agg backend), drawn from the ``stats.json`` dict.
+
+One function per figure, each yielding ``(file name, figure)`` for every figure it has data for
+(none when it has none), and :func:`make_plots` saving them in order. The file names are made
+here only (:data:`OVERVIEW_PLOTS`, :func:`trend_plot`, :func:`metrics_plot`,
+:func:`transition_plot`), so that the report links exactly what was drawn.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +21,11 @@ PREFERRED_METRICS = (
     "pasr/refine_fix_rate", "pasr/reward_mean", "pasr/refine_reward_mean", "pasr/response_length/mean",
     "pasr/refine_tags_per_response", "pasr/judge_errors", "eval/acc",
 )
+OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
+                  "refine_lengths.png", "refine_outcomes.png")
+OUTCOME_ORDER = ("better", "worse", "tie", "none", "no_baseline", "judge_error")
+
+Figures = Iterator[tuple[str, Any]]  # (file name, matplotlib figure)
 
 
 def _plt():
@@ -25,191 +37,255 @@ def _plt():
     return plt
 
 
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "run"
+
+
+def trend_plot(run_id: str) -> str:
+    return f"trend_{safe_name(run_id)}.png"
+
+
+def metrics_plot(label: str) -> str:
+    return f"metrics_{safe_name(label)}.png"
+
+
+def transition_plot(i: int) -> str:
+    """File name of the ``i``-th transition matrix (1-based, the order of ``stats["transitions"]``)."""
+    return f"transition_{i}.png"
 
 
 def _pct(v: float | None) -> float:
     return float("nan") if v is None else 100.0 * v
 
 
-def _save(fig, out: Path, name: str, written: list[str]) -> None:
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=100)
-    _plt().close(fig)
-    written.append(name)
+def _num(v: float | None) -> float:
+    return float("nan") if v is None else v
 
 
 def _groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
     return [(k, g) for k, g in stats["groups"].items() if g["n_responses"]][:MAX_GROUPS_PER_PLOT]
 
 
-def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
-    """Write every plot that has data; returns the file names (relative to ``out``)."""
-    plt = _plt()
-    from matplotlib.ticker import MaxNLocator
+# --------------------------------------------------------------------------- per-group figures
 
-    written: list[str] = []
+
+def overview_rates(stats: dict[str, Any]) -> Figures:
     groups = _groups(stats)
-    labels = [g["label"] for _, g in groups]
+    if not groups:
+        return
+    fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
+    metrics = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
+    width = 0.8 / (len(metrics) + 1)
+    xs = range(len(groups))
+    for i, (key, name) in enumerate(metrics):
+        ax.bar([x + i * width for x in xs], [_pct(g[key]) for _, g in groups], width, label=name)
+    ax.bar([x + len(metrics) * width for x in xs], [_pct(g["format"]["pass_rate"]) for _, g in groups], width, label="format pass rate")
+    ax.set_xticks([x + 1.5 * width for x in xs], [g["label"] for _, g in groups], rotation=20, ha="right", fontsize=8)
+    ax.set_xlabel("group (run · kind [dataset] · variant or eval method)")
+    ax.set_ylabel("rate (%)")
+    ax.set_ylim(0, 120)
+    ax.set_title("Refine usage per group (empty: per span; fix: per applicable refining response)")
+    ax.legend(fontsize=8, ncol=4, loc="upper center")
+    yield "overview_rates.png", fig
 
-    if groups:
-        # overview rates
-        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
-        metrics = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
-        width = 0.8 / (len(metrics) + 1)
-        xs = range(len(groups))
-        for i, (key, name) in enumerate(metrics):
-            ax.bar([x + i * width for x in xs], [_pct(g[key]) for _, g in groups], width, label=name)
-        ax.bar([x + len(metrics) * width for x in xs], [_pct(g["format"]["pass_rate"]) for _, g in groups], width, label="format pass rate")
-        ax.set_xticks([x + 1.5 * width for x in xs], labels, rotation=20, ha="right", fontsize=8)
-        ax.set_xlabel("group (run · kind [dataset] · variant or eval method)")
-        ax.set_ylabel("rate (%)")
-        ax.set_ylim(0, 120)
-        ax.set_title("Refine usage per group (empty: per span; fix: per applicable refining response)")
-        ax.legend(fontsize=8, ncol=4, loc="upper center")
-        _save(fig, out, "overview_rates.png", written)
 
-        # refine spans per response
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        maxk = max((int(k) for _, g in groups for k in g["refines_per_response"]), default=0)
-        ks = list(range(0, min(maxk, 10) + 1))
-        width = 0.8 / len(groups)
-        for i, (_, g) in enumerate(groups):
-            dist = {int(k): v for k, v in g["refines_per_response"].items()}
-            vals = [dist.get(k, 0) for k in ks[:-1]] + [sum(v for k, v in dist.items() if k >= ks[-1])]
-            total = g["n_responses"]
-            ax.bar([k + i * width for k in ks], [100 * v / total for v in vals], width, label=g["label"])
-        ax.set_xticks([k + 0.4 - width / 2 for k in ks], [str(k) for k in ks[:-1]] + [f"{ks[-1]}+" if maxk > ks[-1] else str(ks[-1])])
-        ax.set_xlabel("refine spans per response")
-        ax.set_ylabel("share of responses (%)")
-        ax.set_title("Distribution of refine spans per response")
-        ax.legend(fontsize=7)
-        _save(fig, out, "refines_per_response.png", written)
+def refines_per_response(stats: dict[str, Any]) -> Figures:
+    groups = _groups(stats)
+    if not groups:
+        return
+    fig, ax = _plt().subplots(figsize=(7, 4.5))
+    maxk = max((int(k) for _, g in groups for k in g["refines_per_response"]), default=0)
+    ks = list(range(0, min(maxk, 10) + 1))
+    width = 0.8 / len(groups)
+    for i, (_, g) in enumerate(groups):
+        dist = {int(k): v for k, v in g["refines_per_response"].items()}
+        vals = [dist.get(k, 0) for k in ks[:-1]] + [sum(v for k, v in dist.items() if k >= ks[-1])]
+        total = g["n_responses"]
+        ax.bar([k + i * width for k in ks], [100 * v / total for v in vals], width, label=g["label"])
+    ax.set_xticks([k + 0.4 - width / 2 for k in ks], [str(k) for k in ks[:-1]] + [f"{ks[-1]}+" if maxk > ks[-1] else str(ks[-1])])
+    ax.set_xlabel("refine spans per response")
+    ax.set_ylabel("share of responses (%)")
+    ax.set_title("Distribution of refine spans per response")
+    ax.legend(fontsize=7)
+    yield "refines_per_response.png", fig
 
-        # accuracy with / without refine
-        fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(groups) + 2), 4.5))
-        width = 0.38
-        ax.bar([x for x in xs], [_pct(g["accuracy"]["without_refine"]["mean"]) for _, g in groups], width, label="without refine")
-        ax.bar([x + width for x in xs], [_pct(g["accuracy"]["with_refine"]["mean"]) for _, g in groups], width, label="with refine")
-        ax.set_xticks([x + width / 2 for x in xs], labels, rotation=20, ha="right", fontsize=8)
-        ax.set_xlabel("group")
-        ax.set_ylabel("mean judge score (%)")
-        ax.set_ylim(0, 120)
-        ax.set_title("Accuracy of responses with and without refinement")
-        ax.legend(fontsize=8, ncol=2, loc="upper center")
-        _save(fig, out, "accuracy_by_refine.png", written)
 
-    spanned = [(k, g) for k, g in groups if g["n_spans"]]
-    if spanned:
-        # positions
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for _, g in spanned:
-            h = g["position_hist"]
-            if not h["n"]:
-                continue
-            centers = [(a + b) / 2 for a, b in zip(h["bin_edges"][:-1], h["bin_edges"][1:])]
-            ax.plot(centers, [100 * c / h["n"] for c in h["counts"]], marker="o", label=g["label"])
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("refine start / think length (0 = start of think, 1 = end)")
-        ax.set_ylabel("share of refine spans (%)")
-        ax.set_title("Where refines start inside the think block")
-        ax.legend(fontsize=7)
-        _save(fig, out, "refine_positions.png", written)
+def accuracy_by_refine(stats: dict[str, Any]) -> Figures:
+    groups = _groups(stats)
+    if not groups:
+        return
+    fig, ax = _plt().subplots(figsize=(max(6, 1.4 * len(groups) + 2), 4.5))
+    width = 0.38
+    xs = range(len(groups))
+    ax.bar([x for x in xs], [_pct(g["accuracy"]["without_refine"]["mean"]) for _, g in groups], width, label="without refine")
+    ax.bar([x + width for x in xs], [_pct(g["accuracy"]["with_refine"]["mean"]) for _, g in groups], width, label="with refine")
+    ax.set_xticks([x + width / 2 for x in xs], [g["label"] for _, g in groups], rotation=20, ha="right", fontsize=8)
+    ax.set_xlabel("group")
+    ax.set_ylabel("mean judge score (%)")
+    ax.set_ylim(0, 120)
+    ax.set_title("Accuracy of responses with and without refinement")
+    ax.legend(fontsize=8, ncol=2, loc="upper center")
+    yield "accuracy_by_refine.png", fig
 
-        # lengths
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        edges = spanned[0][1]["refine_length_tokens"]["bin_edges"]
-        names = [f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+") for a, b in zip(edges[:-1], edges[1:])]
-        width = 0.8 / len(spanned)
-        for i, (_, g) in enumerate(spanned):
-            d = g["refine_length_tokens"]
-            ax.bar([j + i * width for j in range(len(names))], [100 * c / d["n"] for c in d["bin_counts"]], width, label=g["label"])
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-        ax.set_xlabel("refine length (whitespace tokens)")
-        ax.set_ylabel("share of refine spans (%)")
-        ax.set_title("Refine span lengths")
-        ax.legend(fontsize=7)
-        _save(fig, out, "refine_lengths.png", written)
 
-    with_outcomes = [(k, g) for k, g in groups if g["refine_outcomes"]]
-    if with_outcomes:
-        order = ["better", "worse", "tie", "none", "no_baseline", "judge_error"]
-        extra = sorted({o for _, g in with_outcomes for o in g["refine_outcomes"]} - set(order))
-        order = [o for o in order if any(o in g["refine_outcomes"] for _, g in with_outcomes)] + extra
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        width = 0.8 / len(with_outcomes)
-        for i, (_, g) in enumerate(with_outcomes):
-            total = sum(g["refine_outcomes"].values())
-            ax.bar([j + i * width for j in range(len(order))], [100 * g["refine_outcomes"].get(o, 0) / total for o in order], width, label=g["label"])
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(order))], order)
-        ax.set_xlabel("refine outcome (vs. mean plain accuracy of the query)")
-        ax.set_ylabel("share of rollouts (%)")
-        ax.set_title("Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)")
-        ax.legend(fontsize=7)
-        _save(fig, out, "refine_outcomes.png", written)
+def refine_positions(stats: dict[str, Any]) -> Figures:
+    spanned = [g for _, g in _groups(stats) if g["n_spans"]]
+    if not spanned:
+        return
+    fig, ax = _plt().subplots(figsize=(7, 4.5))
+    for g in spanned:
+        h = g["position_hist"]
+        if not h["n"]:
+            continue
+        centers = [(a + b) / 2 for a, b in zip(h["bin_edges"][:-1], h["bin_edges"][1:])]
+        ax.plot(centers, [100 * c / h["n"] for c in h["counts"]], marker="o", label=g["label"])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("refine start / think length (0 = start of think, 1 = end)")
+    ax.set_ylabel("share of refine spans (%)")
+    ax.set_title("Where refines start inside the think block")
+    ax.legend(fontsize=7)
+    yield "refine_positions.png", fig
 
+
+def refine_lengths(stats: dict[str, Any]) -> Figures:
+    spanned = [g for _, g in _groups(stats) if g["n_spans"]]
+    if not spanned:
+        return
+    fig, ax = _plt().subplots(figsize=(8, 4.5))
+    edges = spanned[0]["refine_length_tokens"]["bin_edges"]
+    names = [f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+") for a, b in zip(edges[:-1], edges[1:])]
+    width = 0.8 / len(spanned)
+    for i, g in enumerate(spanned):
+        d = g["refine_length_tokens"]
+        ax.bar([j + i * width for j in range(len(names))], [100 * c / d["n"] for c in d["bin_counts"]], width, label=g["label"])
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
+    ax.set_xlabel("refine length (whitespace tokens)")
+    ax.set_ylabel("share of refine spans (%)")
+    ax.set_title("Refine span lengths")
+    ax.legend(fontsize=7)
+    yield "refine_lengths.png", fig
+
+
+def refine_outcomes(stats: dict[str, Any]) -> Figures:
+    with_outcomes = [g for _, g in _groups(stats) if g["refine_outcomes"]]
+    if not with_outcomes:
+        return
+    extra = sorted({o for g in with_outcomes for o in g["refine_outcomes"]} - set(OUTCOME_ORDER))
+    order = [o for o in OUTCOME_ORDER if any(o in g["refine_outcomes"] for g in with_outcomes)] + extra
+    fig, ax = _plt().subplots(figsize=(8, 4.5))
+    width = 0.8 / len(with_outcomes)
+    for i, g in enumerate(with_outcomes):
+        total = sum(g["refine_outcomes"].values())
+        ax.bar([j + i * width for j in range(len(order))], [100 * g["refine_outcomes"].get(o, 0) / total for o in order], width, label=g["label"])
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(order))], order)
+    ax.set_xlabel("refine outcome (vs. mean plain accuracy of the query)")
+    ax.set_ylabel("share of rollouts (%)")
+    ax.set_title("Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)")
+    ax.legend(fontsize=7)
+    yield "refine_outcomes.png", fig
+
+
+# --------------------------------------------------------------------------- training trends
+
+
+def _trend_usage(ax, t: dict[str, Any]) -> None:
+    ax.plot(t["steps"], [_pct(v) for v in t["refine_rate"]], marker=".", label="refine rate")
+    ax.plot(t["steps"], [_pct(v) for v in t["empty_refine_rate"]], marker=".", label="empty-refine rate")
+    ax.set_title("Refine usage (refine rollouts)")
+    ax.set_ylabel("rate (%)")
+    ax.legend(fontsize=8)
+
+
+def _trend_format(ax, t: dict[str, Any]) -> None:
+    ax.plot(t["steps"], [_pct(v) for v in t["format_pass_rate"]], marker=".", color="tab:green")
+    ax.set_title("Format pass rate (refine rollouts)")
+    ax.set_ylabel("rate (%)")
+
+
+def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
+    ax.plot(t["steps"], [_pct(v) for v in t["acc_refine"]], marker=".", label="refine rollouts")
+    ax.plot(t["steps"], [_pct(v) for v in t["acc_plain"]], marker=".", label="plain rollouts (mean)")
+    for ds, v in val.items():
+        ax.plot(v["steps"], [_pct(a) for a in v["acc"]], marker="s", linestyle="--", label=f"in-training eval: {ds}")
+    ax.set_title("Accuracy: refine rollouts vs. plain baseline")
+    ax.set_ylabel("mean judge score (%)")
+    ax.legend(fontsize=8)
+
+
+def _trend_length(ax, t: dict[str, Any]) -> None:
+    ax.plot(t["steps"], [_num(v) for v in t["response_tokens_refine"]], marker=".", label="refine")
+    ax.plot(t["steps"], [_num(v) for v in t["response_tokens_plain"]], marker=".", label="plain")
+    ax.set_title("Mean response length")
+    ax.set_ylabel("tokens (record's response_tokens)")
+    ax.legend(fontsize=8)
+
+
+def _step_axis(ax) -> None:
+    ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.grid(alpha=0.3)
+
+
+def training_trends(stats: dict[str, Any]) -> Figures:
+    """One 2x2 figure per training run: usage, format, accuracy (with in-training evals), length."""
     for run_id, t in stats["trends"].items():
-        steps = t["steps"]
-        fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-        ax = axes[0][0]
-        ax.plot(steps, [_pct(v) for v in t["refine_rate"]], marker=".", label="refine rate")
-        ax.plot(steps, [_pct(v) for v in t["empty_refine_rate"]], marker=".", label="empty-refine rate")
-        ax.set_title("Refine usage (refine rollouts)")
-        ax.set_ylabel("rate (%)")
-        ax.legend(fontsize=8)
-        ax = axes[0][1]
-        ax.plot(steps, [_pct(v) for v in t["format_pass_rate"]], marker=".", color="tab:green")
-        ax.set_title("Format pass rate (refine rollouts)")
-        ax.set_ylabel("rate (%)")
-        ax = axes[1][0]
-        ax.plot(steps, [_pct(v) for v in t["acc_refine"]], marker=".", label="refine rollouts")
-        ax.plot(steps, [_pct(v) for v in t["acc_plain"]], marker=".", label="plain rollouts (mean)")
-        for ds, v in stats.get("val_trends", {}).get(run_id, {}).items():
-            ax.plot(v["steps"], [_pct(a) for a in v["acc"]], marker="s", linestyle="--", label=f"in-training eval: {ds}")
-        ax.set_title("Accuracy: refine rollouts vs. plain baseline")
-        ax.set_ylabel("mean judge score (%)")
-        ax.legend(fontsize=8)
-        ax = axes[1][1]
-        ax.plot(steps, [float("nan") if v is None else v for v in t["response_tokens_refine"]], marker=".", label="refine")
-        ax.plot(steps, [float("nan") if v is None else v for v in t["response_tokens_plain"]], marker=".", label="plain")
-        ax.set_title("Mean response length")
-        ax.set_ylabel("tokens (record's response_tokens)")
-        ax.legend(fontsize=8)
+        fig, axes = _plt().subplots(2, 2, figsize=(10, 7))
+        _trend_usage(axes[0][0], t)
+        _trend_format(axes[0][1], t)
+        _trend_accuracy(axes[1][0], t, stats.get("val_trends", {}).get(run_id, {}))
+        _trend_length(axes[1][1], t)
         for row in axes:
-            for a in row:
-                a.set_xlabel("training step")
-                a.xaxis.set_major_locator(MaxNLocator(integer=True))
-                a.grid(alpha=0.3)
+            for ax in row:
+                _step_axis(ax)
         fig.suptitle(f"Training trends · {run_id}")
-        _save(fig, out, f"trend_{safe_name(run_id)}.png", written)
+        yield trend_plot(run_id), fig
 
+
+def _metric_keys(series: dict[str, list]) -> list[str]:
+    """The preferred ``pasr/*`` keys first, then other ``pasr/*`` keys; any keys if none."""
+    keys = [k for k in PREFERRED_METRICS if k in series]
+    keys += [k for k in series if k.startswith("pasr/") and k not in keys]
+    return (keys or list(series))[:MAX_METRIC_PANELS]
+
+
+def metrics_series(stats: dict[str, Any]) -> Figures:
+    """One grid per ``metrics.jsonl``, a panel per key."""
     for label, m in stats["metrics_trends"].items():
-        keys = [k for k in PREFERRED_METRICS if k in m["series"]]
-        keys += [k for k in m["series"] if k.startswith("pasr/") and k not in keys]
-        keys = (keys or list(m["series"]))[:MAX_METRIC_PANELS]
+        keys = _metric_keys(m["series"])
         if not keys or not m["steps"]:
             continue
         cols = 3
         rows = (len(keys) + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(11, 2.8 * rows), squeeze=False)
+        fig, axes = _plt().subplots(rows, cols, figsize=(11, 2.8 * rows), squeeze=False)
         for i, k in enumerate(keys):
             ax = axes[i // cols][i % cols]
-            ax.plot(m["steps"], [float("nan") if v is None else v for v in m["series"][k]], marker=".")
+            ax.plot(m["steps"], [_num(v) for v in m["series"][k]], marker=".")
             ax.set_title(k, fontsize=9)
             ax.set_xlabel("training step")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.xaxis.set_major_locator(_integer_ticks())
             ax.set_ylabel("value (as logged)")
             ax.grid(alpha=0.3)
         for j in range(len(keys), rows * cols):
             axes[j // cols][j % cols].axis("off")
         fig.suptitle(f"metrics.jsonl · {label}")
-        _save(fig, out, f"metrics_{safe_name(label)}.png", written)
+        yield metrics_plot(label), fig
 
+
+# --------------------------------------------------------------------------- paired runs
+
+
+def transitions(stats: dict[str, Any]) -> Figures:
+    """One right/wrong before x after heatmap per compared pair of eval runs."""
     for i, tr in enumerate(stats["transitions"], 1):
         c = tr["counts"]
         grid = [[c["right->right"], c["right->wrong"]], [c["wrong->right"], c["wrong->wrong"]]]
-        fig, ax = plt.subplots(figsize=(5.5, 4.8))
+        fig, ax = _plt().subplots(figsize=(5.5, 4.8))
         im = ax.imshow(grid, cmap="Blues", vmin=0)
         top = max(max(row) for row in grid) or 1
         for r in range(2):
@@ -222,7 +298,22 @@ def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
         ax.set_ylabel(f"before: {tr['before']}")
         ax.set_title(f"Answer transitions ({tr['n_pairs']} paired samples)")
         cb = fig.colorbar(im, ax=ax, label="samples")
-        cb.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        _save(fig, out, f"transition_{i}.png", written)
+        cb.ax.yaxis.set_major_locator(_integer_ticks())
+        yield transition_plot(i), fig
 
+
+FIGURES = (overview_rates, refines_per_response, accuracy_by_refine, refine_positions, refine_lengths,
+           refine_outcomes, training_trends, metrics_series, transitions)
+
+
+def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
+    """Write every plot that has data; returns the file names (relative to ``out``)."""
+    plt = _plt()
+    written: list[str] = []
+    for draw in FIGURES:
+        for name, fig in draw(stats):
+            fig.tight_layout()
+            fig.savefig(out / name, dpi=100)
+            plt.close(fig)
+            written.append(name)
     return written

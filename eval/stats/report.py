@@ -6,11 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from eval.stats.plots import OVERVIEW_PLOTS, metrics_plot, transition_plot, trend_plot
+from rewards.format import TAG_NAMES
+
 MAX_TREND_ROWS = 25
 MAX_IDS_LISTED = 30
 EXAMPLE_REPORT_CHARS = 1500
 
-_TAG = re.compile(r"</?(?:think|answer|refine)>")
+_TAG = re.compile(r"</?(?:%s)>" % "|".join(TAG_NAMES))
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
 
@@ -268,8 +271,7 @@ def render(stats: dict[str, Any]) -> str:
     lines.append("")
     lines += _overview(stats)
     lines.append("")
-    for name in ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
-                 "refine_lengths.png", "refine_outcomes.png"):
+    for name in OVERVIEW_PLOTS:
         if name in plots:
             lines.append(f"![{name[:-4]}]({name})")
     lines.append("")
@@ -277,17 +279,15 @@ def render(stats: dict[str, Any]) -> str:
     if stats["trends"] or stats["metrics_trends"] or stats["val_trends"]:
         lines.append("## Over training")
         lines.append("")
-        from eval.stats.plots import safe_name
-
         for run_id, t in stats["trends"].items():
-            plot = f"trend_{safe_name(run_id)}.png"
+            plot = trend_plot(run_id)
             lines += _trend_section(run_id, t, plot if plot in plots else None)
             lines += _val_section(run_id, stats["val_trends"].get(run_id, {}))
         for run_id, vals in stats["val_trends"].items():
             if run_id not in stats["trends"]:
                 lines += [f"### Run `{run_id}`", ""] + _val_section(run_id, vals)
         for label, m in stats["metrics_trends"].items():
-            plot = f"metrics_{safe_name(label)}.png"
+            plot = metrics_plot(label)
             lines.append(f"### metrics.jsonl `{label}` ({len(m['steps'])} steps, {len(m['series'])} keys; `{m['file']}`)")
             lines.append("")
             if plot in plots:
@@ -297,7 +297,7 @@ def render(stats: dict[str, Any]) -> str:
     lines.append("")
     if stats["transitions"]:
         for i, tr in enumerate(stats["transitions"], 1):
-            plot = f"transition_{i}.png"
+            plot = transition_plot(i)
             lines += _transition_section(tr, plot if plot in plots else None)
     else:
         systems = stats["eval_runs"]
