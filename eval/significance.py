@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from math import comb
+from scipy.stats import binomtest
 
 
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test on discordant pairs (ties dropped): the probability, under
-    "neither is better", of a split at least as uneven as ``wins`` vs ``losses``."""
+    "neither is better", of a split at least as uneven as ``wins`` vs ``losses``. That is a
+    binomial test of ``wins`` out of ``wins + losses`` at p = 0.5 (scipy's); no discordant pair
+    is no evidence either way (1.0)."""
     n = wins + losses
     if n == 0:
         return 1.0
-    k = min(wins, losses)
-    tail = sum(comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return float(binomtest(wins, n, 0.5, alternative="two-sided").pvalue)
 
 
 def paired_counts(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int]:
