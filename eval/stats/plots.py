@@ -72,7 +72,42 @@ def _groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
     return [(k, g) for k, g in stats["groups"].items() if g["n_responses"]][:MAX_GROUPS_PER_PLOT]
 
 
+def _groups_with(stats: dict[str, Any], key: str) -> list[dict]:
+    """The plotted groups that have something under ``key`` (refine spans, refine outcomes)."""
+    return [g for _, g in _groups(stats) if g[key]]
+
+
 # --------------------------------------------------------------------------- per-group figures
+
+
+def _label(ax, xlabel: str, ylabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+
+
+def _rate_bars(ax, groups: list[tuple[str, dict]], series: list[tuple[str, list[float]]], width: float,
+               *, xlabel: str, ylabel: str, title: str) -> None:
+    """Bars of rates in % per group (x: the groups), one bar series per rate."""
+    xs = range(len(groups))
+    for i, (name, values) in enumerate(series):
+        ax.bar([x + i * width for x in xs], values, width, label=name)
+    ax.set_xticks([x + (len(series) - 1) / 2 * width for x in xs], [g["label"] for _, g in groups],
+                  rotation=20, ha="right", fontsize=8)
+    _label(ax, xlabel, ylabel, title)
+    ax.set_ylim(0, 120)
+    ax.legend(fontsize=8, ncol=len(series), loc="upper center")
+
+
+def _share_bars(ax, names: list[str], series: list[tuple[str, list[float]]], *, xlabel: str, ylabel: str,
+                title: str, **tick_style: Any) -> None:
+    """Shares in % per category (x: ``names``), one bar series per group."""
+    width = 0.8 / len(series)
+    for i, (label, shares) in enumerate(series):
+        ax.bar([j + i * width for j in range(len(names))], shares, width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, **tick_style)
+    _label(ax, xlabel, ylabel, title)
+    ax.legend(fontsize=7)
 
 
 def overview_rates(stats: dict[str, Any]) -> Figures:
@@ -80,19 +115,24 @@ def overview_rates(stats: dict[str, Any]) -> Figures:
     if not groups:
         return
     fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
-    metrics = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
-    width = 0.8 / (len(metrics) + 1)
-    xs = range(len(groups))
-    for i, (key, name) in enumerate(metrics):
-        ax.bar([x + i * width for x in xs], [_pct(g[key]) for _, g in groups], width, label=name)
-    ax.bar([x + len(metrics) * width for x in xs], [_pct(g["format"]["pass_rate"]) for _, g in groups], width, label="format pass rate")
-    ax.set_xticks([x + 1.5 * width for x in xs], [g["label"] for _, g in groups], rotation=20, ha="right", fontsize=8)
-    ax.set_xlabel("group (run · kind [dataset] · variant or eval method)")
-    ax.set_ylabel("rate (%)")
-    ax.set_ylim(0, 120)
-    ax.set_title("Refine usage per group (empty: per span; fix: per applicable refining response)")
-    ax.legend(fontsize=8, ncol=4, loc="upper center")
+    rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
+    series = [(name, [_pct(g[key]) for _, g in groups]) for key, name in rates]
+    series.append(("format pass rate", [_pct(g["format"]["pass_rate"]) for _, g in groups]))
+    _rate_bars(ax, groups, series, 0.8 / len(series), xlabel="group (run · kind [dataset] · variant or eval method)",
+               ylabel="rate (%)", title="Refine usage per group (empty: per span; fix: per applicable refining response)")
     yield "overview_rates.png", fig
+
+
+def accuracy_by_refine(stats: dict[str, Any]) -> Figures:
+    groups = _groups(stats)
+    if not groups:
+        return
+    fig, ax = _plt().subplots(figsize=(max(6, 1.4 * len(groups) + 2), 4.5))
+    series = [(side.replace("_", " "), [_pct(g["accuracy"][side]["mean"]) for _, g in groups])
+              for side in ("without_refine", "with_refine")]
+    _rate_bars(ax, groups, series, 0.38, xlabel="group", ylabel="mean judge score (%)",
+               title="Accuracy of responses with and without refinement")
+    yield "accuracy_by_refine.png", fig
 
 
 def refines_per_response(stats: dict[str, Any]) -> Figures:
@@ -101,41 +141,20 @@ def refines_per_response(stats: dict[str, Any]) -> Figures:
         return
     fig, ax = _plt().subplots(figsize=(7, 4.5))
     maxk = max((int(k) for _, g in groups for k in g["refines_per_response"]), default=0)
-    ks = list(range(0, min(maxk, 10) + 1))
-    width = 0.8 / len(groups)
-    for i, (_, g) in enumerate(groups):
+    ks = list(range(0, min(maxk, 10) + 1))  # the last bar counts every k >= ks[-1]
+    series = []
+    for _, g in groups:
         dist = {int(k): v for k, v in g["refines_per_response"].items()}
         vals = [dist.get(k, 0) for k in ks[:-1]] + [sum(v for k, v in dist.items() if k >= ks[-1])]
-        total = g["n_responses"]
-        ax.bar([k + i * width for k in ks], [100 * v / total for v in vals], width, label=g["label"])
-    ax.set_xticks([k + 0.4 - width / 2 for k in ks], [str(k) for k in ks[:-1]] + [f"{ks[-1]}+" if maxk > ks[-1] else str(ks[-1])])
-    ax.set_xlabel("refine spans per response")
-    ax.set_ylabel("share of responses (%)")
-    ax.set_title("Distribution of refine spans per response")
-    ax.legend(fontsize=7)
+        series.append((g["label"], [100 * v / g["n_responses"] for v in vals]))
+    names = [str(k) for k in ks[:-1]] + [f"{ks[-1]}+" if maxk > ks[-1] else str(ks[-1])]
+    _share_bars(ax, names, series, xlabel="refine spans per response", ylabel="share of responses (%)",
+                title="Distribution of refine spans per response")
     yield "refines_per_response.png", fig
 
 
-def accuracy_by_refine(stats: dict[str, Any]) -> Figures:
-    groups = _groups(stats)
-    if not groups:
-        return
-    fig, ax = _plt().subplots(figsize=(max(6, 1.4 * len(groups) + 2), 4.5))
-    width = 0.38
-    xs = range(len(groups))
-    ax.bar([x for x in xs], [_pct(g["accuracy"]["without_refine"]["mean"]) for _, g in groups], width, label="without refine")
-    ax.bar([x + width for x in xs], [_pct(g["accuracy"]["with_refine"]["mean"]) for _, g in groups], width, label="with refine")
-    ax.set_xticks([x + width / 2 for x in xs], [g["label"] for _, g in groups], rotation=20, ha="right", fontsize=8)
-    ax.set_xlabel("group")
-    ax.set_ylabel("mean judge score (%)")
-    ax.set_ylim(0, 120)
-    ax.set_title("Accuracy of responses with and without refinement")
-    ax.legend(fontsize=8, ncol=2, loc="upper center")
-    yield "accuracy_by_refine.png", fig
-
-
 def refine_positions(stats: dict[str, Any]) -> Figures:
-    spanned = [g for _, g in _groups(stats) if g["n_spans"]]
+    spanned = _groups_with(stats, "n_spans")
     if not spanned:
         return
     fig, ax = _plt().subplots(figsize=(7, 4.5))
@@ -146,48 +165,38 @@ def refine_positions(stats: dict[str, Any]) -> Figures:
         centers = [(a + b) / 2 for a, b in zip(h["bin_edges"][:-1], h["bin_edges"][1:])]
         ax.plot(centers, [100 * c / h["n"] for c in h["counts"]], marker="o", label=g["label"])
     ax.set_xlim(0, 1)
-    ax.set_xlabel("refine start / think length (0 = start of think, 1 = end)")
-    ax.set_ylabel("share of refine spans (%)")
-    ax.set_title("Where refines start inside the think block")
+    _label(ax, "refine start / think length (0 = start of think, 1 = end)", "share of refine spans (%)",
+           "Where refines start inside the think block")
     ax.legend(fontsize=7)
     yield "refine_positions.png", fig
 
 
 def refine_lengths(stats: dict[str, Any]) -> Figures:
-    spanned = [g for _, g in _groups(stats) if g["n_spans"]]
+    spanned = _groups_with(stats, "n_spans")
     if not spanned:
         return
     fig, ax = _plt().subplots(figsize=(8, 4.5))
     edges = spanned[0]["refine_length_tokens"]["bin_edges"]
     names = [f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+") for a, b in zip(edges[:-1], edges[1:])]
-    width = 0.8 / len(spanned)
-    for i, g in enumerate(spanned):
-        d = g["refine_length_tokens"]
-        ax.bar([j + i * width for j in range(len(names))], [100 * c / d["n"] for c in d["bin_counts"]], width, label=g["label"])
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-    ax.set_xlabel("refine length (whitespace tokens)")
-    ax.set_ylabel("share of refine spans (%)")
-    ax.set_title("Refine span lengths")
-    ax.legend(fontsize=7)
+    series = [(g["label"], [100 * c / g["refine_length_tokens"]["n"] for c in g["refine_length_tokens"]["bin_counts"]]) for g in spanned]
+    _share_bars(ax, names, series, xlabel="refine length (whitespace tokens)", ylabel="share of refine spans (%)",
+                title="Refine span lengths", fontsize=8)
     yield "refine_lengths.png", fig
 
 
 def refine_outcomes(stats: dict[str, Any]) -> Figures:
-    with_outcomes = [g for _, g in _groups(stats) if g["refine_outcomes"]]
+    with_outcomes = _groups_with(stats, "refine_outcomes")
     if not with_outcomes:
         return
     extra = sorted({o for g in with_outcomes for o in g["refine_outcomes"]} - set(OUTCOME_ORDER))
     order = [o for o in OUTCOME_ORDER if any(o in g["refine_outcomes"] for g in with_outcomes)] + extra
     fig, ax = _plt().subplots(figsize=(8, 4.5))
-    width = 0.8 / len(with_outcomes)
-    for i, g in enumerate(with_outcomes):
+    series = []
+    for g in with_outcomes:
         total = sum(g["refine_outcomes"].values())
-        ax.bar([j + i * width for j in range(len(order))], [100 * g["refine_outcomes"].get(o, 0) / total for o in order], width, label=g["label"])
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(order))], order)
-    ax.set_xlabel("refine outcome (vs. mean plain accuracy of the query)")
-    ax.set_ylabel("share of rollouts (%)")
-    ax.set_title("Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)")
-    ax.legend(fontsize=7)
+        series.append((g["label"], [100 * g["refine_outcomes"].get(o, 0) / total for o in order]))
+    _share_bars(ax, order, series, xlabel="refine outcome (vs. mean plain accuracy of the query)",
+                ylabel="share of rollouts (%)", title="Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)")
     yield "refine_outcomes.png", fig
 
 
