@@ -5,22 +5,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.hybrid import HybridJudge, gold_is_math
 from rewards.judges.openai_judge import JudgeStats, OpenAIJudge, parse_score
 from rewards.judges.rule import RuleJudge, parses_as_math
 
-if TYPE_CHECKING:
-    from recipe.pasr_config import JudgeConfig
-
 JUDGE_KINDS = ("rule", "openai", "hybrid")
 
 
-def build_judge(cfg: "JudgeConfig", judge_prompt: str = "judge_continuous") -> Judge:
-    """The judge ``cfg.kind`` names. ``judge_prompt`` is a template name or path (resolved with
-    ``prompts.load_prompt``); the rule judge has no prompt and ignores it."""
+def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
+    """The judge ``cfg.kind`` names. ``cfg`` is a ``pasr.judge`` section (the fields of
+    ``recipe.pasr_config.JudgeConfig``; rewards/ imports no recipe code). ``judge_prompt`` is a
+    template name or path (resolved with ``prompts.load_prompt``); the rule judge ignores it."""
     if cfg.kind == "rule":
         return RuleJudge(timeout_s=cfg.rule_timeout_s)
     if cfg.kind not in JUDGE_KINDS:

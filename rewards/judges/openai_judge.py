@@ -40,15 +40,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import aiohttp
 
 from prompts import load_prompt, prompt_version
 from rewards.judges.base import JudgeItem, JudgeResult
-
-if TYPE_CHECKING:
-    from recipe.pasr_config import JudgeConfig
 
 DUMMY_API_KEY = "EMPTY"  # vLLM accepts any key unless started with --api-key
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -280,7 +277,8 @@ class OpenAIJudge:
         self._states_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: "JudgeConfig", template: str | None = None) -> "OpenAIJudge":
+    def from_config(cls, cfg: Any, template: str | None = None) -> "OpenAIJudge":
+        # cfg: a ``pasr.judge`` section (recipe.pasr_config.JudgeConfig; rewards/ imports no recipe code)
         return cls(
             base_url=cfg.base_url or "",
             model=cfg.model or "",
