@@ -1,111 +1,248 @@
 """Does PASR teach the embedded default something? Base, warm-up, PASR and a control, paired.
 
-1. ``pasr train`` (demo preset unless overridden): evaluate the base model, warm up, evaluate
-   the warm-up checkpoint, run the PASR phase, evaluate the final policy.
-2. Control: from the warm-up checkpoint (weights and optimizer), continue the *supervised*
-   warm-up for the same wall time the PASR phase took, then evaluate. If PASR beats this, the
-   gain is not just "more training".
-3. Print one table (format pass, accuracy, refine rate, empty-refine rate, refine-fix rate,
-   mean response tokens) and paired sign tests on per-question correctness (PASR vs warm-up,
-   PASR vs control), plus the refine-fix and empty-refine trends over the PASR phase.
+1. Warm-up run: evaluate the base model, run the supervised warm-up (refine- and plain-prompt
+   traces), evaluate the warm-up checkpoint (refine prompt and plain prompt).
+2. From that checkpoint, at the same time on the two cores (one torch thread each):
+   * **PASR** with the recipe's default reward (``--pasr`` overrides);
+   * **control**: the supervised warm-up continued (its optimizer state too) until the PASR
+     phase ends, so both get the same wall time on the same machine under the same load. If
+     PASR beats this, the gain is not just "more training".
+3. **PASR, paper-exact reward** (``--paper`` overrides: tie -0.5, float-equality ties) from the
+   same checkpoint, alone.
+4. Every policy is evaluated greedily on the same held-out problems with the refine prompt.
+   Paired two-sided sign tests on per-question correctness; one table on stdout and
+   ``benchmarks/results/learning_signal.json``.
 
-All evaluations use the same held-out synthetic problems (``data.eval_size``, 300 by default),
-greedy decoding and the refine prompt. May take up to an hour on 2 CPU cores.
+Takes 30-60 minutes on 2 CPU cores (bf16-capable x86); three times that where bf16 is slow.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
+import platform
+import sys
 import time
 from pathlib import Path
 from statistics import fmean
 
 from eval.significance import paired_counts, sign_test
 
-COLS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
-        ("eval/empty_refine_rate", "empty-refine"), ("eval/refine_fix_rate", "refine-fix"), ("eval/response_length/mean", "tokens")]
+# The recipe's default PASR reward for the embedded model, and the paper's. Both start from the
+# same warm-up checkpoint and differ only in these keys.
+PASR_DEFAULT = ["pasr.tie_value=0.0"]
+PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0"]
+ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
+COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
 
 
-def _correct(path: Path) -> dict[str, bool]:
-    out = {}
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        out[r["query_id"]] = r["acc"] is not None and r["acc"] >= 1.0
-    return out
+def eval_row(path: Path) -> dict:
+    """The table row of one evaluation dump (refine-prompt records; plain ones when present).
+
+    Rates with no defined denominator (no refine span at all) are None, not 0: "no refine was
+    empty" and "there was no refine" are different findings.
+    """
+    from data.records import PLAIN, REFINE, iter_records
+    from rewards.refine_quality import assess_refines, is_correct
+
+    records = list(iter_records(path))
+    refine = [r for r in records if r.variant == REFINE]
+    plain = [r for r in records if r.variant == PLAIN]
+    spans = empty = fixes = fix_known = 0
+    for r in refine:
+        if r.n_refine:
+            q = assess_refines(r.response, r.gold, is_correct(r.acc))
+            spans, empty = spans + q.n_refine, empty + q.n_empty
+            if q.fix is not None:
+                fix_known, fixes = fix_known + 1, fixes + int(q.fix)
+    row = {
+        "format": fmean(r.format_ok for r in refine),
+        "acc": fmean(is_correct(r.acc) for r in refine),
+        "refine_rate": fmean(r.n_refine > 0 for r in refine),
+        "empty_refine_rate": empty / spans if spans else None,
+        "refine_fix_rate": fixes / fix_known if fix_known else None,
+        "tokens": fmean(r.response_tokens for r in refine),
+        "n": len(refine),
+    }
+    if plain:
+        row["plain_format"] = fmean(r.format_ok for r in plain)
+        row["plain_acc"] = fmean(is_correct(r.acc) for r in plain)
+    return row
 
 
-def run_control(cfg, run_dir: Path, warmup_ckpt: Path, budget_s: float):
-    """Continue the warm-up's supervised training for ``budget_s`` seconds, then evaluate."""
+def correct_by_query(path: Path) -> dict[str, bool]:
+    from data.records import REFINE, iter_records
+    from rewards.refine_quality import is_correct
+
+    return {r.query_id: is_correct(r.acc) for r in iter_records(path) if r.variant == REFINE}
+
+
+def _load(preset: str, overrides: list[str]):
+    from recipe.local_engine.config import load_config
+
+    return load_config(preset=preset, overrides=overrides)
+
+
+def run_pasr(preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str | None = None) -> None:
+    """PASR steps from the warm-up checkpoint; ``stop_file`` is created when training ends
+    (before the final evaluation), which stops the control running beside it."""
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", "model.threads=1",
+                         "trainer.eval_at_start=false", "trainer.eval_at_end=false", "trainer.eval_plain=false"])
+    trainer = LocalPasrTrainer(cfg, Path(run_dir))
+    trainer.setup()
+    try:
+        trainer.fit()
+    finally:
+        if stop_file:
+            Path(stop_file).touch()
+    trainer._evaluate("final")
+
+
+def run_control(preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str) -> None:
+    """The supervised warm-up continued from its checkpoint (weights, optimizer, data order)
+    until ``stop_file`` appears, then evaluated."""
     from recipe.local_engine import checkpoint as ckpt
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    cfg.model.path = str(warmup_ckpt)
-    cfg.trainer.eval_at_start = False
-    trainer = LocalPasrTrainer(cfg, run_dir)
+    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "model.threads=1", "trainer.eval_plain=false"])
+    trainer = LocalPasrTrainer(cfg, Path(run_dir))
     trainer.setup()
     trainer.evals = {}
     trainer.optimizer = trainer._make_optimizer("warmup")
-    ckpt.load_trainer_state(warmup_ckpt, trainer.optimizer)
-    step, start = cfg.warmup.steps, time.perf_counter()
-    while time.perf_counter() - start < budget_s:
+    ckpt.load_trainer_state(Path(start_ckpt), trainer.optimizer)
+    step = cfg.warmup.steps
+    while not Path(stop_file).exists():
         step += 1
         trainer._log(step, "control", trainer.warmup_step(step))
     trainer.step = step
     trainer._evaluate("control")
-    return trainer.evals["control"], step - cfg.warmup.steps
+
+
+def _spawn(target, *args) -> mp.Process:
+    proc = mp.get_context("spawn").Process(target=target, args=args)
+    proc.start()
+    return proc
+
+
+def _join(*procs: mp.Process) -> None:
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"{p.name} failed with exit code {p.exitcode}")
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else (f"{v:d}" if isinstance(v, int) else f"{v:.3f}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", default="runs/bench-learning-signal")
-    parser.add_argument("--preset", default="demo")
-    parser.add_argument("--eval-size", type=int, default=300)
-    parser.add_argument("overrides", nargs="*", help="extra key=value config overrides for both runs")
+    parser.add_argument("--preset", default="default", help="local engine preset for every run (default: default)")
+    parser.add_argument("--eval-size", type=int, default=300, help="held-out problems, paired across rows")
+    parser.add_argument("--pasr", nargs="*", default=PASR_DEFAULT, help="overrides of the default PASR row")
+    parser.add_argument("--paper", nargs="*", default=PAPER_EXACT, help="overrides of the paper-exact PASR row")
+    parser.add_argument("--out", default="benchmarks/results/learning_signal.json")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
 
-    from recipe.local_engine.config import load_config
+    from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
     from recipe.local_engine.trainer import LocalPasrTrainer, prepare_run_dir
 
-    overrides = [f"data.eval_size={args.eval_size}", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true",
-                 "trainer.eval_at_end=true", *args.overrides]
-    cfg = load_config(preset=args.preset, overrides=overrides)
+    start = time.perf_counter()
+    common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
-    pasr_dir, control_dir = root / "pasr", root / "control"
-    prepare_run_dir(pasr_dir, resume=False)
-    prepare_run_dir(control_dir, resume=False)
+    dirs = {name: root / name for name in ("warmup", "pasr", "paper", "control")}
+    for d in dirs.values():
+        prepare_run_dir(d, resume=False)
 
-    trainer = LocalPasrTrainer(cfg, pasr_dir)
-    trainer.setup()
-    evals = trainer.fit()
-    metrics = [json.loads(x) for x in (pasr_dir / "metrics.jsonl").read_text().splitlines()]
-    pasr_steps = [m for m in metrics if m["phase"] == "pasr"]
-    pasr_wall = sum(m["timing_s/step"] for m in pasr_steps)
+    # 1. base -> warm-up (one process, this one)
+    cfg = _load(args.preset, [*common, "trainer.steps=0", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true"])
+    warm = LocalPasrTrainer(cfg, dirs["warmup"])
+    warm.setup()
+    warm.fit()
+    t_warmup = time.perf_counter() - start
+    ckpt = str(dirs["warmup"] / "checkpoints" / f"step_{cfg.warmup.steps:06d}")
+    del warm
 
-    control, control_steps = run_control(load_config(preset=args.preset, overrides=overrides), control_dir,
-                                         pasr_dir / "checkpoints" / f"step_{cfg.warmup.steps:06d}", pasr_wall)
-    rows = {"base": evals["base"], "warm-up": evals["warmup"], "PASR": evals["final"], "control": control}
+    # 2. PASR and the control side by side, one core each
+    stop = root / "pasr_phase_done"
+    stop.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    pasr = _spawn(run_pasr, args.preset, [*common, *args.pasr], str(dirs["pasr"]), ckpt, str(stop))
+    control = _spawn(run_control, args.preset, common, str(dirs["control"]), ckpt, str(stop))
+    _join(pasr, control)
+    t_pair = time.perf_counter() - t0
 
-    print(f"\nheld-out synthetic problems: {args.eval_size}; PASR phase {len(pasr_steps)} steps, {pasr_wall / 60:.1f} min;"
-          f" control: {control_steps} more warm-up steps in the same time\n")
-    print(f"{'checkpoint':<10} " + " ".join(f"{c:>13}" for _, c in COLS))
-    for name, m in rows.items():
-        print(f"{name:<10} " + " ".join(f"{m[k]:>13.3f}" for k, _ in COLS))
+    # 3. the paper-exact reward, alone
+    _join(_spawn(run_pasr, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None))
 
-    final = _correct(pasr_dir / "eval" / "final.jsonl")
-    for name, path in (("warm-up", pasr_dir / "eval" / "warmup.jsonl"), ("control", control_dir / "eval" / "control.jsonl")):
-        wins, losses = paired_counts(_correct(path), final)
-        print(f"PASR vs {name:<8}: PASR right/other wrong {wins}, other right/PASR wrong {losses}, sign test p = {sign_test(wins, losses):.4f}")
+    dumps = {
+        "base": dirs["warmup"] / "eval" / "base.jsonl",
+        "warm-up": dirs["warmup"] / "eval" / "warmup.jsonl",
+        "PASR": dirs["pasr"] / "eval" / "final.jsonl",
+        "PASR (paper reward)": dirs["paper"] / "eval" / "final.jsonl",
+        "control": dirs["control"] / "eval" / "control.jsonl",
+    }
+    rows = {name: eval_row(path) for name, path in dumps.items()}
+    correct = {name: correct_by_query(path) for name, path in dumps.items()}
 
+    def p_value(a: str, b: str) -> dict:
+        wins, losses = paired_counts(correct[b], correct[a])  # a right & b wrong, b right & a wrong
+        return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
+
+    pasr_metrics = [json.loads(x) for x in (dirs["pasr"] / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    pasr_steps = [m for m in pasr_metrics if m.get("phase") == "pasr"]
+    control_steps = sum(1 for x in (dirs["control"] / "metrics.jsonl").read_text().splitlines() if '"control"' in x)
     third = max(1, len(pasr_steps) // 3)
-    for key in ("pasr/refine_fix_rate", "pasr/empty_refine_rate", "pasr/refine_rate", "pasr/acc_refine"):
-        first, last = fmean(m[key] for m in pasr_steps[:third]), fmean(m[key] for m in pasr_steps[-third:])
-        print(f"{key:<24} first third {first:.3f} -> last third {last:.3f}")
-    split = {k: fmean(m[f"timing_s/{k}"] for m in pasr_steps) for k in ("gen", "reward", "update")}
-    total = sum(split.values())
-    print("mean PASR step: " + ", ".join(f"{k} {v:.1f} s ({v / total:.1%})" for k, v in split.items()))
+    trends = {
+        key: {"first_third": fmean(m[key] for m in pasr_steps[:third]), "last_third": fmean(m[key] for m in pasr_steps[-third:])}
+        for key in ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate", "pasr/empty_refine_rate")
+    } if pasr_steps else {}
+    dtype = measured_cpu_dtype()
+    result = {
+        "rows": rows,
+        "p_pasr_vs_warmup": p_value("PASR", "warm-up")["p"],
+        "p_pasr_vs_control": p_value("PASR", "control")["p"],
+        "p_paper_vs_warmup": p_value("PASR (paper reward)", "warm-up")["p"],
+        "pairs": {f"{a} vs {b}": p_value(a, b) for a, b in (("PASR", "warm-up"), ("PASR", "control"),
+                                                             ("PASR (paper reward)", "warm-up"), ("PASR", "PASR (paper reward)"))},
+        "pasr_phase": {"steps": len(pasr_steps), "wall_s": t_pair, "control_steps": control_steps, "trends": trends},
+        "wall_s": time.perf_counter() - start,
+        "wall_s_warmup_stage": t_warmup,
+        "cpu": {"model": _cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
+                "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()},
+        "config": {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+    print(f"\nheld-out problems: {args.eval_size}; PASR phase {len(pasr_steps)} steps in {t_pair / 60:.1f} min;"
+          f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n")
+    print(f"{'row':<20} " + " ".join(f"{c:>17}" for c in COLS) + f" {'plain acc':>10}")
+    for name, row in rows.items():
+        print(f"{name:<20} " + " ".join(f"{_fmt(row[c]):>17}" for c in COLS) + f" {_fmt(row.get('plain_acc')):>10}")
+    for pair, v in result["pairs"].items():
+        print(f"{pair:<36} wins {v['wins']:>3}  losses {v['losses']:>3}  sign test p = {v['p']:.4f}")
+    for key, v in trends.items():
+        print(f"{key:<26} first third {v['first_third']:.3f} -> last third {v['last_third']:.3f}")
+    print(f"wrote {out}")
     return 0
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -12,6 +12,8 @@ from re-tokenising text. Tests inject their own object with the same ``generate`
 
 from __future__ import annotations
 
+import sys
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -88,7 +90,7 @@ class HFBackend:
         self,
         model: str,
         batch_size: int = 32,
-        dtype: str = "float32",
+        dtype: str = "auto",  # auto: measured on CPU (recipe/cpu_dtype.py), bfloat16 on an accelerator
         device: str = "cpu",
         threads: int | None = None,
         attention: str = "grouped",
@@ -120,9 +122,15 @@ class HFBackend:
             # oversubscribed OpenMP threads spin-wait on each other.
             torch.set_num_threads(self.threads)
         torch.manual_seed(self.seed)  # sampling (--samples K) draws from torch's global generator
+        dtype = self.dtype
+        if dtype == "auto":
+            from recipe.cpu_dtype import resolve_dtype
+
+            dtype = resolve_dtype("auto").dtype if self.device == "cpu" else "bfloat16"
+            print(f"hf backend: {dtype} on {self.device} (--dtype to choose)", file=sys.stderr)
         try:
             self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(
-                self.model_spec, dtype=self.dtype, device=self.device
+                self.model_spec, dtype=dtype, device=self.device
             )
         except ModelNotFoundError as exc:
             raise BackendError(str(exc)) from None

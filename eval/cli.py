@@ -74,7 +74,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-rounds", type=int, default=4, help="self-refine: feedback/refine rounds at most (default 4)")
     g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
     g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
-    g.add_argument("--dtype", help="hf: float32 (default) | bfloat16 | float16; vllm: auto (default) | ...")
+    g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=int,
                    help="hf on CPU: torch threads (default: torch's choice; on a busy shared CPU, 1 can be "
                    "several times faster)")  # fmt: skip

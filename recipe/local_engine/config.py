@@ -36,7 +36,7 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     source: str = "synthetic"  # synthetic | gsm8k | a local file path (see data/loaders.py)
-    difficulty: int = 2  # synthetic: number of arithmetic steps (1-3)
+    difficulty: int = 1  # synthetic: number of arithmetic steps (1-3)
     train_size: int = 2000
     eval_size: int = 100  # held-out problems scored at the ends of training
     seed: int = 1234  # train problems; held-out problems use seed + 1 (disjoint)
@@ -58,7 +58,7 @@ class RolloutConfig:
 class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
-    lr: float = 1e-5
+    lr: float = 2e-5
     kl_coef: float = 0.04  # 0 disables the reference model (saves one forward pass a step)
     kl_type: str = "low_var_kl"
     clip_ratio: float = 0.2
@@ -81,10 +81,12 @@ class WarmupConfig:
     batch_size: int = 8
     lr: float = 5e-5
     n_traces: int = 200
-    refine_fraction: float = 0.4  # share of traces that contain a refine step
+    refine_fraction: float = 0.6  # share of refine-prompt traces that contain a refine step
     # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
     # restate: the refine only re-checks a right value (what the prototype's empty refines did)
-    refine_style: str = "fix"
+    # check: the refine redoes the step in smaller pieces (76 - 20 = 56, 56 - 7 = 49) and either
+    #   fixes a wrong first value or confirms a right one (see warmup.worked_check)
+    refine_style: str = "check"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows
     plain_fraction: float = 0.3
@@ -121,7 +123,9 @@ class LocalTrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    pasr: PasrConfig = field(default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, prompts=_cpu_prompts()))
+    # tie 0 on the embedded model: the paper's -0.5 punishes every refine on a question the small
+    # model always (or never) solves, which trains refinement away (benchmarks/learning_signal)
+    pasr: PasrConfig = field(default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, tie_value=0.0, prompts=_cpu_prompts()))
 
     def validate(self) -> "LocalTrainConfig":
         self.pasr.validate()
