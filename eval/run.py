@@ -14,6 +14,7 @@ The backend and the judge are injectable: tests hand a scripted backend to :func
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sys
 import time
@@ -225,36 +226,14 @@ def _produce_chunk(cfg: EvalConfig, items: list[_Item], generate, prompts: Metho
     return out
 
 
-def _score_chunk(
-    judge, items: list[_Item], produced: list, fallback_last_number: bool = False
-) -> list[tuple[str | None, float | None, str | None]]:
-    """(extracted answer, acc, judge error) per item."""
-    from rewards.extract import extract_answer
-
-    out: list[tuple[str | None, float | None, str | None]] = [(None, None, None)] * len(items)
-    idx = [i for i, p in enumerate(produced) if isinstance(p, Produced)]
-    answers = {i: extract_answer(produced[i].text, fallback_last_number=fallback_last_number) for i in idx}
-    if not idx:
-        return out
-    scored = _judge(judge, [(items[i], answers[i]) for i in idx])
-    for i, (acc, err) in zip(idx, scored):
-        out[i] = (answers[i], acc, err)
-    return out
-
-
 def _judge(judge, pairs: list[tuple[_Item, str | None]]) -> list[tuple[float | None, str | None]]:
-    """(acc, judge error) per (item, extracted answer); a judge that breaks makes every pair
-    a judge error, never a crash or a 0."""
-    from rewards.judges.base import JudgeItem, score_sync
+    """(acc, judge error) per (item, extracted answer), under the step core's judge-error rule: a
+    judge that breaks makes every pair a judge error, never a crash or a 0."""
+    from recipe.scoring import acc_and_error, judge_answers
+    from rewards.judges.base import JudgeItem
 
-    judge_items = [JudgeItem(it.example.question, it.example.answer, answer) for it, answer in pairs]
-    try:
-        results = score_sync(judge, judge_items)
-        if len(results) != len(judge_items):
-            raise RuntimeError(f"judge returned {len(results)} results for {len(judge_items)} items")
-        return [(r.score if r.ok else None, None if r.ok else (r.error or "judge error")) for r in results]
-    except Exception as exc:  # the judge itself broke: every row of the chunk is a judge error
-        return [(None, f"judge failed: {_one_line(exc)}")] * len(judge_items)
+    items = [JudgeItem(it.example.question, it.example.answer, answer) for it, answer in pairs]
+    return [acc_and_error(r) for r in asyncio.run(judge_answers(judge, items))]
 
 
 def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:
@@ -277,32 +256,48 @@ def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, Rollout
         log(f"pasr eval: warning: the judge failed again for {still_failing} sample(s); rerun to retry them")
 
 
-def _record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced, scored) -> RolloutRecord:
-    from rewards.format import check_format
+def _records(cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: list[_Item], produced: list) -> list[RolloutRecord]:
+    """One record per item: a produced sample goes through the step core (extract, judge, format,
+    record: :func:`recipe.scoring.judge_and_record`, what the training engines use), a failed
+    generation is recorded with its error."""
+    from recipe.scoring import Rollout, judge_and_record
 
-    ex = item.example
-    extra: dict[str, Any] = {"method": cfg.method, "model": cfg.model, "backend": cfg.backend}
-    if isinstance(produced, _GenerationFailure):
-        extra["error"] = produced.error
-        return RolloutRecord(
-            run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=_variant(cfg.method),
-            prompt=ex.question, response="", response_tokens=0, format_ok=False,
-            format_reason="generation_error", n_refine=0, extracted_answer=None, gold=ex.answer,
-            acc=None, judge_error=None, step=None, dataset=item.dataset, sample_index=item.sample_index,
-            engine="eval", prompt_version=prompt_version, finish_reason=None, extra=extra,
+    rollouts = []
+    for item, p in zip(items, produced):
+        if not isinstance(p, Produced):
+            continue
+        extra: dict[str, Any] = {"method": cfg.method, "model": cfg.model, "backend": cfg.backend}
+        if p.passes:
+            extra["passes"] = p.passes
+        extra.update(p.meta)
+        ex = item.example
+        rollouts.append(
+            Rollout(
+                query_id=ex.id, data_source=ex.data_source, question=ex.question, gold=ex.answer, variant=p.variant,
+                text=p.text, n_tokens=p.n_tokens, finish_reason=p.finish_reason, sample_index=item.sample_index,
+                dataset=item.dataset, extra=extra,
+            )
         )  # fmt: skip
-    fmt = check_format(produced.text)
-    answer, acc, judge_error = scored
-    if produced.passes:
-        extra["passes"] = produced.passes
-    extra.update(produced.meta)
+    judged = iter(judge_and_record(
+        rollouts, judge, run_id=run_id, step=None, engine="eval", prompt_versions=prompt_version,
+        fallback_last_number=cfg.fallback_last_number,
+    ))  # fmt: skip
+    return [
+        next(judged) if isinstance(p, Produced) else _failure_record(cfg, run_id, prompt_version, item, p)
+        for item, p in zip(items, produced)
+    ]
+
+
+def _failure_record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced: _GenerationFailure) -> RolloutRecord:
+    """The record of a sample whose generation failed: no text, no judge, the error kept."""
+    ex = item.example
+    extra = {"method": cfg.method, "model": cfg.model, "backend": cfg.backend, "error": produced.error}
     return RolloutRecord(
-        run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=produced.variant,
-        prompt=ex.question, response=produced.text, response_tokens=produced.n_tokens,
-        format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine, extracted_answer=answer,
-        gold=ex.answer, acc=acc, judge_error=judge_error, step=None, dataset=item.dataset,
-        sample_index=item.sample_index, engine="eval", prompt_version=prompt_version,
-        finish_reason=produced.finish_reason, extra=extra,
+        run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=_variant(cfg.method),
+        prompt=ex.question, response="", response_tokens=0, format_ok=False,
+        format_reason="generation_error", n_refine=0, extracted_answer=None, gold=ex.answer,
+        acc=None, judge_error=None, step=None, dataset=item.dataset, sample_index=item.sample_index,
+        engine="eval", prompt_version=prompt_version, finish_reason=None, extra=extra,
     )  # fmt: skip
 
 
@@ -443,8 +438,7 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
                 items = todo[start : start + chunk_size]
                 bar.set_description(f"{cfg.method} {ds}")
                 produced = _produce_chunk(cfg, items, generate, prompts)
-                scored = _score_chunk(judge, items, produced, cfg.fallback_last_number)
-                records = [_record(cfg, run_id, version, it, p, s) for it, p, s in zip(items, produced, scored)]
+                records = _records(cfg, judge, run_id, version, items, produced)
                 run_dir.append(records)
                 for it, rec in zip(items, records):
                     done[it.key] = rec

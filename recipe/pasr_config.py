@@ -3,6 +3,10 @@
 The local engine's YAML and the verl Hydra config both carry a ``pasr:`` section with exactly
 these keys; :func:`load_pasr_config` validates a section against the dataclasses, so an unknown
 or mistyped key fails with a message that names it instead of being silently ignored.
+
+This is the one place the defaults live: config files and run scripts set only what differs
+(the verl config gets these dataclasses as its schema, ``recipe.verl_engine.config``), and the
+reward functions in ``rewards/`` take every value as an argument.
 """
 
 from __future__ import annotations
@@ -14,16 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rewards.pasr import RewardWeights
-
-
-@dataclass
-class WeightsConfig:
-    format: float = 1.0
-    acc: float = 1.0
-    refine: float = 1.0
-
-    def to_weights(self) -> RewardWeights:
-        return RewardWeights(format=self.format, acc=self.acc, refine=self.refine)
 
 
 @dataclass
@@ -54,9 +48,10 @@ class PromptsConfig:
 class PasrConfig:
     n_refine: int = 8  # group size: refine-prompted rollouts per query (trained on)
     n_plain: int = 8  # plain-prompted rollouts per query (baseline only, never trained on)
-    tie_value: float = -0.5  # refine reward of a tie (paper: -0.5); see rewards/refine.py
+    tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
-    weights: WeightsConfig = field(default_factory=WeightsConfig)
+    # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
+    weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
 

@@ -1,81 +1,136 @@
-"""Score one step's rollouts: judge every answer, then the PASR reward per query group.
+"""The PASR step core: what both engines and ``pasr eval`` do between generating and updating.
 
-Both engines call this after generation and before the update; they differ only in how they
-produced the texts. The output is one :class:`~data.records.RolloutRecord` per rollout, in input
-order: the record that goes to the dump *is* the reward, so what ``pasr stats`` reads is
-exactly what the update saw.
+* :func:`decode_response`: token ids to text, one setting for every engine;
+* :func:`judge_and_record`: extract the answer, judge it, check the format and build the one
+  :class:`~data.records.RolloutRecord` per rollout (``pasr eval`` stops here);
+* :func:`group_scores`: the PASR reward per query group, written into the refine records, and
+  the training score and mask of every record, under the one judge-error policy below.
+
+The record that goes to the dump *is* the reward, so what ``pasr stats`` reads is exactly what
+the update saw. The engines differ only in how they produced the texts and how they apply the
+scores (:mod:`recipe.local_engine.policy_update`, :mod:`recipe.verl_engine.batch_convert`).
+
+**Judge errors.** A rollout whose judge failed (a timeout, an unparseable reply, a judge that
+raised) has no accuracy (``acc=None``, the error in ``judge_error``) and no total reward; it is
+never scored 0, because a timeout is not a wrong answer. It is masked out of the update (mask
+False: no loss) and left out of its group's GRPO statistics: the group's mean and std are over
+its judged rows only (:mod:`recipe.advantages`). Such rows are counted in ``pasr/judge_errors``.
+A plain rollout whose judge failed is left out of its query's baseline
+(:func:`rewards.refine.plain_baseline`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from data.records import PLAIN, REFINE, RolloutRecord
 from recipe.pasr_config import PasrConfig
 from rewards.extract import extract_answer
-from rewards.format import check_format
-from rewards.judges.base import Judge, JudgeItem
+from rewards.format import TAG_NAMES, check_format
+from rewards.judges.base import Judge, JudgeItem, JudgeResult
 from rewards.pasr import score_group
+
+PASR_TAGS = tuple(f"<{n}>" for n in TAG_NAMES) + tuple(f"</{n}>" for n in TAG_NAMES)
+JUDGE_ERROR = "judge error"  # the error text when a judge failed without saying why
 
 
 @dataclass
 class Rollout:
-    """A generated response with what the judge needs; engine-neutral."""
+    """A generated response with what the judge and the record need; engine-neutral."""
 
     query_id: str
     data_source: str
     question: str
     gold: str
-    variant: str  # refine | plain
+    variant: str  # refine | plain (training); eval also self_refine:<pass>
     text: str
     n_tokens: int
     finish_reason: str | None = None
     sample_index: int = 0
+    dataset: str | None = None  # evaluation data set; None for training rollouts
+    extra: dict[str, Any] = field(default_factory=dict)  # copied into the record's extra
 
 
-async def score_rollouts_async(
+# --------------------------------------------------------------------------- decode
+@lru_cache(maxsize=8)
+def _dropped_ids(tokenizer) -> frozenset[int]:
+    keep = set()
+    for tag in PASR_TAGS:
+        tid = tokenizer.convert_tokens_to_ids(tag)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            keep.add(tid)
+    return frozenset(tokenizer.all_special_ids) - keep
+
+
+def decode_response(tokenizer, ids: Sequence[int]) -> str:
+    """The text of a response's token ids, as every engine must read it: special tokens
+    (padding, EOS, chat markers) dropped, PASR's tags kept even where a tokenizer registers them
+    as special tokens (``skip_special_tokens=True`` would drop them and fail the format). For
+    SmolLM2 the tags are plain text and this equals ``skip_special_tokens=True``."""
+    dropped = _dropped_ids(tokenizer)
+    return tokenizer.decode([t for t in ids if t not in dropped], skip_special_tokens=False)
+
+
+# --------------------------------------------------------------------------- judge and record
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:500]
+
+
+async def judge_answers(judge: Judge, items: Sequence[JudgeItem]) -> list[JudgeResult]:
+    """Score a batch with ``judge``. A judge that raises, or answers for the wrong number of
+    items, makes every item a judge error: never a crash in the middle of a step, never a 0."""
+    if not items:
+        return []
+    try:
+        results = list(await judge.score_many(items))
+        if len(results) != len(items):
+            raise RuntimeError(f"judge returned {len(results)} results for {len(items)} items")
+    except Exception as exc:
+        return [JudgeResult.failed(f"judge failed: {_one_line(exc)}")] * len(items)
+    return results
+
+
+def acc_and_error(result: JudgeResult) -> tuple[float | None, str | None]:
+    """A judge result as a record holds it: ``(acc, judge_error)``, ``acc`` None on a failure."""
+    if result.ok:
+        return result.score, None
+    return None, result.error or JUDGE_ERROR
+
+
+def _prompt_version(versions: Mapping[str, str] | str | None, variant: str) -> str | None:
+    if versions is None or isinstance(versions, str):
+        return versions
+    return versions.get(variant)
+
+
+async def judge_and_record_async(
     rollouts: Sequence[Rollout],
     judge: Judge,
-    cfg: PasrConfig,
     *,
     run_id: str,
     step: int | None,
     engine: str,
-    prompt_versions: dict[str, str] | None = None,
+    prompt_versions: Mapping[str, str] | str | None = None,
+    fallback_last_number: bool = False,
 ) -> list[RolloutRecord]:
-    """Judge all rollouts in one concurrent batch, then compute PASR rewards per query."""
-    answers = [extract_answer(r.text) for r in rollouts]
-    formats = [check_format(r.text) for r in rollouts]
-    results = await judge.score_many([JudgeItem(r.question, r.gold, a) for r, a in zip(rollouts, answers)])
-    accs = [res.score if res.ok else None for res in results]
+    """Extract, judge (all rollouts in one concurrent batch), check the format: one record per
+    rollout, in input order, without rewards (see :func:`group_scores`).
 
-    by_query: dict[str, dict[str, list[int]]] = defaultdict(lambda: {REFINE: [], PLAIN: []})
-    for i, r in enumerate(rollouts):
-        if r.variant not in (REFINE, PLAIN):
-            raise ValueError(f"rollout variant must be {REFINE!r} or {PLAIN!r}, got {r.variant!r}")
-        by_query[r.query_id][r.variant].append(i)
-
-    rewards = {}
-    for groups in by_query.values():
-        ref_idx, plain_idx = groups[REFINE], groups[PLAIN]
-        scored = score_group(
-            [rollouts[i].text for i in ref_idx],
-            [accs[i] for i in ref_idx],
-            [accs[i] for i in plain_idx],
-            weights=cfg.weights.to_weights(),
-            tie_value=cfg.tie_value,
-            zeta=cfg.zeta,
-            formats=[formats[i] for i in ref_idx],
-        )
-        rewards.update(zip(ref_idx, scored))
-
-    versions = prompt_versions or {}
+    ``prompt_versions``: the system prompt's version per variant, or one version for all.
+    ``fallback_last_number``: judge a response's last number when it has no ``<answer>`` or
+    ``\\boxed{}`` (an evaluation option)."""
+    answers = [extract_answer(r.text, fallback_last_number=fallback_last_number) for r in rollouts]
+    results = await judge_answers(judge, [JudgeItem(r.question, r.gold, a) for r, a in zip(rollouts, answers)])
     records = []
-    for i, r in enumerate(rollouts):
-        fmt, pr = formats[i], rewards.get(i)
+    for r, answer, res in zip(rollouts, answers, results):
+        fmt = check_format(r.text)
+        acc, judge_error = acc_and_error(res)
         records.append(
             RolloutRecord(
                 run_id=run_id,
@@ -88,24 +143,70 @@ async def score_rollouts_async(
                 format_ok=fmt.ok,
                 format_reason=fmt.reason,
                 n_refine=fmt.n_refine,
-                extracted_answer=answers[i],
+                extracted_answer=answer,
                 gold=r.gold,
-                acc=accs[i],
-                judge_error=results[i].error if not results[i].ok else None,
-                refine_reward=pr.refine if pr else None,
-                refine_outcome=pr.refine_outcome if pr else None,
-                total_reward=pr.total if pr else None,
+                acc=acc,
+                judge_error=judge_error,
                 step=step,
+                dataset=r.dataset,
                 sample_index=r.sample_index,
                 engine=engine,
-                prompt_version=versions.get(r.variant),
+                prompt_version=_prompt_version(prompt_versions, r.variant),
                 finish_reason=r.finish_reason,
-                extra={"format_reward": fmt.reward, "baseline": pr.baseline} if pr else {"format_reward": fmt.reward},
+                extra={"format_reward": fmt.reward, **r.extra},
             )
         )
     return records
 
 
+def judge_and_record(rollouts: Sequence[Rollout], judge: Judge, **kwargs) -> list[RolloutRecord]:
+    """Synchronous :func:`judge_and_record_async` (local engine, ``pasr eval``, tests)."""
+    return asyncio.run(judge_and_record_async(rollouts, judge, **kwargs))
+
+
+# --------------------------------------------------------------------------- rewards and mask
+def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[list[float], list[bool]]:
+    """The PASR reward of every refine record, per query group, and what the update uses.
+
+    Writes ``refine_reward``, ``refine_outcome``, ``total_reward`` and ``extra["baseline"]`` into
+    the refine records (in place). Returns ``(scores, mask)``, one entry per record in order:
+    ``mask`` is True for the rows trained on (refine rows whose judge answered) and ``scores``
+    holds their total reward. Plain rows (a baseline only) and judge errors have mask False; a
+    judge error's score is the mean score of its group's judged rows (0 when none was judged), a
+    placeholder no update uses (masked rows are outside the group statistics and get advantage
+    0) that keeps summaries over every row, such as verl's ``critic/score/*``, from reading it
+    as a 0. A plain row's score is 0."""
+    by_query: dict[str, dict[str, list[int]]] = defaultdict(lambda: {REFINE: [], PLAIN: []})
+    for i, r in enumerate(records):
+        if r.variant not in (REFINE, PLAIN):
+            raise ValueError(f"rollout variant must be {REFINE!r} or {PLAIN!r}, got {r.variant!r}")
+        by_query[r.query_id][r.variant].append(i)
+
+    scores, mask = [0.0] * len(records), [False] * len(records)
+    for groups in by_query.values():
+        ref_idx, plain_idx = groups[REFINE], groups[PLAIN]
+        rewards = score_group(
+            [records[i].response for i in ref_idx],
+            [records[i].acc for i in ref_idx],
+            [records[i].acc for i in plain_idx],
+            weights=cfg.weights,
+            tie_value=cfg.tie_value,
+            zeta=cfg.zeta,
+        )
+        judged = [pr.total for pr in rewards if pr.total is not None]
+        placeholder = sum(judged) / len(judged) if judged else 0.0
+        for i, pr in zip(ref_idx, rewards):
+            rec = records[i]
+            rec.refine_reward, rec.refine_outcome, rec.total_reward = pr.refine, pr.refine_outcome, pr.total
+            rec.extra["baseline"] = pr.baseline
+            mask[i] = pr.total is not None
+            scores[i] = pr.total if pr.total is not None else placeholder
+    return scores, mask
+
+
 def score_rollouts(rollouts: Sequence[Rollout], judge: Judge, cfg: PasrConfig, **kwargs) -> list[RolloutRecord]:
-    """Synchronous wrapper of :func:`score_rollouts_async` (local engine, tests)."""
-    return asyncio.run(score_rollouts_async(rollouts, judge, cfg, **kwargs))
+    """:func:`judge_and_record` then :func:`group_scores`, for callers that keep only the
+    records (the local engine's in-training evaluation)."""
+    records = judge_and_record(rollouts, judge, **kwargs)
+    group_scores(records, cfg)
+    return records

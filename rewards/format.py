@@ -109,7 +109,25 @@ def _fail(reason: str, text: str) -> FormatResult:
 
 
 def check_format(text: str) -> FormatResult:
-    """Parse ``text`` and return the format verdict, reward (+1 / -1) and refine spans."""
+    """The format reward of one response: +1 for the PASR layout, -1 with a named reason.
+
+    Args:
+        text: the response as decoded (with the ``<think>`` a prefilled prompt started it with).
+
+    Returns:
+        A :class:`FormatResult`: ``ok``, ``reward`` (+1 / -1), ``reason`` (``"ok"`` or the rule
+        that failed), the ``<refine>`` spans (also for a broken layout, when well paired), and
+        the think and answer texts of a well-formed response.
+
+    Example:
+        >>> r = check_format("<think>2+2=5 <refine>no: 2+2=4</refine></think> <answer>4</answer>")
+        >>> (r.ok, r.reward, r.n_refine, r.refine_spans[0].text, r.answer)
+        (True, 1.0, 1, 'no: 2+2=4', '4')
+        >>> check_format("<think>a</think><answer>1</answer><think>b</think>").reason
+        'multiple_think'
+        >>> check_format("<Think>a</Think><answer>1</answer>").reason  # a near-miss tag
+        'malformed_tag'
+    """
     if not text or not text.strip():
         return _fail(EMPTY, text or "")
 

@@ -4,8 +4,12 @@ Input: the refine-prompted responses of one query with their judge scores, and t
 scores of the plain-prompted responses of the same query. Output: one :class:`PasrReward` per
 refine response with every component, so both engines log the same parts.
 
-A response whose judge failed (``acc is None``) gets ``total = None``: engines leave it out of
-the policy update and count it as a judge error; it is never scored 0.
+A response whose judge failed (``acc is None``) gets ``total = None``: it is never scored 0.
+What the engines do with it (leave it out of the update and of its group's statistics) is
+decided once, in :func:`recipe.scoring.group_scores`.
+
+The weights, ``tie_value`` and ``zeta`` have no defaults here; they live in one place,
+:class:`recipe.pasr_config.PasrConfig` (``pasr.weights.*``, ``pasr.tie_value``, ``pasr.zeta``).
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards.format import FormatResult, check_format
+from rewards.format import check_format
 from rewards.refine import plain_baseline, refine_reward
 
 
-@dataclass(frozen=True)
+@dataclass
 class RewardWeights:
-    format: float = 1.0
-    acc: float = 1.0
-    refine: float = 1.0
+    """``w_f``, ``w_a``, ``w_r``: the weights of the three parts (``pasr.weights.*``)."""
+
+    format: float
+    acc: float
+    refine: float
 
 
 @dataclass(frozen=True)
@@ -45,22 +51,39 @@ def score_group(
     responses: Sequence[str],
     accs: Sequence[float | None],
     plain_accs: Sequence[float | None],
-    weights: RewardWeights = RewardWeights(),
-    tie_value: float = -0.5,
-    zeta: float = 1e-6,
-    formats: Sequence[FormatResult] | None = None,
+    *,
+    weights: RewardWeights,
+    tie_value: float,
+    zeta: float,
 ) -> list[PasrReward]:
-    """PASR rewards for the refine responses of one query (``formats``: their ``check_format``
-    verdicts, when the caller already has them)."""
+    """PASR rewards for the refine-prompted responses of one query.
+
+    Args:
+        responses: the refine-prompted responses of the query.
+        accs: their judge scores in [0, 1], ``None`` where the judge failed.
+        plain_accs: the judge scores of the query's plain-prompted responses (the baseline).
+        weights: the weights of format, accuracy and refine reward.
+        tie_value: the refine reward of a tie (see :func:`rewards.refine.refine_reward`).
+        zeta: the tie tolerance.
+
+    Returns:
+        One :class:`PasrReward` per response, in order; ``total`` is ``None`` for a judge error.
+
+    Example:
+        >>> w = RewardWeights(format=1.0, acc=1.0, refine=1.0)
+        >>> refined = "<think>2+2=5 <refine>no: 2+2=4</refine></think><answer>4</answer>"
+        >>> plain = "<think>2+2=4</think><answer>4</answer>"
+        >>> out = score_group([refined, plain, refined], [1.0, 1.0, None], [0.0, 1.0],
+        ...                   weights=w, tie_value=-0.5, zeta=1e-6)
+        >>> [(r.total, r.refine_outcome) for r in out]
+        [(3.0, 'better'), (2.0, 'none'), (None, 'judge_error')]
+    """
     if len(responses) != len(accs):
         raise ValueError(f"{len(responses)} responses but {len(accs)} accuracies")
-    if formats is None:
-        formats = [check_format(text) for text in responses]
-    elif len(formats) != len(responses):
-        raise ValueError(f"{len(responses)} responses but {len(formats)} format verdicts")
     baseline = plain_baseline(plain_accs)
     out = []
-    for fmt, acc in zip(formats, accs):
+    for text, acc in zip(responses, accs):
+        fmt = check_format(text)
         if acc is None:
             out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, "judge_error", baseline, None))
             continue

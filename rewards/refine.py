@@ -17,6 +17,9 @@ tie and gets ``-0.5``, so on easy questions the model is pushed to stop refining
 the refinement did no harm. That is the paper's intent (refine only when it helps), but it also
 means that on a training set the model already solves, PASR trains refinement away. Set
 ``tie_value: 0.0`` for a neutral tie; both are one config key (``pasr.tie_value``).
+
+``tie_value`` and ``zeta`` have no defaults here: they are config values, and their defaults
+live in one place, :class:`recipe.pasr_config.PasrConfig`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,21 @@ class RefineReward:
 
 
 def plain_baseline(plain_accs: Sequence[float | None]) -> float | None:
-    """Mean accuracy of the plain rollouts; judge errors (None) are left out, not scored 0."""
+    """The refine reward's baseline: the mean judge score of a query's plain rollouts.
+
+    Args:
+        plain_accs: judge scores in [0, 1] of the plain-prompted rollouts of one query; ``None``
+            for a rollout whose judge failed, which is left out (a timeout is not a wrong answer).
+
+    Returns:
+        The mean of the judged scores, or ``None`` when none was judged.
+
+    Example:
+        >>> plain_baseline([1.0, None, 0.0])
+        0.5
+        >>> plain_baseline([None, None]) is None
+        True
+    """
     valid = [a for a in plain_accs if a is not None]
     return sum(valid) / len(valid) if valid else None
 
@@ -44,10 +61,33 @@ def refine_reward(
     acc: float,
     has_refine: bool,
     baseline: float | None,
-    tie_value: float = -0.5,
-    zeta: float = 1e-6,
+    *,
+    tie_value: float,
+    zeta: float,
 ) -> RefineReward:
-    """The refine reward of one rollout given the plain baseline of its query."""
+    """The refine reward of one rollout: did refining beat the plain rollouts of its query?
+
+    Args:
+        acc: the rollout's judge score in [0, 1].
+        has_refine: whether the rollout holds a ``<refine>`` span.
+        baseline: :func:`plain_baseline` of its query (``None``: no plain rollout was judged).
+        tie_value: the reward of a tie (``pasr.tie_value``; the paper: -0.5).
+        zeta: how far apart ``acc`` and ``baseline`` must be to differ (``pasr.zeta``).
+
+    Returns:
+        A :class:`RefineReward`: +1 ``better``, -1 ``worse``, ``tie_value`` ``tie``, 0 ``none``
+        (no refine) or 0 ``no_baseline``.
+
+    Example:
+        >>> refine_reward(1.0, True, 0.5, tie_value=-0.5, zeta=1e-6)
+        RefineReward(value=1.0, outcome='better', baseline=0.5)
+        >>> refine_reward(1.0, True, 1.0, tie_value=-0.5, zeta=1e-6).value  # the paper's tie problem
+        -0.5
+        >>> refine_reward(0.6667, True, 2 / 3, tie_value=-0.5, zeta=1e-3).outcome  # within zeta
+        'tie'
+        >>> refine_reward(0.0, False, 0.5, tie_value=-0.5, zeta=1e-6).outcome
+        'none'
+    """
     if not has_refine:
         return RefineReward(0.0, NONE, baseline)
     if baseline is None:

@@ -40,20 +40,35 @@ def test_gsm8k_gold():
         gsm8k_gold("no marker")
 
 
+PAPER = dict(tie_value=-0.5, zeta=1e-6)
+
+
 def test_refine_reward_rules():
-    assert refine_reward(1.0, True, 0.5).value == 1.0
-    assert refine_reward(0.0, True, 0.5).value == -1.0
-    tie = refine_reward(1.0, True, 1.0)
+    assert refine_reward(1.0, True, 0.5, **PAPER).value == 1.0
+    assert refine_reward(0.0, True, 0.5, **PAPER).value == -1.0
+    tie = refine_reward(1.0, True, 1.0, **PAPER)
     assert tie.value == -0.5 and tie.outcome == "tie"  # the paper's tie problem: all correct -> penalised
-    assert refine_reward(1.0, True, 1.0, tie_value=0.0).value == 0.0
-    assert refine_reward(0.0, False, 0.5).outcome == "none"
-    assert refine_reward(1.0, True, None).outcome == "no_baseline"
+    assert refine_reward(1.0, True, 1.0, tie_value=0.0, zeta=1e-6).value == 0.0
+    assert refine_reward(0.0, False, 0.5, **PAPER).outcome == "none"
+    assert refine_reward(1.0, True, None, **PAPER).outcome == "no_baseline"
 
 
 def test_refine_reward_tolerance_avoids_float_equality():
     # 2/3 from three plain rollouts vs a continuous judge's 0.6667: a tie within zeta
-    assert refine_reward(0.6667, True, 2 / 3, zeta=1e-3).outcome == "tie"
-    assert refine_reward(0.6667, True, 2 / 3, zeta=0.0).outcome == "better"
+    assert refine_reward(0.6667, True, 2 / 3, tie_value=-0.5, zeta=1e-3).outcome == "tie"
+    assert refine_reward(0.6667, True, 2 / 3, tie_value=-0.5, zeta=0.0).outcome == "better"
+
+
+def test_reward_settings_have_one_default_the_config():
+    """rewards/ takes tie_value, zeta and the weights as arguments; PasrConfig holds the defaults."""
+    from recipe.pasr_config import PasrConfig
+
+    with pytest.raises(TypeError):
+        refine_reward(1.0, True, 1.0)  # no hidden default
+    with pytest.raises(TypeError):
+        RewardWeights()
+    cfg = PasrConfig()
+    assert (cfg.tie_value, cfg.zeta) == (-0.5, 1e-6) and cfg.weights == RewardWeights(1.0, 1.0, 1.0)
 
 
 def test_plain_baseline_skips_judge_errors():
@@ -68,7 +83,7 @@ def test_score_group_components_and_weights():
         "4",
         "<think>a <refine>b</refine></think><answer>5</answer>",
     ]
-    out = score_group(responses, [1.0, 1.0, 1.0, None], [0.0, 1.0], weights=RewardWeights(1.0, 2.0, 0.5))
+    out = score_group(responses, [1.0, 1.0, 1.0, None], [0.0, 1.0], weights=RewardWeights(1.0, 2.0, 0.5), **PAPER)
     assert [r.refine_outcome for r in out] == ["better", "none", "none", "judge_error"]
     assert out[0].total == pytest.approx(1.0 + 2.0 + 0.5)
     assert out[1].total == pytest.approx(1.0 + 2.0)
@@ -79,4 +94,4 @@ def test_score_group_components_and_weights():
 
 def test_score_group_length_mismatch():
     with pytest.raises(ValueError):
-        score_group(["a"], [1.0, 0.0], [1.0])
+        score_group(["a"], [1.0, 0.0], [1.0], weights=RewardWeights(1.0, 1.0, 1.0), **PAPER)

@@ -476,7 +476,7 @@ def test_combined_batch_rejects_wrong_grouping(gen_batch, prompts):
 def test_query_ids_unique_per_uid():
     from verl import DataProto
 
-    from recipe.verl_engine.reward import query_ids
+    from recipe.verl_engine.batch_convert import query_ids
 
     d = DataProto.from_dict(
         non_tensors={
@@ -485,13 +485,6 @@ def test_query_ids_unique_per_uid():
         }
     )
     assert query_ids(d) == ["q1", "q1", "q1@b", "q1@b"]
-
-
-def test_fill_judge_errors():
-    from recipe.verl_engine.reward import fill_judge_errors
-
-    scores, masked = fill_judge_errors([2.0, None, 0.0, None, None], ["a", "a", "a", "b", "b"])
-    assert scores == [2.0, 1.0, 0.0, 0.0, 0.0] and masked == [False, True, False, True, True]
 
 
 # --------------------------------------------------------------------------- the PASR rollout
@@ -525,7 +518,7 @@ def test_one_generate_call_and_only_refine_rows_come_back(train_step, tokenizer)
 def test_refine_rewards_per_uid_at_the_last_response_token(train_step):
     out = train_step.out
     expected = [t for k in range(3) for t in EXPECTED_TOTALS[k]]
-    expected[8] = (2.0 + 0.0) / 2  # judge error: the mean of its group's judged totals
+    expected[8] = (2.0 + 0.0) / 2  # judge error: masked; its placeholder score is the mean of its group's judged totals
     assert _row_totals(out) == pytest.approx(expected)
     lengths = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :].sum(dim=1)
     nonzero = [row.nonzero().flatten().tolist() for row in out.batch["rm_scores"]]
@@ -541,15 +534,16 @@ def test_judge_error_row_is_masked_not_scored_zero(train_step):
     mask = train_step.out.batch["response_mask"]
     assert mask[8].sum() == 0
     assert all(mask[i].sum() > 0 for i in range(8))
+    assert list(train_step.out.non_tensor_batch["pasr_trained"]) == [True] * 8 + [False]
 
 
-def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, verl_mods):
-    """What fit() does next with the returned rows: union with its repeated batch, rewards from
-    rm_scores, GRPO advantages per uid. Plain rows never get there; the masked row gets none."""
+def _fit_side(train_step, gen_batch, verl_mods):
+    """What fit() does with the returned rows up to the advantages: union with its repeated
+    batch, rewards from rm_scores, then compute_advantage as fit() calls it under PasrRayTrainer
+    (verl_fit() re-binds that name to pasr_compute_advantage)."""
     from verl.trainer.ppo.core_algos import AdvantageEstimator
     from verl.trainer.ppo.reward import extract_reward
 
-    rt = verl_mods.ray_trainer
     batch = gen_batch.batch.repeat(repeat_times=3, interleave=True)
     out = train_step.out.slice(0, None)
     out.meta_info = {k: v for k, v in out.meta_info.items() if k != "timing"}
@@ -558,17 +552,81 @@ def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, ver
     batch.batch["token_level_scores"] = reward_tensor
     batch.batch["token_level_rewards"] = reward_tensor
     batch.non_tensor_batch.update({k: np.array(v) for k, v in extra.items()})
-    batch = rt.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=3)
+    compute_advantage = verl_mods.trainer.verl_fit().__globals__["compute_advantage"]
+    return compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=3)
+
+
+def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, verl_mods):
+    """Plain rows never get to fit(); the masked row gets no advantage and is outside its
+    group's statistics."""
+    batch = _fit_side(train_step, gen_batch, verl_mods)
     assert len(batch) == 9
     adv = batch.batch["advantages"]
-    assert adv[8].abs().sum() == 0
+    assert adv[8].abs().sum() == 0 and batch.batch["response_mask"][8].sum() == 0
     # q1: totals 3, 2, 1 -> normalised advantages +1, 0, -1
     assert adv[3].max().item() == pytest.approx(1.0, abs=1e-4) and adv[5].min().item() == pytest.approx(-1.0, abs=1e-4)
+    # q2: judged totals 2, 0 (the third a judge error): mean 1 and std sqrt(2) over those two only
+    assert adv[6].max().item() == pytest.approx(2**-0.5, abs=1e-4) and adv[7].min().item() == pytest.approx(-(2**-0.5), abs=1e-4)
     # the batch converts the way _compute_old_log_prob / _update_actor send it to the workers
     from verl.workers.utils.padding import left_right_2_no_padding
 
     td = left_right_2_no_padding(batch.to_tensordict())
     assert td["response_mask"].shape[0] == 9
+
+
+def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages(train_step, gen_batch, verl_mods, tokenizer):
+    """The scripted step (the same texts, golds and a judge that fails on one refine rollout)
+    through the local engine's path (recipe.scoring on Rollouts, then policy_update.build_batch)
+    and the verl engine's (PasrRolloutManager on verl's DataProto rows, then fit()'s advantage
+    step): the same records, scores, masks and GRPO advantages."""
+    import dataclasses
+
+    from data.records import iter_records
+    from recipe.local_engine.config import AlgoConfig
+    from recipe.local_engine.policy_update import TrainRollout, build_batch
+    from recipe.scoring import Rollout, group_scores, judge_and_record
+
+    manager = train_step.manager
+    rollouts = []  # as the local engine lays a step out: per query, its refine then its plain rollouts
+    for k, (refine, plain) in SCRIPT.items():
+        for variant, texts in (("refine", refine), ("plain", plain)):
+            for j, text in enumerate(texts):
+                n_tokens = len(tokenizer.encode(text, add_special_tokens=False)) + 1  # EOS included
+                rollouts.append(Rollout(f"syn:{k}", "synthetic", f"What is {k}+{k}?", str(2 * k), variant, text, n_tokens, "stop", j))
+    records = judge_and_record(
+        rollouts, ExactJudge(), run_id="test-run", step=5, engine="local", prompt_versions=manager.prompt_versions
+    )
+    scores, mask = group_scores(records, manager.cfg)
+
+    def key(r):
+        return (r.query_id, r.variant, r.sample_index)
+
+    local = {key(r): (r, s, m) for r, s, m in zip(records, scores, mask)}
+    verl_records = list(iter_records(train_step.tmp / "rollouts" / "step_000005.jsonl", strict=True))
+    assert sorted(map(key, verl_records)) == sorted(local)
+    for v in verl_records:
+        assert v == dataclasses.replace(local[key(v)][0], engine="verl")
+
+    out = train_step.out  # the refine rows fit() gets, query by query
+    refine_keys = [(f"syn:{k}", "refine", j) for k in range(3) for j in range(3)]
+    assert _row_totals(out) == pytest.approx([local[k][1] for k in refine_keys])
+    local_mask = [local[k][2] for k in refine_keys]
+    assert local_mask == [True] * 8 + [False]
+    assert list(out.non_tensor_batch["pasr_trained"]) == local_mask
+    assert [bool(row.sum()) for row in out.batch["response_mask"]] == local_mask
+
+    prompt_len = out.batch["prompts"].shape[1]
+    train = []
+    for i, k in enumerate(refine_keys):
+        prompt_ids = out.batch["prompts"][i][out.batch["attention_mask"][i, :prompt_len].bool()].tolist()
+        length = int(out.batch["attention_mask"][i, prompt_len:].sum())
+        train.append(TrainRollout(k[0], prompt_ids, out.batch["responses"][i, :length].tolist(), local[k][1]))
+    local_batch = build_batch(train, tokenizer.pad_token_id, AlgoConfig(), mask=local_mask)
+    verl_adv = _fit_side(train_step, gen_batch, verl_mods).batch["advantages"]
+    trained = [i for i, m in enumerate(local_mask) if m]
+    assert len(local_batch) == len(trained)
+    assert local_batch.batch["advantages"][:, 0].tolist() == pytest.approx(verl_adv[trained, 0].tolist(), abs=1e-6)
+    assert verl_adv[[i for i, m in enumerate(local_mask) if not m]].abs().sum() == 0
 
 
 def test_step_metrics_on_the_scripted_step(train_step):
@@ -671,7 +729,7 @@ def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
     from transformers import AutoTokenizer
 
     from recipe.model_loading import resolve_model_path
-    from recipe.verl_engine.reward import decode_response
+    from recipe.scoring import decode_response
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
     tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})  # as some chat models do

@@ -7,13 +7,15 @@ GRPO advantages (``compute_grpo_outcome_advantage``), the clipped policy loss
 plumbing (one process, a torch optimizer) differs.
 
 Trained tokens are the ones that were sampled, EOS included (the reference code re-tokenised
-decoded text and never trained the stop token). Rollouts with a judge error are not in the
-batch at all (the caller drops them); rows whose GRPO group has no reward spread have zero
-advantage and, with ``skip_zero_adv``, are skipped: they would only add KL gradient.
+decoded text and never trained the stop token). Rollouts whose judge failed are left out of
+their group's GRPO statistics and of the batch (``build_batch``'s mask, the policy of
+:mod:`recipe.scoring`); rows whose GRPO group has no reward spread have zero advantage and,
+with ``skip_zero_adv``, are skipped: they would only add KL gradient.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,7 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
+from recipe.advantages import TRAINED, advantages_on_trained_rows
 from recipe.local_engine.config import AlgoConfig
 from recipe.local_engine.logprobs import PackedBatch, pack, response_logprobs
 
@@ -34,33 +37,44 @@ class TrainRollout:
     reward: float
 
 
-def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig) -> DataProto:
-    """Pack rollouts and attach outcome rewards and GRPO advantages (verl's estimator)."""
+def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig, mask: Sequence[bool] | None = None) -> DataProto:
+    """Pack rollouts and attach outcome rewards and GRPO advantages (verl's estimator).
+
+    ``mask`` (from :func:`recipe.scoring.group_scores`; all True when None) marks the rows
+    trained on: GRPO's group mean and std are taken over those rows only, as the verl engine
+    does (:func:`recipe.advantages.advantages_on_trained_rows`), and the others are not in the
+    returned batch (no loss, no compute)."""
     packed = pack([r.prompt_ids for r in rollouts], [r.response_ids for r in rollouts], pad_id)
-    mask = packed.response_mask
-    token_rewards = torch.zeros(mask.shape, dtype=torch.float32)
-    last = (mask.sum(-1) - 1).clamp(min=0)
+    response_mask = packed.response_mask
+    token_rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    last = (response_mask.sum(-1) - 1).clamp(min=0)
     token_rewards[torch.arange(len(rollouts)), last] = torch.tensor([r.reward for r in rollouts])
-    uids = np.array([r.uid for r in rollouts], dtype=object)
-    advantages, returns = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=token_rewards,
-        response_mask=mask,
-        index=uids,
-        norm_adv_by_std_in_grpo=algo.norm_adv_by_std,
-    )
-    return DataProto.from_dict(
+    trained = np.ones(len(rollouts), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if len(trained) != len(rollouts):
+        raise ValueError(f"{len(rollouts)} rollouts but a mask of {len(trained)}")
+    data = DataProto.from_dict(
         tensors={
             "input_ids": packed.input_ids,
             "attention_mask": packed.attention_mask,
             "position_ids": packed.position_ids,
             "responses": packed.responses,
-            "response_mask": mask,
+            "response_mask": response_mask,
             "token_level_rewards": token_rewards,
-            "advantages": advantages,
-            "returns": returns,
         },
-        non_tensors={"uid": uids},
+        non_tensors={"uid": np.array([r.uid for r in rollouts], dtype=object), TRAINED: trained},
     )
+
+    def grpo(rows: DataProto) -> DataProto:
+        rows.batch["advantages"], rows.batch["returns"] = core_algos.compute_grpo_outcome_advantage(
+            token_level_rewards=rows.batch["token_level_rewards"],
+            response_mask=rows.batch["response_mask"],
+            index=rows.non_tensor_batch["uid"],
+            norm_adv_by_std_in_grpo=algo.norm_adv_by_std,
+        )
+        return rows
+
+    data = advantages_on_trained_rows(data, grpo)
+    return data if trained.all() else data.select_idxs(np.flatnonzero(trained))
 
 
 def _packed(data: DataProto) -> PackedBatch:

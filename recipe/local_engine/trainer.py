@@ -39,7 +39,7 @@ from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_los
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.warmup import build_samples
 from recipe.metrics import step_metrics
-from recipe.scoring import score_rollouts
+from recipe.scoring import group_scores, judge_and_record
 
 
 @contextmanager
@@ -315,20 +315,17 @@ class LocalPasrTrainer:
                 self.params, cfg.rollout.gen_batch_size, cfg.rollout.prefill_think,
             )
         with timer(m, "reward"):
-            records = score_rollouts(
-                [g.rollout for g in gens], self.judge, cfg.pasr,
+            records = judge_and_record(
+                [g.rollout for g in gens], self.judge,
                 run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
             )
-        # Only refine rollouts with a judged reward are trained on; judge errors are counted
-        # (pasr/judge_errors) and left out, never scored 0.
-        train = [
-            TrainRollout(g.rollout.query_id, g.prompt_ids, g.response_ids, r.total_reward)
-            for g, r in zip(gens, records)
-            if r.variant == REFINE and r.total_reward is not None
-        ]
+            scores, mask = group_scores(records, cfg.pasr)
+        # The refine rollouts are the GRPO groups; the mask leaves judge errors out (recipe.scoring).
+        refine = [i for i, r in enumerate(records) if r.variant == REFINE]
+        train = [TrainRollout(gens[i].rollout.query_id, gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in refine]
         with timer(m, "update"):
-            if train:
-                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo)
+            if any(mask[i] for i in refine):
+                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in refine])
                 m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
         if cfg.trainer.dump_rollouts:
             write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)

@@ -1,35 +1,29 @@
-"""From generated rows to PASR scores in verl's layout, and back.
+"""Between verl's ``DataProto`` rows and the step core (:mod:`recipe.scoring`), both ways.
 
-* :func:`rollouts_from_rows` decodes a slice of the rollout manager's output into engine-neutral
-  :class:`recipe.scoring.Rollout` objects (metadata from the input rows, tokens from the output).
-* :func:`apply_train_rewards` writes each refine row's PASR total reward into ``rm_scores`` at
-  its last valid response token, the place verl's own reward loop puts a sequence score
-  (``AgentLoopWorker._postprocess``), and adds the reward parts as ``reward_extra_info``.
+* :func:`rollouts_from_rows` reads a slice of the rollout manager's output as engine-neutral
+  :class:`recipe.scoring.Rollout` objects (metadata from the input rows, text decoded from the
+  generated token ids with :func:`recipe.scoring.decode_response`, the decoder both engines use);
+* :func:`apply_train_scores` writes the step core's scores into the refine rows the way verl
+  reads them: each row's score in ``rm_scores`` at its last valid response token (where verl's
+  own reward loop puts a sequence score, ``AgentLoopWorker._postprocess``), the mask as a zeroed
+  ``response_mask`` and the ``pasr_trained`` column (:mod:`recipe.advantages`: a masked row is
+  outside its group's GRPO statistics and gets advantage 0), the reward parts as
+  ``reward_extra_info``;
 * :func:`apply_validation_scores` does the same for validation, with the accuracy as the score.
-
-Judge errors. A refine row whose judge failed has no reward (``total_reward is None``). It must
-not be trained on as if it scored 0, so its ``response_mask`` is zeroed (no policy-loss, KL or
-entropy term; verl's losses and ``agg_loss`` all weight tokens by ``response_mask``) and its
-``rm_scores`` entry is set to the mean total of the judged rows of the same ``uid``. GRPO
-normalises by the group's mean and std, and an entry at the group mean leaves the mean of the
-other rows unchanged (the std shrinks by sqrt((k-1)/(n-1)) for k judged rows of n, a small
-and conservative effect); a 0 there would pull the mean down and inflate everyone else's
-advantage. A group with no judged row gets 0 and no gradient at all. Every such row is counted
-(``pasr/judge_errors``, ``pasr/masked_rows``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import torch
 
 from data.records import RolloutRecord
-from recipe.scoring import Rollout
+from recipe.advantages import TRAINED
+from recipe.scoring import Rollout, decode_response
 
 # reward_extra_info keys (all numeric: verl averages them per data source in validation)
 EXTRA_KEYS = ("acc", "format_reward", "refine_reward", "has_refine", "judge_error")
@@ -116,26 +110,6 @@ def rollouts_from_rows(inputs, outputs, tokenizer, variant: str) -> list[Rollout
     return out
 
 
-PASR_TAGS = ("<think>", "</think>", "<refine>", "</refine>", "<answer>", "</answer>")
-
-
-@lru_cache(maxsize=8)
-def _strip_ids(tokenizer) -> frozenset[int]:
-    keep = set()
-    for tag in PASR_TAGS:
-        tid = tokenizer.convert_tokens_to_ids(tag)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
-            keep.add(tid)
-    return frozenset(tokenizer.all_special_ids) - keep
-
-
-def decode_response(tokenizer, ids: Sequence[int]) -> str:
-    """Response text without padding/EOS/chat tokens, but with PASR's tags even where a
-    tokenizer registers them as special tokens (``skip_special_tokens`` would drop them)."""
-    strip = _strip_ids(tokenizer)
-    return tokenizer.decode([t for t in ids if t not in strip], skip_special_tokens=False)
-
-
 def _last_token_scores(rows, scores: Sequence[float]) -> torch.Tensor:
     responses = rows.batch["responses"]
     rm = torch.zeros(responses.shape, dtype=torch.float32)
@@ -162,42 +136,19 @@ def _extra_info(records: Sequence[RolloutRecord]) -> dict[str, np.ndarray]:
     }
 
 
-def fill_judge_errors(totals: Sequence[float | None], uids: Sequence[Any]) -> tuple[list[float], list[bool]]:
-    """Scores for the GRPO groups and which rows to mask: a failed row takes the mean of the
-    judged totals of its uid (0 when none was judged)."""
-    by_uid: dict[Any, list[float]] = defaultdict(list)
-    for t, u in zip(totals, uids):
-        if t is not None:
-            by_uid[u].append(float(t))
-    scores, masked = [], []
-    for t, u in zip(totals, uids):
-        if t is None:
-            valid = by_uid.get(u)
-            scores.append(sum(valid) / len(valid) if valid else 0.0)
-            masked.append(True)
-        else:
-            scores.append(float(t))
-            masked.append(False)
-    return scores, masked
-
-
-def apply_train_rewards(rows, records: Sequence[RolloutRecord]) -> tuple[Any, int]:
-    """Write the PASR rewards of refine rows into ``rows`` (in place); returns ``(rows,
-    n_masked)``. ``records`` are the rows' records in the same order."""
-    if len(rows) != len(records):
-        raise ValueError(f"{len(rows)} rows but {len(records)} records")
-    uids = [str(u) for u in rows.non_tensor_batch["uid"]] if "uid" in rows.non_tensor_batch else list(range(len(rows)))
-    scores, masked = fill_judge_errors([r.total_reward for r in records], uids)
-    mask = _response_mask(rows)
-    for i, m in enumerate(masked):
-        if m:
-            mask[i] = 0
+def apply_train_scores(rows, records: Sequence[RolloutRecord], scores: Sequence[float], mask: Sequence[bool]):
+    """Write the step core's ``scores`` and ``mask`` (:func:`recipe.scoring.group_scores`) into
+    the refine ``rows`` (in place) and return them. ``records``: the rows' records, same order."""
+    if not len(rows) == len(records) == len(scores) == len(mask):
+        raise ValueError(f"{len(rows)} rows but {len(records)} records, {len(scores)} scores, {len(mask)} mask entries")
+    trained = np.asarray(mask, dtype=bool)
+    response_mask = _response_mask(rows)
     rows.batch["rm_scores"] = _last_token_scores(rows, scores)
-    rows.batch["response_mask"] = mask
+    rows.batch["response_mask"] = response_mask * torch.from_numpy(trained).to(response_mask.dtype)[:, None]
     extra = _extra_info(records)
-    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra}
+    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra, TRAINED: trained}
     rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
-    return rows, sum(masked)
+    return rows
 
 
 def apply_validation_scores(rows, records: Sequence[RolloutRecord]):

@@ -6,10 +6,11 @@ stands in that attribute (installed by :class:`recipe.verl_engine.trainer.PasrRa
 
 1. append ``n_plain`` plain-prompted rows per prompt (:mod:`.plain_rollouts`);
 2. generate refine and plain rows in one call of the wrapped manager;
-3. judge every response and compute the PASR rewards per query with
-   :func:`recipe.scoring.score_rollouts_async`, the same function the local engine uses;
-4. write the rewards into the refine rows (:mod:`.reward`), dump all records
-   (``<rollout_dir>/step_NNNNNN.jsonl``), keep the step's ``pasr/*`` metrics for the trainer;
+3. judge every response and compute the PASR rewards per query with the step core the local
+   engine uses (:func:`recipe.scoring.judge_and_record_async`, :func:`recipe.scoring.group_scores`);
+4. write the scores and the judge-error mask into the refine rows (:mod:`.batch_convert`), dump
+   all records (``<rollout_dir>/step_NNNNNN.jsonl``), keep the step's ``pasr/*`` metrics for the
+   trainer;
 5. return the refine rows only: plain rows never reach old/ref log-probs, advantages or the
    actor update.
 
@@ -44,9 +45,9 @@ from data.records import PLAIN, REFINE, RolloutRecord, write_records
 from prompts import PromptSet, prompt_version
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
-from recipe.scoring import score_rollouts_async
+from recipe.scoring import group_scores, judge_and_record_async
+from recipe.verl_engine.batch_convert import apply_train_scores, apply_validation_scores, rollouts_from_rows
 from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
-from recipe.verl_engine.reward import apply_train_rewards, apply_validation_scores, rollouts_from_rows
 
 
 PLAIN_TOKENS_KEY = "pasr_plain_token_num"  # meta_info: prompt + response tokens of the step's plain rows
@@ -78,7 +79,7 @@ def first_samples(records: Sequence[RolloutRecord], n: int) -> list[RolloutRecor
 
     verl repeats each question ``val_kwargs.n`` times (one uid per question) and pads the batch
     by appending copies of its first rows, so a copy is a uid's ``n+1``-th row or later; sample
-    indices count rows per uid in batch order (:func:`recipe.verl_engine.reward.rollouts_from_rows`)."""
+    indices count rows per uid in batch order (:func:`recipe.verl_engine.batch_convert.rollouts_from_rows`)."""
     return [r for r in records if r.sample_index < n]
 
 
@@ -166,16 +167,10 @@ class PasrRolloutManager:
         out = self.inner.generate_sequences(padded)
         return unpad_dataproto(out, pad)
 
-    def _score(self, rollouts, step):
+    def _judge_and_record(self, rollouts, step):
         return self._runner.run(
-            score_rollouts_async(
-                rollouts,
-                self.judge,
-                self.cfg,
-                run_id=self.run_id,
-                step=step,
-                engine="verl",
-                prompt_versions=self.prompt_versions,
+            judge_and_record_async(
+                rollouts, self.judge, run_id=self.run_id, step=step, engine="verl", prompt_versions=self.prompt_versions
             )
         )
 
@@ -198,19 +193,21 @@ class PasrRolloutManager:
         rollouts = rollouts_from_rows(refine_in, refine_out, self.tokenizer, REFINE) + rollouts_from_rows(
             plain_in, plain_out, self.tokenizer, PLAIN
         )
-        records = self._score(rollouts, step)
+        records = self._judge_and_record(rollouts, step)
+        scores, mask = group_scores(records, self.cfg)
         self.last_records = records
         self._dump(f"step_{step:06d}.jsonl", records)
         self._check_judge_errors(step, records)
-        refine_records = records[: layout.refine_rows]
-        refine_out, n_masked = apply_train_rewards(refine_out, refine_records)
+        n = layout.refine_rows
+        refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
         score_s = time.perf_counter() - t0
 
         metrics = step_metrics(records)
-        metrics["pasr/masked_rows"] = float(n_masked)
+        metrics["pasr/masked_rows"] = float(n - sum(mask[:n]))
         metrics["pasr/plain_rows"] = float(layout.plain_rows)
-        scores = refine_out.batch["rm_scores"].sum(dim=-1).tolist()
-        metrics["pasr/zero_spread_groups"] = zero_spread_fraction(scores, refine_out.non_tensor_batch[UID])
+        uids = refine_out.non_tensor_batch[UID]
+        trained = [i for i in range(n) if mask[i]]  # GRPO's groups hold the trained rows only
+        metrics["pasr/zero_spread_groups"] = zero_spread_fraction([scores[i] for i in trained], [uids[i] for i in trained])
         self._warn_if_nothing_to_learn(step, metrics)
         self._pending_metrics = metrics
 
@@ -254,7 +251,7 @@ class PasrRolloutManager:
         batch = with_system_prompt(gen_batch, self.prompts.refine)
         output = self._generate(batch)
         rollouts = rollouts_from_rows(batch, output, self.tokenizer, REFINE)
-        records = self._score(rollouts, step)
+        records = self._judge_and_record(rollouts, step)
         for r in records:
             r.dataset = "val"
         failed = sum(r.acc is None for r in records)

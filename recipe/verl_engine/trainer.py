@@ -9,10 +9,12 @@
 * ``_update_actor``: adds the step's ``pasr/*`` metrics to the metrics the actor update returns;
   ``fit()`` merges those into the dict it logs with verl's ``Tracking`` logger (console, wandb,
   ...). verl does not log reward extra info during training by itself.
-* ``fit``: verl's own ``fit`` (re-bound, not copied) with two changes around it:
-  ``perf/throughput`` counts the plain rows generated in the step (:func:`pasr_throughput_metrics`),
-  and a stop request (SIGTERM / Ctrl-C on the driver, see below) ends the run at the end of the
-  current step with a checkpoint, as Ctrl-C does in the local engine.
+* ``fit``: verl's own ``fit`` (re-bound, not copied) with three changes around it:
+  advantages are estimated over the rows PASR trains on only (:func:`pasr_compute_advantage`,
+  the judge-error policy of :mod:`recipe.scoring`), ``perf/throughput`` counts the plain rows
+  generated in the step (:func:`pasr_throughput_metrics`), and a stop request (SIGTERM / Ctrl-C
+  on the driver, see below) ends the run at the end of the current step with a checkpoint, as
+  Ctrl-C does in the local engine.
 
 :class:`PasrTaskRunner` is verl's own ``TaskRunner.run`` (datasets, tokenizer, resource pools)
 run with ``RayPPOTrainer`` resolved to :class:`PasrRayTrainer`: the function is re-bound to a copy
@@ -41,6 +43,7 @@ from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunnerActor
 from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
+from recipe.advantages import advantages_on_trained_rows
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
 from recipe.verl_engine.rollout import PLAIN_TOKENS_KEY
@@ -110,10 +113,24 @@ def pasr_throughput_metrics(batch, timing_raw, n_gpus):
     return metrics
 
 
+def pasr_compute_advantage(data, adv_estimator, *args, **kwargs):
+    """verl's ``compute_advantage`` (any estimator) on the rows PASR trains on; the rows masked
+    for a judge error are outside their group's statistics and get advantage 0, as in the local
+    engine (:mod:`recipe.advantages`)."""
+    return advantages_on_trained_rows(
+        data, lambda rows: _verl_ray_trainer.compute_advantage(rows, adv_estimator, *args, **kwargs)
+    )
+
+
 def verl_fit():
-    """verl's ``RayPPOTrainer.fit`` with :func:`pasr_throughput_metrics` in place of verl's
+    """verl's ``RayPPOTrainer.fit`` with :func:`pasr_compute_advantage` and
+    :func:`pasr_throughput_metrics` in place of verl's ``compute_advantage`` and
     ``compute_throughout_metrics`` (re-bound at each call, so it sees verl's module as it is)."""
-    return rebind_globals(vars(RayPPOTrainer)["fit"], compute_throughout_metrics=pasr_throughput_metrics)
+    return rebind_globals(
+        vars(RayPPOTrainer)["fit"],
+        compute_advantage=pasr_compute_advantage,
+        compute_throughout_metrics=pasr_throughput_metrics,
+    )
 
 
 # --------------------------------------------------------------------------- trainer
