@@ -16,13 +16,15 @@
   on the driver, see below) ends the run at the end of the current step with a checkpoint, as
   Ctrl-C does in the local engine.
 
-:class:`PasrTaskRunner` is verl's own ``TaskRunner.run`` (datasets, tokenizer, resource pools)
-run with ``RayPPOTrainer`` resolved to :class:`PasrRayTrainer`: the function is re-bound to a copy
-of its module globals in which that one name differs, so no verl module is modified and the 60
-lines of setup are not copied. Before that it takes the two decisions that depend on the node it
-runs on (the judge client and the trainer live there, and Ray may place it on any node): the
-attention implementation (:func:`recipe.verl_engine.config.choose_attention`) and whether the
-judge answers from there. ``tests/test_verl_engine.py`` pins the assumptions this rests on.
+:class:`PasrTaskRunner` sets up what verl's ``TaskRunner.run`` sets up (workers, resource pools,
+tokenizer, datasets) with verl's own helpers, and builds a :class:`PasrRayTrainer`. verl's
+``TaskRunner`` is a Ray actor class, which cannot be subclassed, so, like verl-recipe's
+``DAPOTaskRunner``, it subclasses the plain ``BaseTaskRunner`` behind it with a ``run`` of its
+own. Before that it takes the two decisions that depend on the node it runs on (the judge
+client and the trainer live there, and Ray may place it on any node): the attention
+implementation (:func:`recipe.verl_engine.config.choose_attention`) and whether the judge
+answers from there. ``tests/test_verl_engine.py`` pins the assumptions this rests on (the
+helpers verl's own ``run`` calls are the ones called here).
 
 Stopping (SIGTERM from ``ray job stop``, Ctrl-C): :mod:`recipe.verl_engine.stopping` relays the
 driver's signal to the trainer, which finishes the step, checkpoints and returns.
@@ -33,13 +35,13 @@ Importing this module needs verl's trainer stack (vLLM's dependencies uvicorn an
 from __future__ import annotations
 
 import os
+import socket
 import types
 
 import ray
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
-from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunnerActor
 from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
@@ -86,13 +88,6 @@ def rebind_globals(func: types.FunctionType, **names) -> types.FunctionType:
     scope = dict(func.__globals__)
     scope.update(names)
     return types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, None)
-
-
-def rebind_trainer_class(func: types.FunctionType, trainer_cls: type) -> types.FunctionType:
-    """``func`` with the global name ``RayPPOTrainer`` resolving to ``trainer_cls``."""
-    if func.__closure__ is None and "RayPPOTrainer" not in func.__code__.co_names:
-        raise PasrSetupError(f"{func.__qualname__} no longer constructs RayPPOTrainer by name")
-    return rebind_globals(func, RayPPOTrainer=trainer_cls)
 
 
 def pasr_throughput_metrics(batch, timing_raw, n_gpus):
@@ -200,16 +195,6 @@ class PasrRayTrainer(RayPPOTrainer):
 
 
 # --------------------------------------------------------------------------- task runner
-def verl_task_runner_class() -> type:
-    """The class verl wrote, behind its ``@ray.remote`` ``TaskRunner`` (Ray subclasses it and wraps
-    its methods for tracing; the original is next in the MRO)."""
-    modified = _VerlTaskRunnerActor.__ray_metadata__.modified_class
-    for cls in modified.__mro__:
-        if cls.__module__ == "verl.trainer.main_ppo_v0" and cls.__qualname__ == "TaskRunner":
-            return cls
-    raise PasrSetupError("cannot find verl's TaskRunner class behind verl.trainer.main_ppo_v0.TaskRunner")
-
-
 def node_checks(config, *, has_flash_attn=None, judge_check=None, node: str | None = None) -> list[str]:
     """What the task runner decides on its own node before verl builds anything: the attention
     implementation (``config`` is changed in place) and whether the judge answers from here.
@@ -233,16 +218,51 @@ def node_checks(config, *, has_flash_attn=None, judge_check=None, node: str | No
 
 
 class PasrTaskRunner(BaseTaskRunner):
-    """verl's TaskRunner building a :class:`PasrRayTrainer`."""
+    """verl's task runner set-up, building a :class:`PasrRayTrainer`."""
 
     def set_stop_flag(self, flag) -> None:
         attach(flag)
 
     def run(self, config):
+        from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler, need_critic, need_reference_policy
+        from verl.utils.config import omega_conf_to_dataclass, validate_config
+        from verl.utils.dataset.rl_dataset import collate_fn
+
+        print(f"pasr verl: task runner on {socket.gethostname()} (pid {os.getpid()})", flush=True)
         for line in node_checks(config, node=ray.util.get_node_ip_address()):
             print(f"pasr verl: {line}", flush=True)
-        run = rebind_trainer_class(vars(verl_task_runner_class())["run"], PasrRayTrainer)
-        return run(self, config)
+        OmegaConf.resolve(config)
+        print(OmegaConf.to_yaml(config), flush=True)
+
+        # the roles and their worker classes, then the resource pools, as verl's own run does
+        actor_rollout_cls, worker_group_cls = self.add_actor_rollout_worker(config)
+        self.add_critic_worker(config)
+        self.add_reward_model_resource_pool(config)
+        self.add_teacher_model_resource_pool(config)
+        self.add_ref_policy_worker(config, actor_rollout_cls)
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        model = omega_conf_to_dataclass(config.actor_rollout_ref.model)  # HFModelConfig: tokenizer, processor
+        resource_pool_manager = self.init_resource_pool_mgr(config)
+
+        def dataset(files, split: str, is_train: bool):
+            limit = config.data.get(f"{split}_max_samples", -1)
+            return create_rl_dataset(files, config.data, model.tokenizer, model.processor, is_train=is_train, max_samples=limit)
+
+        train_dataset = dataset(config.data.train_files, "train", True)
+        trainer = PasrRayTrainer(
+            config=config,
+            tokenizer=model.tokenizer,
+            processor=model.processor,
+            role_worker_mapping=self.role_worker_mapping,
+            resource_pool_manager=resource_pool_manager,
+            ray_worker_group_cls=worker_group_cls,
+            train_dataset=train_dataset,
+            val_dataset=dataset(config.data.val_files, "val", False),
+            collate_fn=collate_fn,
+            train_sampler=create_rl_sampler(config.data, train_dataset),
+        )
+        trainer.init_workers()
+        trainer.fit()
 
 
 PasrTaskRunnerActor = PasrTaskRunnerLauncher(ray.remote(num_cpus=1)(PasrTaskRunner))
