@@ -26,22 +26,35 @@ def _fail(message: str) -> None:
     raise SystemExit(EXIT_PREFLIGHT)
 
 
+def _override_values(argv: list[str]) -> dict | None:
+    """``{key: value}`` of the Hydra overrides on the command line, read with Hydra's own override
+    grammar (no config, torch or verl needed), or None when anything else is there (``--help``,
+    ``--cfg job``, ``-m``, a malformed override): Hydra then decides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(arg.startswith("-") for arg in argv):
+        return None
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(argv))
+    except HydraException:
+        return None
+    return {o.key_or_group: (None if o.is_delete() else o.value()) for o in overrides}
+
+
 def early_gpu_check(argv: list[str], environ=None) -> str | None:
-    """The no-GPU answer, from the command line and /dev only (no Hydra, torch or verl), or None
-    when the full preflight after composing the config must decide."""
+    """The no-GPU answer, from the command line and /dev only (no config composed, no torch or
+    verl imported), or None when the full preflight after composing the config must decide."""
     from recipe.verl_engine.config import NO_GPU_HINT, count_local_gpus
 
     environ = os.environ if environ is None else environ
     if environ.get(_SKIP_ENV) == "1" or environ.get("RAY_ADDRESS"):
         return None
-    for arg in argv:
-        key, _, value = arg.lstrip("+~").partition("=")
-        if arg.startswith("-"):  # --help, --cfg job, -m ...: let Hydra handle it
-            return None
-        if key == "ray_kwargs.ray_init.address" and value not in ("", "null", "None"):
-            return None
-        if key == "pasr_verl.check_resources" and value.lower() in ("false", "0", "no"):
-            return None
+    values = _override_values(argv)
+    if values is None or values.get("ray_kwargs.ray_init.address"):
+        return None
+    if str(values.get("pasr_verl.check_resources", "")).lower() in ("false", "0", "no", "off"):
+        return None
     if count_local_gpus(environ) == 0:
         return f"no GPU on this machine: {NO_GPU_HINT} ({_SKIP_ENV}=1 skips this check)"
     return None
@@ -49,12 +62,13 @@ def early_gpu_check(argv: list[str], environ=None) -> str | None:
 
 def run(config) -> None:
     """Preflight, then verl's run_ppo with the PASR task runner."""
-    from recipe.verl_engine.config import PreflightError, preflight
+    from recipe.verl_engine.config import PreflightError, plain_sections, preflight
 
     try:
         preflight(config)
     except PreflightError as exc:
         _fail(str(exc))
+    plain_sections(config)
 
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -75,6 +89,10 @@ def main() -> None:
         _fail(message)
 
     import hydra
+
+    from recipe.verl_engine.config import register_schema
+
+    register_schema()
 
     @hydra.main(config_path="config", config_name="pasr_trainer", version_base=None)
     def _hydra_main(config) -> None:

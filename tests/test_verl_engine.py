@@ -74,10 +74,9 @@ def tokenizer():
 
 
 def _compose(overrides=()):
-    from hydra import compose, initialize_config_dir
+    from recipe.verl_engine.config import compose_config
 
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose(config_name="pasr_trainer", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +371,30 @@ def test_config_composes_with_paper_defaults(config):
     assert ar.rollout.agent.agent_loop_manager_class == "recipe.verl_engine.agent_loop.PasrAgentLoopManager"
     assert config.trainer.use_v1 is False and config.trainer.resume_mode == "auto"
     eng = engine_config(config)
-    assert eng.rollout_dir == "checkpoints/pasr/pasr/rollouts" and eng.run_id == "pasr"
+    assert eng.rollout_dir == "checkpoints/pasr/pasr/rollouts" and eng.run_id is None  # null: the experiment name
+
+
+def test_pasr_defaults_live_in_the_dataclasses_only(config):
+    """pasr_trainer.yaml sets no pasr.* / pasr_verl.* value: the composed sections are exactly
+    the dataclasses' defaults (recipe/pasr_config.py, VerlEngineConfig), and Hydra types them."""
+    import dataclasses
+
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import OmegaConf
+
+    from recipe.pasr_config import PasrConfig
+    from recipe.verl_engine.config import VerlEngineConfig, plain_sections
+
+    text = (CONFIG_DIR / "pasr_trainer.yaml").read_text()
+    assert "\npasr:" not in text and "\npasr_verl:" not in text and "tie_value" not in text
+    assert OmegaConf.to_container(config.pasr) == dataclasses.asdict(PasrConfig())
+    assert OmegaConf.to_container(config.pasr_verl) == dataclasses.asdict(VerlEngineConfig())
+    with pytest.raises(ConfigCompositionException):
+        _compose(["pasr.n_refine=many"])  # typed by the schema at composition
+    cfg = _compose(["pasr.tie_value=0"])
+    plain_sections(cfg)  # what recipe.main_pasr hands to verl: no reference to recipe's dataclasses
+    assert OmegaConf.get_type(cfg.pasr) is dict and cfg.pasr.tie_value == 0 and cfg.actor_rollout_ref.rollout.n == 8
+    assert cfg.pasr_verl.rollout_dir == "${trainer.default_local_dir}/rollouts"
 
 
 def test_config_passes_verls_own_validation(config):
@@ -785,6 +807,8 @@ def _script_overrides(path: Path) -> list[str]:
     [("run_pasr_qwen2_5_7b.sh", []), ("run_pasr_qwen3_8b.sh", ["+data.apply_chat_template_kwargs.enable_thinking=true"])],
 )
 def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
+    from omegaconf import OmegaConf
+
     wrapper = REPO / "recipe" / "scripts" / script
     path = REPO / "recipe" / "scripts" / "run_pasr_node.sh"
     for p in (wrapper, path):
@@ -801,6 +825,13 @@ def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
     from recipe.verl_engine.config import engine_config, pasr_config
 
     pasr_config(cfg), engine_config(cfg)
+    assert engine_config(cfg).rollout_dir == "/x/rollouts"  # beside the checkpoints, by default
+    # the script passes only what differs from the config: every literal value it sets changes it
+    default = _compose(extra)
+    for item in _script_overrides(path):
+        key, _, value = item.partition("=")
+        if value != "/x" and key != "trainer.logger" and not value == "8":  # shell variables
+            assert OmegaConf.select(default, key) != OmegaConf.select(cfg, key), f"{item} restates the config"
 
 
 # --------------------------------------------------------------------------- attention (issue 11.2)

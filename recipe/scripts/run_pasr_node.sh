@@ -4,8 +4,8 @@
 #
 #   MODEL_PATH=Qwen/Qwen2.5-7B-Instruct EXP_NAME=my-run bash recipe/scripts/run_pasr_node.sh [EXTRA HYDRA OVERRIDES...]
 #
-# Paper hyper-parameters: group 8 (pasr.n_refine), temperature 0.9, 1500 response tokens,
-# lr 1e-6, KL 0.04 (k3 KL loss), clip 0.2; plain baseline 8 rollouts/query, tie -0.5.
+# The paper's hyper-parameters are the config's defaults (recipe/config/pasr_trainer.yaml, with
+# PASR's own in recipe/pasr_config.py); this script passes only the model, data, paths and GPUs.
 #
 # Prerequisites on the node: `pip install -e '.[gpu]'` (verl[vllm]==0.9.1: the vLLM, torch and
 # transformers versions verl pins) from the repository root, the model (hub name or local folder)
@@ -85,7 +85,7 @@ if [[ -n "${JUDGE_URL:-}" ]]; then
     : "${JUDGE_MODEL:?JUDGE_URL needs JUDGE_MODEL (the served model name)}"
     export OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY}  # vllm serve accepts any key unless --api-key
     JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL"
-                pasr.judge.concurrency=64 pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+                pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
 fi
 
 NGPUS=${NGPUS:-8}
@@ -95,49 +95,23 @@ LOGGER='["console"]'
 [[ -n "${WANDB_API_KEY:-}" ]] && LOGGER='["console","wandb"]'
 
 # ---------------------------------------------------------------- train
+# Only what this node and run decide: everything else (the paper's hyper-parameters, PASR's
+# group sizes and tie) is recipe/config/pasr_trainer.yaml and recipe/pasr_config.py.
 python3 -m recipe.main_pasr \
     data.train_files="$TRAIN_FILE" \
     data.val_files="$VAL_FILE" \
     data.train_batch_size="$TRAIN_BSZ" \
-    data.max_prompt_length=1024 \
-    data.max_response_length=1500 \
-    pasr.n_refine=8 \
-    pasr.n_plain=8 \
-    pasr.tie_value=-0.5 \
     actor_rollout_ref.model.path="$MODEL_PATH" \
-    actor_rollout_ref.model.use_remove_padding=true \
-    actor_rollout_ref.model.enable_gradient_checkpointing=true \
-    actor_rollout_ref.actor.optim.lr=1e-6 \
     actor_rollout_ref.actor.ppo_mini_batch_size="$MINI_BSZ" \
-    actor_rollout_ref.actor.use_dynamic_bsz=true \
-    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384 \
-    actor_rollout_ref.actor.clip_ratio=0.2 \
-    actor_rollout_ref.actor.use_kl_loss=true \
-    actor_rollout_ref.actor.kl_loss_coef=0.04 \
-    actor_rollout_ref.actor.kl_loss_type=low_var_kl \
-    actor_rollout_ref.actor.entropy_coeff=0 \
-    actor_rollout_ref.actor.fsdp_config.param_offload=false \
-    actor_rollout_ref.actor.fsdp_config.optimizer_offload=false \
     actor_rollout_ref.ref.fsdp_config.param_offload=true \
-    actor_rollout_ref.rollout.name=vllm \
-    actor_rollout_ref.rollout.temperature=0.9 \
     actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
-    actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
-    algorithm.adv_estimator=grpo \
-    algorithm.use_kl_in_reward=false \
-    trainer.use_v1=false \
-    trainer.project_name=pasr \
     trainer.experiment_name="$EXP_NAME" \
     trainer.logger="$LOGGER" \
     trainer.n_gpus_per_node="$NGPUS" \
-    trainer.nnodes=1 \
     trainer.default_local_dir="$CKPT_DIR" \
-    trainer.resume_mode=auto \
     trainer.save_freq="$SAVE_FREQ" \
     trainer.max_actor_ckpt_to_keep=3 \
     trainer.test_freq="$TEST_FREQ" \
-    trainer.val_before_train=true \
     trainer.total_epochs="$TOTAL_EPOCHS" \
-    pasr_verl.rollout_dir="$CKPT_DIR/rollouts" \
     ${JUDGE_ARGS[@]+"${JUDGE_ARGS[@]}"} \
     "$@"

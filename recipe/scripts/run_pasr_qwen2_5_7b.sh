@@ -3,10 +3,10 @@
 #
 #   bash recipe/scripts/run_pasr_qwen2_5_7b.sh [EXTRA HYDRA OVERRIDES...]
 #
-# Paper hyper-parameters (group 8, temperature 0.9, 1500 response tokens, lr 1e-6, KL 0.04,
-# clip 0.2, 8 plain rollouts a query, tie -0.5), data preparation, an optional LLM judge and
-# resume are in run_pasr_node.sh, which also lists the environment variables (DATA_DIR,
-# CKPT_DIR, JUDGE_URL / JUDGE_MODEL / JUDGE_GPUS, NGPUS, TRAIN_BSZ, ...).
+# Everything but the model is in run_pasr_node.sh (data preparation, an optional LLM judge,
+# resume; its header lists the environment variables: DATA_DIR, CKPT_DIR, JUDGE_URL /
+# JUDGE_MODEL / JUDGE_GPUS, NGPUS, TRAIN_BSZ, ...); the paper's hyper-parameters are the
+# config's defaults (recipe/config/pasr_trainer.yaml, recipe/pasr_config.py).
 set -euo pipefail
 export MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}
 export EXP_NAME=${EXP_NAME:-pasr-qwen2.5-7b}

@@ -1,4 +1,12 @@
-"""Checks of a composed ``pasr_trainer`` config before anything heavy starts.
+"""The ``pasr_trainer`` config: its PASR schema, composing it, and checking it before anything
+heavy starts.
+
+``pasr.*`` and ``pasr_verl.*`` come from the dataclasses :class:`recipe.pasr_config.PasrConfig`
+and :class:`VerlEngineConfig`, registered with Hydra as the config ``pasr_schema``
+(:func:`register_schema`) and listed in ``pasr_trainer.yaml``'s defaults: the yaml and the run
+scripts set only what differs from them, and Hydra itself types and checks overrides such as
+``pasr.n_refine=4``. :func:`compose_config` composes the config as ``recipe.main_pasr`` does
+(``pasr submit`` checks a run before it submits it).
 
 ``python -m recipe.main_pasr`` and ``pasr submit --engine verl`` both fail early, with a
 message that says what is wrong, instead of a stack trace from inside verl minutes later:
@@ -33,8 +41,9 @@ CONFIG_NAME = "pasr_trainer"
 class VerlEngineConfig:
     """``pasr_verl.*``: settings of the verl engine only (``pasr.*`` is shared with the local one)."""
 
-    rollout_dir: str | None = None  # rollout dumps (RolloutRecord JSONL per step); null = none
-    run_id: str | None = None  # run id written into every record (default: trainer.experiment_name)
+    # rollout dumps (RolloutRecord JSONL per step), beside the checkpoints; null = none
+    rollout_dir: str | None = "${trainer.default_local_dir}/rollouts"
+    run_id: str | None = None  # run id written into every record (null: trainer.experiment_name)
     dump_validation: bool = True  # also dump validation rollouts (val_step_NNNNNN.jsonl)
     check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
@@ -50,6 +59,40 @@ class VerlEngineConfig:
 
 class PreflightError(RuntimeError):
     """A reason not to start; the message is shown as one line."""
+
+
+SCHEMA_NAME = "pasr_schema"  # the Hydra config pasr_trainer.yaml lists in its defaults
+
+
+def register_schema() -> None:
+    """Register ``pasr_schema`` (the ``pasr`` and ``pasr_verl`` sections with their dataclass
+    defaults) in Hydra's ConfigStore; every composition of ``pasr_trainer`` needs it first."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node={"pasr": PasrConfig, "pasr_verl": VerlEngineConfig})
+
+
+def compose_config(overrides: Iterable[str] = ()):
+    """``pasr_trainer`` with Hydra ``overrides``, composed as ``python3 -m recipe.main_pasr`` does.
+    Hydra's own errors (an unknown key, a wrong type, a malformed override) propagate."""
+    from hydra import compose, initialize_config_dir
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name=CONFIG_NAME, overrides=list(overrides))
+
+
+def plain_sections(config) -> None:
+    """Turn the typed ``pasr`` / ``pasr_verl`` nodes into plain ones (in place, values and
+    ``${...}`` kept), once they are checked: the config then travels to Ray's actors and verl's
+    workers without a reference to this package's dataclasses."""
+    from omegaconf import open_dict
+
+    with open_dict(config):
+        for key in ("pasr", "pasr_verl"):
+            node = config.get(key)
+            if OmegaConf.is_config(node):
+                config[key] = OmegaConf.create(OmegaConf.to_container(node, resolve=False))
 
 
 def _section(config, key: str):
