@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from recipe.cli import CliError, why_mkdir_failed
+from data.cli_errors import CliError, why_mkdir_failed
 
 _DATASET_HELP = (
     "a known set (gsm8k, math500, aime24, synthetic; local copy from $PASR_DATA_DIR or "

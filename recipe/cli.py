@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
+
+from data.cli_errors import CliError, why_mkdir_failed  # noqa: F401  (re-exported: every subcommand raises CliError)
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -21,20 +22,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("eval.cli", "evaluate a model on GSM8K / MATH-500 / AIME24 with baselines"),
     "stats": ("eval.stats.cli", "refine-tag usage statistics and plots from rollout dumps"),
 }
-
-
-class CliError(Exception):
-    """An expected failure: printed as one line, exit code 2, no stack trace."""
-
-
-def why_mkdir_failed(path: Path, exc: OSError) -> str:
-    """The reason ``path.mkdir(parents=True)`` failed, in words a user can act on: when a
-    parent is a regular file, mkdir says "File exists" (about that parent), which reads as if
-    the directory itself were the problem."""
-    for parent in [*reversed(path.parents), path]:
-        if parent.exists() and not parent.is_dir():
-            return f"{parent} is a file, not a directory"
-    return exc.strerror or str(exc)
 
 
 def build_parser() -> argparse.ArgumentParser:
