@@ -156,6 +156,28 @@ def _call(address: str, fn, *args):
         raise CliError(f"{address}: {msg}") from None
 
 
+def cluster_node_gpus(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[float]:
+    """GPUs of each alive node, from the dashboard's state API (``timeout_s`` bounds the request)."""
+    from ray.exceptions import AuthenticationError
+    from ray.util.state.api import StateApiClient
+    from ray.util.state.common import ListApiOptions, StateResource
+
+    try:
+        client = StateApiClient(address=address, headers={"Content-Type": "application/json", **auth_headers()})
+        options = ListApiOptions(detail=True, timeout=max(1, round(timeout_s)))  # the state API takes whole seconds
+        nodes = client.list(StateResource.NODES, options=options, raise_on_missing_output=False)
+    except AuthenticationError:
+        raise CliError(_auth_hint(address)) from None
+    except Exception as exc:  # the jobs API answered, so this is a state-API problem worth naming
+        raise CliError(f"cannot list the nodes of {address} for the GPU check ({exc}); --no-gpu-check skips it") from None
+    gpus = []
+    for node in nodes:
+        node = node if isinstance(node, dict) else node.__dict__
+        if str(node.get("state", "ALIVE")).upper() == "ALIVE":
+            gpus.append(float((node.get("resources_total") or {}).get("GPU", 0)))
+    return gpus
+
+
 # --------------------------------------------------------------------------- follow
 def follow(client, job_id: str, out=None, poll_s: float = 0.5) -> int:
     """Stream a job's logs until it ends; returns the exit code for its final status."""

@@ -2,19 +2,28 @@
 
     pasr submit --address http://HEAD:8265 [--engine verl|local] [--follow] [--working-dir .] -- OVERRIDES...
 
-The repository (``--working-dir``, default ``.``) is uploaded as the job's ``working_dir``, minus
-what ``recipe/runtime_env.yaml`` excludes (.git, runs/, outputs/, checkpoints/, parquet files,
-weights, caches), and the entrypoint runs on the head node:
+This is ``ray job submit`` with the recipe's entrypoint and runtime env, and where it only wraps
+it, it follows its semantics: ``--submission-id`` (``--job-id`` is Ray's deprecated spelling),
+``--runtime-env FILE`` (default ``recipe/runtime_env.yaml``) with ``--working-dir`` (default
+``.``) overriding the file's, ``--metadata-json``, and with ``--entrypoint CMD`` nothing of the
+recipe is checked, as Ray would not. The runtime env uploads the repository minus what the file
+excludes (.git, runs/, checkpoints/, parquet files, weights, caches) and sets
+``RAY_JOB_STOP_WAIT_TIME_S`` (900 s), so that ``ray job stop`` / ``pasr jobs stop`` leave the run
+time to checkpoint after SIGTERM; ``--env KEY=VALUE`` adds or overrides a variable. The
+entrypoint runs on the head node:
 
 * ``--engine verl`` (default): ``python3 -m recipe.main_pasr OVERRIDES`` (Hydra overrides);
 * ``--engine local``: ``python3 -m recipe train OVERRIDES`` (the local engine's arguments).
 
-Before submitting, the dashboard must answer (a wrong address fails with a message saying so)
-and, for ``--engine verl``, the cluster must have ``trainer.nnodes`` nodes with
-``trainer.n_gpus_per_node`` GPUs each, read from the overrides or ``recipe/config/
-pasr_trainer.yaml`` (``--no-gpu-check`` skips it). The job id is printed on stdout; ``--follow``
-then streams the logs and exits with the job's outcome (0 succeeded, 1 failed, 3 stopped).
-See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
+For the verl engine's own entrypoint it first composes the overrides into the config the job
+will run (:func:`recipe.verl_engine.config.compose_config`) and refuses, with one line and exit
+status 2, a bad key, a relative ``trainer.default_local_dir`` or ``pasr_verl.rollout_dir`` (in a
+job it lands in a temporary copy of the working dir, so a resubmission silently starts from
+scratch), and a cluster without ``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs
+(``--no-gpu-check`` skips that one). The dashboard must answer. The job id is printed on stdout;
+unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once unless
+``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
+3 stopped). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
 """
 
 from __future__ import annotations
@@ -64,66 +73,25 @@ def build_runtime_env(working_dir: Path, env: list[str] | None = None, base_file
     return runtime_env
 
 
-def _override_value(overrides: list[str], key: str) -> str | None:
-    value = None
-    for o in overrides:
-        k, sep, v = o.partition("=")
-        if sep and k.lstrip("+~") == key:
-            value = v
-    return value
+def check_verl_run(overrides: list[str]):
+    """The config ``python3 -m recipe.main_pasr OVERRIDES`` will run in the job, checked for what
+    can be known before submitting it (keys, types, ``pasr.*``, paths); a CliError otherwise."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-
-def required_gpus(overrides: list[str], config_file: Path | None = None) -> tuple[int, int]:
-    """``(nnodes, n_gpus_per_node)`` from the overrides, else from ``pasr_trainer.yaml``."""
-    from omegaconf import OmegaConf
-
-    config_file = config_file or Path(__file__).resolve().parent / "config" / "pasr_trainer.yaml"
-    trainer = OmegaConf.load(config_file).get("trainer", {})
-    out = []
-    for key, default in (("nnodes", trainer.get("nnodes", 1)), ("n_gpus_per_node", trainer.get("n_gpus_per_node", 8))):
-        raw = _override_value(overrides, f"trainer.{key}")
-        try:
-            out.append(int(raw if raw is not None else default))
-        except ValueError:
-            raise CliError(f"trainer.{key}={raw}: not an integer") from None
-    return out[0], out[1]
-
-
-def relative_path_warnings(overrides: list[str]) -> list[str]:
-    """Paths that a Ray job would resolve inside its temporary working directory."""
-    out = []
-    ckpt = _override_value(overrides, "trainer.default_local_dir")
-    if ckpt is None or not (ckpt.startswith(("/", "~", "hdfs://", "s3://", "gs://"))):
-        out.append(
-            f"trainer.default_local_dir={ckpt or 'checkpoints/${trainer.project_name}/${trainer.experiment_name}'} is "
-            "relative: in a Ray job it lands in the job's temporary working directory; pass an absolute path "
-            "on storage every node sees to keep checkpoints, rollout dumps and resume"
-        )
-    return out
-
-
-def cluster_node_gpus(address: str, timeout_s: float = 30.0) -> list[float]:
-    """GPUs of each alive node, from the dashboard's state API (``timeout_s`` bounds the request)."""
-    from ray.exceptions import AuthenticationError
-    from ray.util.state.api import StateApiClient
-    from ray.util.state.common import ListApiOptions, StateResource
-
-    from recipe.jobs import _auth_hint, auth_headers
+    from recipe.pasr_config import ConfigError
+    from recipe.verl_engine.config import compose_config, engine_config, pasr_config, relative_dir_problem
 
     try:
-        client = StateApiClient(address=address, headers={"Content-Type": "application/json", **auth_headers()})
-        options = ListApiOptions(detail=True, timeout=max(1, round(timeout_s)))  # the state API takes whole seconds
-        nodes = client.list(StateResource.NODES, options=options, raise_on_missing_output=False)
-    except AuthenticationError:
-        raise CliError(_auth_hint(address)) from None
-    except Exception as exc:  # the jobs API answered, so this is a state-API problem worth naming
-        raise CliError(f"cannot list the nodes of {address} for the GPU check ({exc}); --no-gpu-check skips it") from None
-    gpus = []
-    for node in nodes:
-        node = node if isinstance(node, dict) else node.__dict__
-        if str(node.get("state", "ALIVE")).upper() == "ALIVE":
-            gpus.append(float((node.get("resources_total") or {}).get("GPU", 0)))
-    return gpus
+        config = compose_config(overrides)
+        pasr_config(config)
+        engine = engine_config(config)
+    except (HydraException, OmegaConfBaseException, ConfigError) as exc:
+        raise CliError(f"the overrides do not make a valid config: {str(exc).strip().splitlines()[0]}") from None
+    why = relative_dir_problem(config, engine)
+    if why:
+        raise CliError(why)
+    return config
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -133,21 +101,45 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     add_address_arg(parser)
     parser.add_argument("--engine", choices=sorted(ENTRYPOINTS), default="verl", help="verl (GPU cluster, default) or local")
     parser.add_argument("--follow", "-f", action="store_true", help="stream the job's logs; exit with its outcome")
-    parser.add_argument("--working-dir", default=".", metavar="DIR", help="the repository to upload (default: .)")
+    parser.add_argument("--working-dir", default=".", metavar="DIR", help="the repository to upload (default: .); overrides the runtime env file's")
+    parser.add_argument(
+        "--runtime-env", type=Path, default=RUNTIME_ENV_FILE, metavar="FILE",
+        help="the job's runtime env, a YAML file as for `ray job submit --runtime-env` (default: recipe/runtime_env.yaml)",
+    )  # fmt: skip
     parser.add_argument("--no-gpu-check", action="store_true", help="submit even if the cluster lacks the GPUs the config asks for")
-    parser.add_argument("--job-id", default=None, metavar="ID", help="submission id to use (default: Ray picks one)")
+    parser.add_argument(
+        "--submission-id", "--job-id", dest="submission_id", default=None, metavar="ID",
+        help="submission id to use (default: Ray picks one); --job-id is Ray's older name",
+    )  # fmt: skip
+    parser.add_argument("--metadata-json", default=None, metavar="JSON", help="metadata to attach to the job (a JSON object)")
     parser.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for the job (repeatable); KEY alone passes this shell's value, e.g. --env WANDB_API_KEY"
     )
     parser.add_argument(
-        "--entrypoint", default=None, metavar="CMD", help="run CMD instead of the engine's command (the overrides are appended)"
-    )
+        "--entrypoint", default=None, metavar="CMD",
+        help="run CMD instead of the engine's command (the overrides are appended); nothing of the recipe is checked then",
+    )  # fmt: skip
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: Hydra overrides (verl) or train arguments (local)")
 
 
+def _metadata(engine: str, metadata_json: str | None) -> dict[str, str]:
+    import json
+
+    metadata = {"pasr_engine": engine}
+    if metadata_json is not None:
+        try:
+            extra = json.loads(metadata_json)
+        except ValueError as exc:
+            raise CliError(f"--metadata-json: not JSON ({exc})") from None
+        if not isinstance(extra, dict):
+            raise CliError("--metadata-json: expected a JSON object")
+        metadata.update({str(k): str(v) for k, v in extra.items()})
+    return metadata
+
+
 def run(args) -> int:
-    from recipe.jobs import _call, connect, follow, normalize_address, quiet_ray_logs
-    from recipe.verl_engine.config import gpu_shortfall
+    from recipe.jobs import _call, cluster_node_gpus, connect, follow, normalize_address, quiet_ray_logs
+    from recipe.verl_engine.config import gpu_shortfall, required_gpus
 
     overrides = list(args.overrides or [])
     if overrides and overrides[0] == "--":
@@ -157,30 +149,28 @@ def run(args) -> int:
         raise CliError(f"--working-dir {args.working_dir}: not a directory")
     if args.entrypoint is None and not (working_dir / REPO_MARKER).is_file():
         raise CliError(f"--working-dir {working_dir} is not the PASR repository (no {REPO_MARKER})")
+    if not args.runtime_env.is_file():
+        raise CliError(f"--runtime-env {args.runtime_env}: no such file")
+    runtime_env = build_runtime_env(working_dir, args.env, args.runtime_env)
+    metadata = _metadata(args.engine, args.metadata_json)
+    recipe_run = args.engine == "verl" and args.entrypoint is None
+    config = check_verl_run(overrides) if recipe_run else None
 
     address = normalize_address(args.address)
     quiet_ray_logs()
     client = connect(address, args.timeout)
 
-    if args.engine == "verl" and not args.no_gpu_check:
-        nnodes, per_node = required_gpus(overrides)
+    if config is not None and not args.no_gpu_check:
+        nnodes, per_node = required_gpus(config)
         why = gpu_shortfall(cluster_node_gpus(address, args.timeout), nnodes, per_node, f"the Ray cluster at {address}")
         if why:
             raise CliError(why + "; --no-gpu-check submits anyway")
 
-    if args.engine == "verl" and args.entrypoint is None:
-        for warning in relative_path_warnings(overrides):
-            print(f"pasr: warning: {warning}", file=sys.stderr)
-
     entrypoint = build_entrypoint(args.engine, overrides, args.entrypoint)
-    runtime_env = build_runtime_env(working_dir, args.env)
     job_id = _call(
         address,
         lambda: client.submit_job(
-            entrypoint=entrypoint,
-            runtime_env=runtime_env,
-            submission_id=args.job_id,
-            metadata={"pasr_engine": args.engine},
+            entrypoint=entrypoint, runtime_env=runtime_env, submission_id=args.submission_id, metadata=metadata
         ),
     )
     print(job_id, flush=True)

@@ -62,9 +62,9 @@ def test_auth_token_sources(tmp_path):
     assert auth_headers({"RAY_AUTH_TOKEN": "t"}) == {"Authorization": "Bearer t"}
 
 
-def test_entrypoint_runtime_env_and_gpu_needs(tmp_path, monkeypatch):
+def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
     from recipe.cli import CliError
-    from recipe.submit import build_entrypoint, build_runtime_env, relative_path_warnings, required_gpus
+    from recipe.submit import build_entrypoint, build_runtime_env
 
     assert build_entrypoint("verl", ["data.train_files=/d/a b.parquet", "trainer.nnodes=2"]) == (
         "python3 -m recipe.main_pasr 'data.train_files=/d/a b.parquet' trainer.nnodes=2"
@@ -72,18 +72,37 @@ def test_entrypoint_runtime_env_and_gpu_needs(tmp_path, monkeypatch):
     assert build_entrypoint("local", ["--preset", "demo"]) == "python3 -m recipe train --preset demo"
     assert build_entrypoint("verl", [], entrypoint="python3 -c 'print(1)'") == "python3 -c 'print(1)'"
     env = build_runtime_env(tmp_path, ["WANDB_MODE=offline"])
-    assert env["working_dir"] == str(tmp_path) and env["env_vars"] == {"WANDB_MODE": "offline"}
+    # ray job stop leaves the run 900 s to checkpoint after SIGTERM, unless --env says otherwise
+    assert env["working_dir"] == str(tmp_path)
+    assert env["env_vars"] == {"RAY_JOB_STOP_WAIT_TIME_S": "900", "WANDB_MODE": "offline"}
+    assert build_runtime_env(tmp_path, ["RAY_JOB_STOP_WAIT_TIME_S=60"])["env_vars"] == {"RAY_JOB_STOP_WAIT_TIME_S": "60"}
     for pattern in ("/.git/", "runs/", "outputs/", "checkpoints/", "*.parquet", ".cache/"):
         assert pattern in env["excludes"]
     monkeypatch.setenv("PASR_TEST_SECRET", "s3")
-    assert build_runtime_env(tmp_path, ["PASR_TEST_SECRET"])["env_vars"] == {"PASR_TEST_SECRET": "s3"}
+    assert build_runtime_env(tmp_path, ["PASR_TEST_SECRET"])["env_vars"]["PASR_TEST_SECRET"] == "s3"
     monkeypatch.delenv("PASR_TEST_UNSET", raising=False)
     with pytest.raises(CliError, match="not set in this environment"):
         build_runtime_env(tmp_path, ["PASR_TEST_UNSET"])
-    assert required_gpus([]) == (1, 8)
-    assert relative_path_warnings([]) and relative_path_warnings(["trainer.default_local_dir=ckpt"])
-    assert relative_path_warnings(["trainer.default_local_dir=/shared/ckpt"]) == []
-    assert required_gpus(["trainer.nnodes=2", "++trainer.n_gpus_per_node=4"]) == (2, 4)
+
+
+def test_the_verl_run_is_composed_and_checked_before_submitting():
+    """The overrides are composed into the config the job will run: relative checkpoint or dump
+    dirs (a resubmission would silently start from scratch) and bad keys are refused."""
+    from recipe.cli import CliError
+    from recipe.submit import check_verl_run
+    from recipe.verl_engine.config import required_gpus
+
+    with pytest.raises(CliError, match=r"trainer.default_local_dir=checkpoints/pasr/pasr is relative"):
+        check_verl_run([])
+    with pytest.raises(CliError, match=r"trainer.default_local_dir=ckpt is relative"):
+        check_verl_run(["trainer.default_local_dir=ckpt"])
+    with pytest.raises(CliError, match=r"pasr_verl.rollout_dir=dumps is relative"):
+        check_verl_run(["trainer.default_local_dir=/shared/ckpt", "pasr_verl.rollout_dir=dumps"])
+    with pytest.raises(CliError, match=r"not make a valid config: Could not override 'pasr.tie_valu'"):
+        check_verl_run(["trainer.default_local_dir=/shared/ckpt", "pasr.tie_valu=0"])
+    config = check_verl_run(["trainer.default_local_dir=/shared/ckpt", "trainer.nnodes=2", "++trainer.n_gpus_per_node=4"])
+    assert required_gpus(config) == (2, 4) and config.pasr_verl.rollout_dir == "/shared/ckpt/rollouts"
+    assert required_gpus(check_verl_run(["trainer.default_local_dir=s3://b/ckpt", "pasr_verl.rollout_dir=null"])) == (1, 8)
 
 
 def test_gpu_shortfall_is_per_node():
@@ -233,7 +252,9 @@ def test_missing_token_is_named(pasr, ray_head, monkeypatch, tmp_path):
 
 
 def test_gpu_check_for_the_verl_engine(pasr, ray_head):
-    code, out, err = pasr("submit", "--address", ray_head.address, "--", "trainer.n_gpus_per_node=4")
+    code, out, err = pasr(
+        "submit", "--address", ray_head.address, "--", "trainer.n_gpus_per_node=4", "trainer.default_local_dir=/tmp/pasr-ckpt"
+    )
     assert code == 2 and not out
     assert "needs 1 node(s) with 4 GPU(s)" in err and "has 0 GPU(s)" in err and "--no-gpu-check" in err
 
@@ -244,11 +265,12 @@ def test_submit_follow_runs_in_the_uploaded_repository(pasr, ray_head):
         "print('PASR_OK', os.path.isdir('.git'), os.path.isfile('recipe/main_pasr.py'))\""
     )
     code, out, err = pasr(
-        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--follow", "--no-gpu-check", "--entrypoint", probe
-    )
+        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--follow", "--no-gpu-check",
+        "--submission-id", "pasr-probe-1", "--metadata-json", '{"team": "x"}', "--entrypoint", probe,
+    )  # fmt: skip
     assert code == 0, err
     job_id = out.splitlines()[0]
-    assert job_id.startswith("raysubmit_")
+    assert job_id == "pasr-probe-1"
     assert "PASR_OK False True" in out  # the code is there, .git is not
     assert f"job {job_id} SUCCEEDED" in err
     code, out, _ = pasr("jobs", "status", job_id, "--address", ray_head.address)
@@ -281,13 +303,21 @@ def test_stop(pasr, ray_head, tmp_path):
     assert code == 2 and "no job raysubmit_doesnotexist" in err
 
 
+def test_a_relative_checkpoint_dir_is_refused_before_anything_is_submitted(pasr, ray_head):
+    code, out, err = pasr("submit", "--address", ray_head.address, "--no-gpu-check", "--", "trainer.n_gpus_per_node=1")
+    assert code == 2 and not out and err.count("\n") == 1
+    assert "trainer.default_local_dir=checkpoints/pasr/pasr is relative" in err
+    code, out, _ = pasr("jobs", "list", "--address", ray_head.address)
+    assert "trainer.n_gpus_per_node=1" not in out
+
+
 def test_the_real_entrypoint_checks_the_clusters_gpus_inside_the_job(pasr, ray_head):
     """`--no-gpu-check` lets the submission through; recipe.main_pasr itself then runs in the job,
     composes the config, joins the cluster through the job's RAY_ADDRESS, finds no GPU and stops
     with its one-line message (the job fails, so --follow exits 1)."""
     code, out, err = pasr(
         "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--no-gpu-check", "--follow",
-        "--", "trainer.n_gpus_per_node=2", "pasr_verl.check_judge=false",
+        "--", "trainer.n_gpus_per_node=2", "pasr_verl.check_judge=false", "trainer.default_local_dir=/tmp/pasr-ckpt",
     )  # fmt: skip
     assert code == 1, err
     assert "pasr verl: error: the config needs 1 node(s) with 2 GPU(s) each" in out

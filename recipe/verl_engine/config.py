@@ -390,7 +390,7 @@ def _cluster_node_gpus(address: str) -> list[float]:
     state API, a GCS address (``host:6379``, what a Ray job's ``RAY_ADDRESS`` holds) by
     connecting briefly (verl's ``run_ppo`` connects again afterwards)."""
     if address.startswith(("http://", "https://")):
-        from recipe.submit import cluster_node_gpus
+        from recipe.jobs import cluster_node_gpus
 
         try:
             return cluster_node_gpus(address)

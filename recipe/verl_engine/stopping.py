@@ -15,8 +15,9 @@ trainer's process would never fire, and the driver dying takes the run down mid-
 A second signal stops at once (KeyboardInterrupt), as the local engine's second Ctrl-C does.
 Ray's job supervisor SIGKILLs the driver ``RAY_JOB_STOP_WAIT_TIME_S`` seconds (default 3) after
 its SIGTERM, read from the job's environment, so a job must set it to more than a step plus a
-checkpoint (``pasr submit --env RAY_JOB_STOP_WAIT_TIME_S=900``); :func:`stop_wait_warning`
-says so at start.
+checkpoint: ``recipe/runtime_env.yaml`` sets 900, which ``pasr submit`` (and ``ray job submit
+--runtime-env recipe/runtime_env.yaml``) passes on; :func:`stop_wait_warning` says so at start
+when a job has none.
 
 :class:`PasrTaskRunnerLauncher` wires this up where verl creates the task runner. This module
 imports only Ray (no verl), so the driver side can be tested end to end cheaply.
@@ -169,7 +170,8 @@ def stop_wait_warning(environ: Mapping[str, str] | None = None) -> str | None:
         return None
     return (
         f"{STOP_WAIT_ENV} is not set for this job: `ray job stop` / `pasr jobs stop` kill the run 3 s after "
-        f"SIGTERM, before it can checkpoint; submit with --env {STOP_WAIT_ENV}=900 (more than a step plus a checkpoint)"
+        f"SIGTERM, before it can checkpoint; submit with `pasr submit` (recipe/runtime_env.yaml sets it) or "
+        f"--runtime-env recipe/runtime_env.yaml, or set {STOP_WAIT_ENV} to more than a step plus a checkpoint"
     )
 
 
