@@ -2,7 +2,7 @@
 
 * :func:`rollouts_from_rows` reads a slice of the rollout manager's output as engine-neutral
   :class:`recipe.scoring.Rollout` objects (metadata from the input rows, text decoded from the
-  generated token ids with :func:`recipe.scoring.decode_response`, the decoder both engines use);
+  generated token ids with :func:`recipe.scoring.decode_response`, the step core's one decoder);
 * :func:`apply_train_scores` writes the step core's scores into the refine rows the way verl
   reads them: each row's score in ``rm_scores`` at its last valid response token (where verl's
   own reward loop puts a sequence score, ``AgentLoopWorker._postprocess``), the mask as a zeroed
@@ -24,9 +24,6 @@ import torch
 from data.records import RolloutRecord
 from recipe.advantages import TRAINED
 from recipe.scoring import Rollout, decode_response
-
-# reward_extra_info keys (all numeric: verl averages them per data source in validation)
-EXTRA_KEYS = ("acc", "format_reward", "refine_reward", "has_refine", "judge_error")
 
 
 def _question(extra_info: dict, messages) -> str:
@@ -127,6 +124,8 @@ def _response_mask(rows) -> torch.Tensor:
 
 
 def _extra_info(records: Sequence[RolloutRecord]) -> dict[str, np.ndarray]:
+    """The reward parts as verl's reward_extra_info (all numeric: verl averages them per data
+    source in validation)."""
     return {
         "acc": np.array([r.acc if r.acc is not None else 0.0 for r in records], dtype=np.float64),
         "format_reward": np.array([float(r.extra.get("format_reward", 0.0)) for r in records], dtype=np.float64),
