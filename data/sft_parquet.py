@@ -4,7 +4,7 @@ PASR's format reward is -1 for a response without ``<think>â€¦</think><answer>â€
 model that does not write that format from the prompt alone (SmolLM2-135M on the first GPU run:
 -1 for every rollout) gives every GRPO group equal rewards, so every advantage is 0 and nothing
 is learned. The local engine starts with a supervised warm-up on synthetic traces for this
-reason (:mod:`recipe.local_engine.warmup`); the verl engine gets the same traces as a parquet for
+reason (:mod:`data.warmup_traces`); the verl engine gets the same traces as a parquet for
 verl's own SFT trainer, run once before PASR:
 
     python3 -m data.sft_parquet --out ~/data/pasr/warmup_sft.parquet
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from data.records import PLAIN, REFINE
 from data.synthetic import DIFFICULTIES, generate_problems
+from data.warmup_traces import build_samples
 from prompts import PromptSet, build_chat
 
 COLUMNS = ("messages", "data_source", "id", "variant", "answer")
@@ -58,29 +58,22 @@ def sft_rows(
     n: int,
     *,
     seed: int = 0,
-    difficulty: int = 2,
-    refine_fraction: float = 0.4,
-    refine_style: str = "fix",
+    difficulty: int = 1,
+    refine_fraction: float = 0.6,
+    refine_style: str = "check",
     plain_fraction: float = 0.3,
     prompts: PromptSet | None = None,
 ) -> list[dict[str, Any]]:
-    """``n`` SFT rows from synthetic training problems (never the held-out split)."""
-    from recipe.local_engine.warmup import build_trace, build_traces
-
+    """``n`` SFT rows from synthetic training problems (never the held-out split): the local
+    engine's warm-up samples (:func:`data.warmup_traces.build_samples`, same defaults) as chats."""
     prompts = prompts or PromptSet.load()
     problems = generate_problems(n, seed=seed, difficulty=difficulty, split="train")
-    refine_traces = build_traces(problems, refine_fraction, refine_style, seed)
-    pick = random.Random(f"{seed}:sft-plain")
-    plain_rng = random.Random(f"{seed}:sft-plain-traces")
+    system = {REFINE: prompts.refine, PLAIN: prompts.plain}
     rows = []
-    for problem, refine_trace in zip(problems, refine_traces):
-        if pick.random() < plain_fraction:
-            variant, system, trace = PLAIN, prompts.plain, build_trace(problem, plain_rng, refine=False)
-        else:
-            variant, system, trace = REFINE, prompts.refine, refine_trace
-        messages = build_chat(system, problem.question) + [{"role": "assistant", "content": trace}]
+    for s in build_samples(problems, refine_fraction, refine_style, seed, plain_fraction):
+        messages = build_chat(system[s.variant], s.problem.question) + [{"role": "assistant", "content": s.trace}]
         rows.append(
-            {"messages": messages, "data_source": "synthetic", "id": problem.id, "variant": variant, "answer": problem.answer}
+            {"messages": messages, "data_source": "synthetic", "id": s.problem.id, "variant": s.variant, "answer": s.problem.answer}
         )
     return rows
 
@@ -112,9 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="parquet file to write")
     parser.add_argument("--n", type=int, default=2000, help="traces (default 2000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--difficulty", type=int, default=2, choices=DIFFICULTIES, help="arithmetic steps per problem")
-    parser.add_argument("--refine-fraction", type=float, default=0.4, help="refine-prompt traces that refine (default 0.4)")
-    parser.add_argument("--refine-style", default="fix", help="fix: the refine corrects a wrong value (see recipe/local_engine/warmup.py)")
+    parser.add_argument("--difficulty", type=int, default=1, choices=DIFFICULTIES, help="arithmetic steps per problem (default 1)")
+    parser.add_argument("--refine-fraction", type=float, default=0.6, help="refine-prompt traces that refine (default 0.6)")
+    parser.add_argument("--refine-style", default="check", choices=("check", "fix", "restate"),
+                        help="check: the refine redoes the step in smaller pieces (see data/warmup_traces.py)")
     parser.add_argument("--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)")
     parser.add_argument("--refine-prompt", default="refine_system", help="template name or file (as pasr.prompts.refine)")
     parser.add_argument("--plain-prompt", default="plain_system", help="template name or file (as pasr.prompts.plain)")

@@ -129,9 +129,11 @@ def generate_chats(
     on_batch=None,
 ) -> list[Generation]:
     """Generate one response per chat (repeat a chat in ``chats`` for several samples)."""
+    from recipe.scoring import decode_response  # the one decoder of every engine
+
     prompts = render_prompts(tokenizer, chats, prefill)
     raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch)
     return [
-        Generation(p, r, prefill + tokenizer.decode(r, skip_special_tokens=True), fr, prefill)
+        Generation(p, r, prefill + decode_response(tokenizer, r), fr, prefill)
         for p, (r, fr) in zip(prompts, raw)
     ]

@@ -11,7 +11,7 @@ import pytest
 from data.records import PLAIN, REFINE
 from data.synthetic import Step, apply_op, generate_problems
 from prompts import PromptSet
-from recipe.local_engine.warmup import build_samples, build_trace, worked_check
+from data.warmup_traces import build_samples, build_trace, worked_check
 from rewards.format import check_format
 
 EQUATION = re.compile(r"(\d+) ([-+*]) (\d+) = (\d+)")

@@ -85,7 +85,7 @@ class WarmupConfig:
     # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
     # restate: the refine only re-checks a right value (what the prototype's empty refines did)
     # check: the refine redoes the step in smaller pieces (76 - 20 = 56, 56 - 7 = 49) and either
-    #   fixes a wrong first value or confirms a right one (see warmup.worked_check)
+    #   fixes a wrong first value or confirms a right one (see data/warmup_traces.py: worked_check)
     refine_style: str = "check"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows

@@ -14,7 +14,7 @@ from data.examples import Example
 from data.records import PLAIN, REFINE
 from prompts import PromptSet
 from recipe.hf_generate import SamplingParams, generate_ids, render_prompts
-from recipe.scoring import Rollout
+from recipe.scoring import Rollout, decode_response
 
 THINK_PREFILL = "<think>"
 
@@ -53,7 +53,7 @@ def generate_step(
     outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size)
     result = []
     for (ex, variant, k), p_ids, (r_ids, finish) in zip(specs, prompt_ids, outputs):
-        text = prefill + tokenizer.decode(r_ids, skip_special_tokens=True)
+        text = prefill + decode_response(tokenizer, r_ids)
         result.append(
             GeneratedRollout(
                 Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(r_ids), finish, k),

@@ -37,7 +37,7 @@ from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_loss, update_policy
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
-from recipe.local_engine.warmup import build_samples
+from data.warmup_traces import build_samples
 from recipe.metrics import step_metrics
 from recipe.scoring import group_scores, judge_and_record
 
@@ -257,7 +257,9 @@ class LocalPasrTrainer:
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
-                plain=cfg.trainer.eval_plain,
+                # the base model follows neither format: its plain answers would cost a full-length
+                # generation per question for a known 0
+                plain=cfg.trainer.eval_plain and tag != "base",
             )
         write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
         metrics.update(m)
