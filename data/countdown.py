@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 
 from data.examples import Example
-from data.synthetic import SPLITS, split_of
+from data.synthetic import draw_distinct
 from rewards.countdown import countdown_reward
 
 DATA_SOURCE = "countdown"
@@ -133,37 +133,27 @@ def generate_countdown(n: int, seed: int = 0, difficulty: int = 1, split: str | 
 
 def generate_problems(n: int, seed: int = 0, difficulty: int = 1, split: str | None = None) -> list[CountdownProblem]:
     """The problems behind :func:`generate_countdown`, with their typed fields."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
     if difficulty not in LEVELS:
         raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
     level = LEVELS[difficulty]
     rng = random.Random(f"pasr-countdown:{seed}:{difficulty}")
-    problems: list[CountdownProblem] = []
-    seen: set[str] = set()
-    attempts, max_attempts = 0, 200 * n + 1000
-    while len(problems) < n:
-        attempts += 1
-        if attempts > max_attempts:
-            raise ValueError(f"could not draw {n} distinct difficulty-{difficulty} Countdown problems (got {len(problems)})")
+
+    def draw(index: int) -> CountdownProblem | None:
         drawn = _one_problem(rng, level)
         if drawn is None:
-            continue
+            return None
         numbers, target, solution = drawn
-        problem = CountdownProblem(
-            id=f"{DATA_SOURCE}:d{difficulty}:s{seed}:{split or 'all'}:{len(problems)}",
+        if countdown_reward(solution, numbers, target) != 1.0:  # a generator bug, never a bad row
+            raise RuntimeError(f"reference solution {solution!r} does not reach {target} with {numbers}")
+        return CountdownProblem(
+            id=f"{DATA_SOURCE}:d{difficulty}:s{seed}:{split or 'all'}:{index}",
             numbers=numbers,
             target=target,
             solution=solution,
             difficulty=difficulty,
             split=split,
         )
-        if problem.key in seen or (split is not None and split_of(problem.key) != split):
-            continue
-        if countdown_reward(solution, numbers, target) != 1.0:  # a generator bug, never a bad row
-            raise RuntimeError(f"reference solution {solution!r} does not reach {target} with {numbers}")
-        seen.add(problem.key)
-        problems.append(problem)
-    return problems
+
+    return draw_distinct(
+        n, draw, lambda p: p.key, split=split, what=f"difficulty-{difficulty} Countdown problems", tries_per_item=200
+    )

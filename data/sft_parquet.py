@@ -25,14 +25,13 @@ and a model that only answers the refine prompt makes that baseline 0.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from data.records import PLAIN, REFINE
 from data.synthetic import DIFFICULTIES, generate_problems
+from data.verl_parquet import write_table_atomic
 from data.warmup_traces import build_samples
 from prompts import PromptSet, build_chat
 
@@ -81,20 +80,8 @@ def sft_rows(
 def write_sft_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
     """Write beside the target, then rename: a reader never sees half a file."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(rows, schema=_schema())
-    path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_table_atomic(pa.Table.from_pylist(rows, schema=_schema()), path)
 
 
 def main(argv: list[str] | None = None) -> int:

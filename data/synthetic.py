@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from data.examples import Example
 
 MAX_VALUE = 199  # every number in a problem is < 200
 HELDOUT_BUCKETS = 5  # one hash bucket in five is held out
 SPLITS = ("train", "test")
+T = TypeVar("T")
 DIFFICULTIES = (1, 2, 3)
 
 _NAMES_SHE = ("Mia", "Ava", "Lena", "Sofia", "Priya", "Chloe", "Nora", "Emma", "Zara", "Hana", "Lucy", "Rosa")
@@ -269,38 +272,52 @@ def _one_problem(rng: random.Random, difficulty: int) -> tuple[str, list[Step]]:
     return _render(rng, frame, start, steps), steps
 
 
+def draw_distinct(
+    n: int, draw: Callable[[int], T | None], key: Callable[[T], str], *, split: str | None, what: str, tries_per_item: int = 100
+) -> list[T]:
+    """``n`` items from ``draw(index)`` (None: draw again), distinct by ``key`` and, with
+    ``split``, only those whose key :func:`split_of` puts in that split. Every seeded generator
+    of this project (arithmetic, Countdown) draws its problems this way, so "same question, same
+    split" holds for all of them. Gives up with a clear error after ``tries_per_item * n + 1000``
+    draws (a level too small for ``n`` distinct problems)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
+    items: list[T] = []
+    seen: set[str] = set()
+    for _ in range(tries_per_item * n + 1000):
+        if len(items) == n:
+            return items
+        item = draw(len(items))
+        if item is None or key(item) in seen or (split is not None and split_of(key(item)) != split):
+            continue
+        seen.add(key(item))
+        items.append(item)
+    if len(items) == n:
+        return items
+    raise ValueError(f"could not draw {n} distinct {what} (got {len(items)})")
+
+
 def generate_problems(n: int, seed: int = 0, difficulty: int = 1, split: str | None = None) -> list[SyntheticProblem]:
     """``n`` distinct problems. ``split`` = "train" or "test" keeps only questions of that
     split (see :func:`split_of`); None keeps every question."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
     rng = random.Random(f"pasr-synthetic:{seed}:{difficulty}")
-    problems: list[SyntheticProblem] = []
-    seen: set[str] = set()
-    attempts, max_attempts = 0, 100 * n + 1000
-    while len(problems) < n:
-        attempts += 1
-        if attempts > max_attempts:
-            raise ValueError(f"could not draw {n} distinct difficulty-{difficulty} problems (got {len(problems)})")
+
+    def draw(index: int) -> SyntheticProblem:
         question, steps = _one_problem(rng, difficulty)
-        if question in seen or (split is not None and split_of(question) != split):
-            continue
-        seen.add(question)
-        problems.append(
-            SyntheticProblem(
-                id=f"synthetic:d{difficulty}:s{seed}:{split or 'all'}:{len(problems)}",
-                question=question,
-                answer=str(steps[-1].result),
-                steps=steps,
-                difficulty=difficulty,
-                split=split,
-            )
+        return SyntheticProblem(
+            id=f"synthetic:d{difficulty}:s{seed}:{split or 'all'}:{index}",
+            question=question,
+            answer=str(steps[-1].result),
+            steps=steps,
+            difficulty=difficulty,
+            split=split,
         )
-    return problems
+
+    return draw_distinct(n, draw, lambda p: p.question, split=split, what=f"difficulty-{difficulty} problems")
 
 
 def split_problems(

@@ -73,10 +73,16 @@ def write_rl_parquet(
     The file is written beside its target and renamed into place, so a reader never sees half
     a file."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     rows = [rl_row(ex, i, system_prompt, ability, split) for i, ex in enumerate(examples)]
-    table = pa.Table.from_pylist(rows, schema=_schema())
+    return write_table_atomic(pa.Table.from_pylist(rows, schema=_schema()), path)
+
+
+def write_table_atomic(table, path: str | Path) -> Path:
+    """Write a pyarrow table beside ``path``, then rename it into place: a reader never sees
+    half a file. Every parquet this project writes goes through here."""
+    import pyarrow.parquet as pq
+
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     # A plain per-process name rather than mkstemp: mkstemp creates the file 0600, which
