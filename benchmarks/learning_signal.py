@@ -44,24 +44,19 @@ def eval_row(path: Path) -> dict:
     empty" and "there was no refine" are different findings.
     """
     from data.records import PLAIN, REFINE, iter_records
-    from rewards.refine_quality import assess_refines, is_correct
+    from recipe.metrics import refine_quality_rates
+    from rewards.refine_quality import is_correct
 
     records = list(iter_records(path))
     refine = [r for r in records if r.variant == REFINE]
     plain = [r for r in records if r.variant == PLAIN]
-    spans = empty = fixes = fix_known = 0
-    for r in refine:
-        if r.n_refine:
-            q = assess_refines(r.response, r.gold, is_correct(r.acc))
-            spans, empty = spans + q.n_refine, empty + q.n_empty
-            if q.fix is not None:
-                fix_known, fixes = fix_known + 1, fixes + int(q.fix)
+    empty_rate, fix_rate = refine_quality_rates(refine)
     row = {
         "format": fmean(r.format_ok for r in refine),
         "acc": fmean(is_correct(r.acc) for r in refine),
         "refine_rate": fmean(r.n_refine > 0 for r in refine),
-        "empty_refine_rate": empty / spans if spans else None,
-        "refine_fix_rate": fixes / fix_known if fix_known else None,
+        "empty_refine_rate": empty_rate,
+        "refine_fix_rate": fix_rate,
         "tokens": fmean(r.response_tokens for r in refine),
         "n": len(refine),
     }

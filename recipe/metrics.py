@@ -22,8 +22,10 @@ def _mean(values) -> float:
     return float(fmean(values)) if values else 0.0
 
 
-def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
-    """Empty-refine rate (per span) and refine-fix rate (per refining response)."""
+def refine_quality_rates(records: Sequence[RolloutRecord]) -> tuple[float | None, float | None]:
+    """(empty-refine rate per span, refine-fix rate per refining response with a known fix);
+    None where nothing was there to count: "no refine was empty" and "there was no refine"
+    are different findings."""
     spans = empty = fixes = fix_known = 0
     for r in records:
         if r.n_refine == 0:
@@ -34,10 +36,14 @@ def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr
         if q.fix is not None:
             fix_known += 1
             fixes += int(q.fix)
-    return {
-        f"{prefix}/empty_refine_rate": empty / spans if spans else 0.0,
-        f"{prefix}/refine_fix_rate": fixes / fix_known if fix_known else 0.0,
-    }
+    return (empty / spans if spans else None), (fixes / fix_known if fix_known else None)
+
+
+def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
+    """Empty-refine rate (per span) and refine-fix rate (per refining response); 0 where
+    undefined, because logging backends want a number every step."""
+    empty, fix = refine_quality_rates(records)
+    return {f"{prefix}/empty_refine_rate": empty or 0.0, f"{prefix}/refine_fix_rate": fix or 0.0}
 
 
 def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
