@@ -41,6 +41,7 @@ training metrics use, so a continuous judge's 0.9 is not counted correct.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -145,16 +146,21 @@ def content_words(text: str) -> set[str]:
 
 def is_empty_refine(span_text: str, before: str) -> bool:
     """Whether a refine span with text ``span_text`` adds nothing to ``before`` (module docstring)."""
+    return _adds_nothing(span_text, lambda: set(numbers_in(before)), lambda: content_words(before))
+
+
+def _adds_nothing(span_text: str, numbers_before: Callable[[], set[str]], words_before: Callable[[], set[str]]) -> bool:
+    """The empty-refine rule, written once. What came before is asked for lazily (and only
+    the part the rule needs), so :func:`assess_refines` can keep running sets over a long
+    response instead of re-reading it for every span."""
     if not span_text.strip():
         return True
     nums = numbers_in(span_text)
     if nums:
-        seen = set(numbers_in(before))
+        seen = numbers_before()
         return all(n in seen for n in nums)
     new_words = content_words(span_text)
-    if not new_words:
-        return True
-    return new_words <= content_words(before)
+    return not new_words or new_words <= words_before()
 
 
 def normalize_refine_text(text: str, max_chars: int = 200) -> str:
@@ -212,21 +218,14 @@ def assess_refines(
                 if not raw.isdigit() or (raw[0] == "0" and len(raw) > 1):
                     seen.add(_normalize_slow(raw))
         pos = span.start
-        text = span.text
-        if not text.strip():
-            empty.append(True)
-            continue
-        nums = NUMBER_RE.findall(text)
-        if nums:
-            empty.append(all(normalize_number(n) in seen for n in nums))
-            continue
-        new_words = content_words(text)
-        if new_words and words is None:
-            words = set()
-        if new_words:
-            words |= content_words(base[words_upto : span.start])
-            words_upto = span.start
-        empty.append(not new_words or new_words <= words)
+
+        def words_before(end: int = span.start) -> set[str]:
+            nonlocal words, words_upto
+            words = (words or set()) | content_words(base[words_upto:end])
+            words_upto = end
+            return words
+
+        empty.append(_adds_nothing(span.text, lambda: seen, words_before))
 
     fix: bool | None = None
     gold_n = numeric_gold(gold)
