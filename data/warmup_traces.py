@@ -4,9 +4,11 @@ The base SmolLM2 never writes the tags (format pass 0.00 with the refine prompt)
 supervised phase on synthetic tagged traces comes first. What the traces teach matters: a
 prototype warmed up on refines that only restated a value ("Check: 81 - 34 is 57, not 57":
 58 of 74 spans empty); PASR's comparison reward then correctly trained refinement away,
-because it never helped. So the default traces (``refine_style: fix``) contain a *real*
-mistake, a wrong intermediate value, which the refine corrects before reasoning continues from
-the right value. ``restate`` reproduces the prototype's traces for comparison.
+because it never helped. ``fix`` traces contain a *real* mistake, a wrong intermediate value,
+which the refine corrects before reasoning continues from the right value; but every such refine
+changes the value, so the model learned to "correct" right values too. The default ``check``
+refine redoes the step in smaller pieces (:func:`worked_check`) and either fixes a wrong first
+value or confirms a right one. ``restate`` reproduces the prototype's traces for comparison.
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, sty
 
     With ``refine`` and ``style='fix'`` one step is first computed wrongly, then corrected in a
     ``<refine>`` span that states the right value; later steps use the corrected value. With
-    ``style='restate'`` the refine only repeats a right step.
+    ``style='check'`` the step's first value is wrong half the time, and the refine redoes the
+    step (:func:`worked_check`) and fixes or confirms it. With ``style='restate'`` the refine
+    only repeats a right step.
     """
     steps = problem.steps
     where = rng.randrange(len(steps)) if refine else -1

@@ -13,7 +13,6 @@ from re-tokenising text. Tests inject their own object with the same ``generate`
 from __future__ import annotations
 
 import sys
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol

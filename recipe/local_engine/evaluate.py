@@ -8,7 +8,7 @@ so ``pasr stats`` reads these dumps like any other. ``pasr eval`` is the full ev
 from __future__ import annotations
 
 from data.examples import Example
-from data.records import REFINE, RolloutRecord
+from data.records import RolloutRecord
 from prompts import PromptSet
 from recipe.hf_generate import SamplingParams
 from recipe.local_engine.rollout import generate_step
@@ -32,11 +32,10 @@ def evaluate(
     records = score_rollouts([g.rollout for g in gens], judge, pasr, run_id=run_id, step=step, engine="local")
     for r in records:
         r.dataset = tag
-    m = step_metrics([r for r in records if r.variant == REFINE], prefix="eval")
+    m = step_metrics(records, prefix="eval")  # refine metrics come from the refine records only
     keep = ("format_pass_rate", "refine_rate", "acc_refine", "refine_tags_per_response", "empty_refine_rate",
             "refine_fix_rate", "response_length/mean", "judge_errors")
     metrics = {f"eval/{k.replace('acc_refine', 'acc')}": m[f"eval/{k}"] for k in keep}
     if plain:
-        p = step_metrics(records, prefix="eval")
-        metrics.update({"eval/plain_format_pass_rate": p["eval/format_pass_rate_plain"], "eval/plain_acc": p["eval/acc_plain"]})
+        metrics.update({"eval/plain_format_pass_rate": m["eval/format_pass_rate_plain"], "eval/plain_acc": m["eval/acc_plain"]})
     return metrics, records
