@@ -14,7 +14,7 @@ EPILOG = """examples:
   pasr train --resume runs/pasr-demo trainer.steps=120   # extend a run (settings that change
                                                          # what is trained need --force)
 
-Config keys (see recipe/config/local_default.yaml): model.*, data.*, rollout.*, algo.*,
+Config keys (each documented in recipe/local_engine/config.py): model.*, data.*, rollout.*, algo.*,
 warmup.*, trainer.*, and pasr.* (n_refine, n_plain, tie_value, zeta, weights.*, judge.*,
 prompts.*), shared with the verl engine."""
 
