@@ -7,8 +7,8 @@
    * **control**: the supervised warm-up continued (its optimizer state too) until the PASR
      phase ends, so both get the same wall time on the same machine under the same load. If
      PASR beats this, the gain is not just "more training".
-3. **PASR, paper-exact reward** (``--paper`` overrides: tie -0.5, float-equality ties) from the
-   same checkpoint, alone.
+3. **PASR, paper-exact reward** (``--paper`` overrides: tie -0.5, float-equality ties, empty
+   refines credited like any refine) from the same checkpoint, alone (both cores).
 4. Every policy is evaluated greedily on the same held-out problems with the refine prompt.
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
@@ -31,8 +31,8 @@ from eval.significance import paired_counts, sign_test
 
 # The recipe's default PASR reward for the embedded model, and the paper's. Both start from the
 # same warm-up checkpoint and differ only in these keys.
-PASR_DEFAULT = ["pasr.tie_value=0.0"]
-PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0"]
+PASR_DEFAULT = ["pasr.tie_value=0.0", "pasr.empty_refine_value=0.0"]
+PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null"]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
 
@@ -79,12 +79,15 @@ def _load(preset: str, overrides: list[str]):
     return load_config(preset=preset, overrides=overrides)
 
 
-def run_pasr(preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str | None = None) -> None:
+def run_pasr(
+    preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str | None = None, threads: int = 1
+) -> None:
     """PASR steps from the warm-up checkpoint; ``stop_file`` is created when training ends
-    (before the final evaluation), which stops the control running beside it."""
+    (before the final evaluation), which stops the control running beside it. ``threads`` 0:
+    the engine measures (a run alone on the machine)."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", "model.threads=1",
+    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", f"model.threads={threads}",
                          "trainer.eval_at_start=false", "trainer.eval_at_end=false", "trainer.eval_plain=false"])
     trainer = LocalPasrTrainer(cfg, Path(run_dir))
     trainer.setup()
@@ -173,7 +176,7 @@ def main(argv=None) -> int:
     t_pair = time.perf_counter() - t0
 
     # 3. the paper-exact reward, alone
-    _join(_spawn(run_pasr, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None))
+    _join(_spawn(run_pasr, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
 
     dumps = {
         "base": dirs["warmup"] / "eval" / "base.jsonl",

@@ -44,7 +44,7 @@ class RolloutRecord:
     acc: float | None  # None = judge error
     judge_error: str | None = None
     refine_reward: float | None = None  # None for plain rollouts and eval records
-    refine_outcome: str | None = None  # better | worse | tie | none | no_baseline | judge_error
+    refine_outcome: str | None = None  # better | worse | tie | empty | none | no_baseline | judge_error
     total_reward: float | None = None
     step: int | None = None  # training step; None for eval
     dataset: str | None = None  # eval dataset name; None for training

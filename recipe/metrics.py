@@ -14,7 +14,7 @@ from statistics import fmean
 from data.records import PLAIN, REFINE, RolloutRecord
 from rewards.refine_quality import assess_refines, is_correct
 
-OUTCOMES = ("better", "worse", "tie", "none", "no_baseline", "judge_error")
+OUTCOMES = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
 
 
 def _mean(values) -> float:

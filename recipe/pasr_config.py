@@ -50,6 +50,9 @@ class PasrConfig:
     n_plain: int = 8  # plain-prompted rollouts per query (baseline only, never trained on)
     tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
+    # cap on the refine reward of a rollout whose refine spans all add nothing (None: the paper,
+    # no cap; 0.0: an empty refine earns what not refining earns); see rewards/refine.py
+    empty_refine_value: float | None = None
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)

@@ -8,8 +8,9 @@ A response whose judge failed (``acc is None``) gets ``total = None``: it is nev
 What the engines do with it (leave it out of the update and of its group's statistics) is
 decided once, in :func:`recipe.scoring.group_scores`.
 
-The weights, ``tie_value`` and ``zeta`` have no defaults here; they live in one place,
-:class:`recipe.pasr_config.PasrConfig` (``pasr.weights.*``, ``pasr.tie_value``, ``pasr.zeta``).
+The weights, ``tie_value``, ``zeta`` and ``empty_refine_value`` have no defaults here; they live
+in one place, :class:`recipe.pasr_config.PasrConfig` (``pasr.weights.*``, ``pasr.tie_value``,
+``pasr.zeta``, ``pasr.empty_refine_value``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from rewards.format import check_format
 from rewards.refine import plain_baseline, refine_reward
+from rewards.refine_quality import assess_refines
 
 
 @dataclass
@@ -55,6 +57,7 @@ def score_group(
     weights: RewardWeights,
     tie_value: float,
     zeta: float,
+    empty_refine_value: float | None = None,
 ) -> list[PasrReward]:
     """PASR rewards for the refine-prompted responses of one query.
 
@@ -65,6 +68,8 @@ def score_group(
         weights: the weights of format, accuracy and refine reward.
         tie_value: the refine reward of a tie (see :func:`rewards.refine.refine_reward`).
         zeta: the tie tolerance.
+        empty_refine_value: cap on the refine reward of a rollout whose refine spans are all
+            empty (see :mod:`rewards.refine`); None (the paper) for no cap.
 
     Returns:
         One :class:`PasrReward` per response, in order; ``total`` is ``None`` for a judge error.
@@ -87,7 +92,14 @@ def score_group(
         if acc is None:
             out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, "judge_error", baseline, None))
             continue
-        ref = refine_reward(acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta)
+        empty = (
+            empty_refine_value is not None
+            and fmt.has_refine
+            and all(assess_refines(text, None, None, fmt=fmt).empty)
+        )
+        ref = refine_reward(
+            acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value
+        )
         total = weights.format * fmt.reward + weights.acc * acc + weights.refine * ref.value
         out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total))
     return out

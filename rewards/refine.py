@@ -18,7 +18,15 @@ the refinement did no harm. That is the paper's intent (refine only when it help
 means that on a training set the model already solves, PASR trains refinement away. Set
 ``tie_value: 0.0`` for a neutral tie; both are one config key (``pasr.tie_value``).
 
-``tie_value`` and ``zeta`` have no defaults here: they are config values, and their defaults
+Empty refines (not in the paper; off unless ``pasr.empty_refine_value`` is set): a rollout whose
+every refine span adds nothing (:func:`rewards.refine_quality.is_empty_refine`, e.g.
+``<refine>94 + 3 = 97, so 97 is right.</refine>`` after ``94 + 3 = 97``) takes the paper's
+credit for a right answer without refining anything. With ``empty_value`` set, such a rollout's
+refine reward is capped at it (outcome ``empty``; a worse answer still gets -1). On the CPU
+default, PASR with uncapped credit drifted from worked checks to restating the step (greedy
+empty-refine rate 0.03 after warm-up, 0.19 after PASR; ``benchmarks/learning_signal``).
+
+``tie_value``, ``zeta`` and ``empty_value`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.
 """
 
@@ -27,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BETTER, WORSE, TIE, NONE, NO_BASELINE = "better", "worse", "tie", "none", "no_baseline"
+BETTER, WORSE, TIE, NONE, NO_BASELINE, EMPTY = "better", "worse", "tie", "none", "no_baseline", "empty"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,8 @@ def refine_reward(
     *,
     tie_value: float,
     zeta: float,
+    empty: bool = False,
+    empty_value: float | None = None,
 ) -> RefineReward:
     """The refine reward of one rollout: did refining beat the plain rollouts of its query?
 
@@ -73,10 +83,13 @@ def refine_reward(
         baseline: :func:`plain_baseline` of its query (``None``: no plain rollout was judged).
         tie_value: the reward of a tie (``pasr.tie_value``; the paper: -0.5).
         zeta: how far apart ``acc`` and ``baseline`` must be to differ (``pasr.zeta``).
+        empty: whether every refine span of the rollout is empty.
+        empty_value: the cap on an empty refine's reward (``pasr.empty_refine_value``); None: no cap.
 
     Returns:
         A :class:`RefineReward`: +1 ``better``, -1 ``worse``, ``tie_value`` ``tie``, 0 ``none``
-        (no refine) or 0 ``no_baseline``.
+        (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (an empty refine that
+        would have earned more).
 
     Example:
         >>> refine_reward(1.0, True, 0.5, tie_value=-0.5, zeta=1e-6)
@@ -87,7 +100,17 @@ def refine_reward(
         'tie'
         >>> refine_reward(0.0, False, 0.5, tie_value=-0.5, zeta=1e-6).outcome
         'none'
+        >>> refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0).outcome
+        'empty'
     """
+    reward = _compared(acc, has_refine, baseline, tie_value, zeta)
+    if has_refine and empty and empty_value is not None and reward.value > empty_value:
+        return RefineReward(float(empty_value), EMPTY, reward.baseline)
+    return reward
+
+
+def _compared(acc: float, has_refine: bool, baseline: float | None, tie_value: float, zeta: float) -> RefineReward:
+    """The paper's comparison with the plain baseline (module docstring)."""
     if not has_refine:
         return RefineReward(0.0, NONE, baseline)
     if baseline is None:

@@ -95,3 +95,28 @@ def test_score_group_components_and_weights():
 def test_score_group_length_mismatch():
     with pytest.raises(ValueError):
         score_group(["a"], [1.0, 0.0], [1.0], weights=RewardWeights(1.0, 1.0, 1.0), **PAPER)
+
+
+def test_empty_refine_cap_is_off_by_default_and_caps_only_credit():
+    """pasr.empty_refine_value: an empty refine loses the 'better'/tie credit, never a -1."""
+    assert refine_reward(1.0, True, 0.5, **PAPER, empty=True).value == 1.0  # no cap given: the paper
+    capped = refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0)
+    assert (capped.value, capped.outcome, capped.baseline) == (0.0, "empty", 0.5)
+    worse = refine_reward(0.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0)
+    assert (worse.value, worse.outcome) == (-1.0, "worse")  # being empty is no excuse for a wrong answer
+    tie = refine_reward(1.0, True, 1.0, tie_value=-0.5, zeta=1e-6, empty=True, empty_value=0.0)
+    assert (tie.value, tie.outcome) == (-0.5, "tie")  # already below the cap
+    assert refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=False, empty_value=0.0).outcome == "better"
+
+
+def test_score_group_caps_rollouts_whose_refines_all_restate():
+    restate = "<think>94 + 3 = 97. <refine>94 + 3 = 97, so 97 is right.</refine></think><answer>97</answer>"
+    worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
+    mixed = "<think>94 + 3 = 97. <refine>97</refine> ok <refine>90 + 3 = 93</refine></think><answer>97</answer>"
+    w = RewardWeights(1.0, 1.0, 1.0)
+    capped = score_group([restate, worked, mixed], [1.0] * 3, [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
+                         empty_refine_value=0.0)
+    assert [r.refine_outcome for r in capped] == ["empty", "better", "better"]
+    assert [r.total for r in capped] == [2.0, 3.0, 3.0]
+    paper = score_group([restate], [1.0], [0.0, 1.0], weights=w, **PAPER)
+    assert paper[0].refine_outcome == "better" and paper[0].total == 3.0

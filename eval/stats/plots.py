@@ -23,7 +23,7 @@ PREFERRED_METRICS = (
 )
 OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
                   "refine_lengths.png", "refine_outcomes.png")
-OUTCOME_ORDER = ("better", "worse", "tie", "none", "no_baseline", "judge_error")
+OUTCOME_ORDER = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
 
 Figures = Iterator[tuple[str, Any]]  # (file name, matplotlib figure)
 

@@ -124,8 +124,14 @@ class LocalTrainConfig:
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     # tie 0 on the embedded model: the paper's -0.5 punishes every refine on a question the small
-    # model always (or never) solves, which trains refinement away (benchmarks/learning_signal)
-    pasr: PasrConfig = field(default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, tie_value=0.0, prompts=_cpu_prompts()))
+    # model always (or never) solves, which trains refinement away (benchmarks/learning_signal).
+    # empty_refine_value 0: a refine that only restates earns no more than not refining; without
+    # it PASR drifted from worked checks to restating (empty-refine rate 0.03 -> 0.19)
+    pasr: PasrConfig = field(
+        default_factory=lambda: PasrConfig(
+            n_refine=4, n_plain=4, tie_value=0.0, empty_refine_value=0.0, prompts=_cpu_prompts()
+        )
+    )
 
     def validate(self) -> "LocalTrainConfig":
         self.pasr.validate()
