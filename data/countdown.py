@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from data.examples import Example
 from data.synthetic import draw_distinct
-from rewards.countdown import countdown_reward
+from rewards.countdown import countdown_reward, format_gold
 
 DATA_SOURCE = "countdown"
 
@@ -79,7 +79,7 @@ class CountdownProblem:
             id=self.id,
             data_source=DATA_SOURCE,
             question=self.question,
-            answer=str(self.target),
+            answer=format_gold(self.numbers, self.target),  # "3, 7, 12 -> 25": what the verifier needs
             extra={
                 "split": self.split or "",
                 "difficulty": self.difficulty,
@@ -125,8 +125,9 @@ def generate_countdown(n: int, seed: int = 0, difficulty: int = 1, split: str | 
 
     ``split`` = "train" or "test" keeps only problems of that split (see the module docstring);
     None keeps every problem. ``extra`` holds ``numbers``, ``target``, the reference
-    ``solution``, ``difficulty`` and ``split``; ``answer`` is the target as text (the verifier,
-    not a judge, decides correctness: ``countdown_reward(response, numbers, target)``).
+    ``solution``, ``difficulty`` and ``split``; ``answer`` is the gold the verifier reads,
+    :func:`rewards.countdown.format_gold` (``"3, 7, 12 -> 25"``), so the ``countdown`` judge
+    (:class:`rewards.judges.countdown_judge.CountdownJudge`) scores any record of it.
     """
     return [p.as_example() for p in generate_problems(n, seed=seed, difficulty=difficulty, split=split)]
 

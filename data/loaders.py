@@ -3,7 +3,8 @@ file, or the Hugging Face hub.
 
 ``load_examples(source, split=None, limit=None, **options)``; ``source`` is
 
-* a known name (:data:`DATASETS`: ``gsm8k``, ``math500``, ``aime24``, ``synthetic``, or a
+* a known name (:data:`DATASETS`: ``gsm8k``, ``math500``, ``aime24``, ``synthetic``,
+  ``countdown``, or a
   hub name such as ``openai/gsm8k``). The local copy is used when the data folder holds it:
   ``$PASR_DATA_DIR`` when set, else ``../shared/data`` beside the repository. Otherwise the set
   comes from the hub through ``datasets.load_dataset`` (needs internet);
@@ -15,7 +16,7 @@ file, or the Hugging Face hub.
   ``question_field="instruction", answer_field="output"`` (and optionally ``id_field``,
   ``input_field`` appended to the question, ``data_source``).
 
-``options`` for ``synthetic``: ``seed`` (default 0), ``difficulty`` (1-3, default 1) and ``n``
+``options`` for ``synthetic`` and ``countdown``: ``seed`` (default 0), ``difficulty`` (1-3, default 1) and ``n``
 (default ``limit`` or 1000); ``split`` "train" (default) or "test" (held out, disjoint).
 
 Rows are parsed one at a time (JSONL streams line by line, parquet by record batch); a
@@ -106,7 +107,14 @@ DATASETS: dict[str, DatasetSpec] = {
         default_split="train",
         hub_splits={"train": "train", "test": "test"},
     ),
+    "countdown": DatasetSpec(
+        name="countdown",
+        description="seeded Countdown equations (Reflect, Retry, Reward; judge countdown; options seed, difficulty)",
+        default_split="train",
+        hub_splits={"train": "train", "test": "test"},
+    ),
 }
+GENERATED = ("synthetic", "countdown")  # made by a seeded generator, not read from a file
 
 _ALIASES = {alias.lower(): name for name, spec in DATASETS.items() for alias in (name, *spec.aliases)}
 
@@ -454,12 +462,16 @@ def _load_hub(spec: DatasetSpec, split: str, limit: int | None) -> list[Example]
     return _parse_rows(rows, lambda _row: parser, split, limit, f"hub:{spec.hub_path}[{hub_split}]", "row")
 
 
-def _load_synthetic(split: str, limit: int | None, options: dict[str, Any]) -> list[Example]:
-    from data.synthetic import generate_problems
+def _load_generated(name: str, split: str, limit: int | None, options: dict[str, Any]) -> list[Example]:
+    """``synthetic`` or ``countdown``: both seeded generators take ``seed``, ``difficulty`` and ``n``."""
+    if name == "countdown":
+        from data.countdown import generate_problems
+    else:
+        from data.synthetic import generate_problems
 
     unknown = set(options) - {"seed", "difficulty", "n"}
     if unknown:
-        raise DatasetError(f"unknown option(s) for synthetic: {', '.join(sorted(unknown))} (use seed, difficulty, n)")
+        raise DatasetError(f"unknown option(s) for {name}: {', '.join(sorted(unknown))} (use seed, difficulty, n)")
     n = options.get("n")
     n = n if n is not None else (limit if limit is not None else 1000)
     if limit is not None:
@@ -500,11 +512,11 @@ def load_examples(source: str, split: str | None = None, limit: int | None = Non
     split = split or spec.default_split
     if split not in spec.splits:
         raise DatasetError(f"dataset {spec.name} has no split {split!r}: use one of {', '.join(spec.splits)}")
-    if spec.name == "synthetic":
-        return _load_synthetic(split, limit, options)
+    if spec.name in GENERATED:
+        return _load_generated(spec.name, split, limit, options)
     if options:
         raise DatasetError(
-            f"options {', '.join(sorted(options))} apply to data files and synthetic, not to {spec.name}"
+            f"options {', '.join(sorted(options))} apply to data files, synthetic and countdown, not to {spec.name}"
         )
     path = local_file(spec.name, split)
     if path is not None:
@@ -517,7 +529,7 @@ def describe_sources() -> list[dict[str, str]]:
     rows = []
     for spec in DATASETS.values():
         for split in spec.splits:
-            if spec.name == "synthetic":
+            if spec.name in GENERATED:
                 where = "generated"
             else:
                 path = local_file(spec.name, split)

@@ -22,7 +22,7 @@ from rewards.pasr import RewardWeights
 
 @dataclass
 class JudgeConfig:
-    kind: str = "rule"  # rule | openai | hybrid
+    kind: str = "rule"  # rule | openai | hybrid | countdown (the exact Countdown verifier)
     base_url: str | None = None  # OpenAI-compatible endpoint, e.g. http://judge:8000/v1 (vllm serve)
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"  # the key is read from this environment variable
@@ -66,8 +66,8 @@ class PasrConfig:
             problems.append(f"pasr.n_plain must be >= 1 (the refine reward needs a plain baseline), got {self.n_plain}")
         if self.zeta < 0:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
-        if self.judge.kind not in ("rule", "openai", "hybrid"):
-            problems.append(f"pasr.judge.kind must be rule|openai|hybrid, got {self.judge.kind!r}")
+        if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):
+            problems.append(f"pasr.judge.kind must be rule|openai|hybrid|countdown, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):
             problems.append(f"pasr.judge.kind={self.judge.kind} needs pasr.judge.base_url and pasr.judge.model")
         if self.judge.concurrency < 1 or self.judge.retries < 0 or self.judge.timeout_s <= 0:

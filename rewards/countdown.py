@@ -186,3 +186,27 @@ def countdown_reward(answer_text: str, numbers: Sequence[int], target: int) -> f
     if not uses_numbers_at_most_once(equation.numbers, numbers):
         return 0.0
     return 1.0 if equation.value == target else 0.0
+
+
+_GOLD = re.compile(r"\s*(\d{1,12}(?:\s*,\s*\d{1,12})*)\s*->\s*(\d{1,12})\s*")
+
+
+def format_gold(numbers: Sequence[int], target: int) -> str:
+    """A Countdown problem's gold as one string, as records and judges carry it:
+    ``"3, 7, 12 -> 25"`` (the given numbers, then the target).
+
+    Example:
+        >>> format_gold([3, 7, 12], 25)
+        '3, 7, 12 -> 25'
+        >>> parse_gold(format_gold([3, 7, 12], 25))
+        ((3, 7, 12), 25)
+    """
+    return f"{', '.join(map(str, numbers))} -> {target}"
+
+
+def parse_gold(gold: str) -> tuple[tuple[int, ...], int] | None:
+    """``(numbers, target)`` from :func:`format_gold`'s string; None when it is not one."""
+    m = _GOLD.fullmatch(gold or "")
+    if m is None:
+        return None
+    return tuple(int(n) for n in m.group(1).split(",")), int(m.group(2))

@@ -9,7 +9,7 @@ import pytest
 
 from data.countdown import DATA_SOURCE, LEVELS, generate_countdown, generate_problems
 from data.synthetic import split_of
-from rewards.countdown import MAX_EQUATION_CHARS, countdown_reward, equation_text, parse_equation
+from rewards.countdown import MAX_EQUATION_CHARS, countdown_reward, equation_text, format_gold, parse_equation, parse_gold
 
 # ---------------------------------------------------------------- generator
 
@@ -34,7 +34,7 @@ def test_rows_match_their_level_and_reference_solutions_verify(difficulty):
     level = LEVELS[difficulty]
     for e in generate_countdown(200, seed=1, difficulty=difficulty):
         numbers, target = e.extra["numbers"], e.extra["target"]
-        assert e.data_source == DATA_SOURCE and e.answer == str(target)
+        assert e.data_source == DATA_SOURCE and e.answer == format_gold(e.extra["numbers"], target)
         assert len(numbers) == level.count
         assert all(level.low <= x <= level.high for x in numbers)
         assert 1 <= target <= level.max_target and target not in numbers
@@ -207,3 +207,36 @@ def test_every_length_up_to_the_cap_is_accepted():
     assert len(padded) == MAX_EQUATION_CHARS and countdown_reward(padded, NUMBERS, 80) == 1.0
     longer = padded.replace("* 4", " * 4")
     assert countdown_reward(longer, NUMBERS, 80) == 0.0  # one character over
+
+
+def test_gold_round_trip_and_refusals():
+    assert parse_gold(format_gold((3, 7, 12), 25)) == ((3, 7, 12), 25)
+    assert parse_gold(" 4,5 ->9 ") == ((4, 5), 9)
+    for bad in ("25", "", "3, 7 -> ", "a, b -> c", "3 7 -> 25"):
+        assert parse_gold(bad) is None
+
+
+def test_countdown_judge_scores_through_the_judge_interface():
+    from recipe.pasr_config import JudgeConfig
+    from rewards.judges import JudgeItem, build_judge, score_sync
+
+    judge = build_judge(JudgeConfig(kind="countdown"))
+    gold = format_gold((25, 5, 4), 80)
+    out = score_sync(judge, [
+        JudgeItem("q", gold, "(25 - 5) * 4"),
+        JudgeItem("q", gold, "25 * 4"),  # 100: wrong
+        JudgeItem("q", gold, None),  # no answer: wrong, not an error
+        JudgeItem("q", "80", "(25 - 5) * 4"),  # not a Countdown gold: an error, never a 0
+    ])
+    assert [r.score for r in out[:3]] == [1.0, 0.0, 0.0] and all(r.ok for r in out[:3])
+    assert not out[3].ok and out[3].score is None and "Countdown gold" in out[3].error
+
+
+def test_countdown_loads_as_a_known_source():
+    from data.loaders import DatasetError, load_examples
+
+    rows = load_examples("countdown", split="test", limit=5, difficulty=2, seed=3)
+    assert len(rows) == 5 and all(r.data_source == DATA_SOURCE and r.extra["split"] == "test" for r in rows)
+    assert rows == generate_countdown(5, seed=3, difficulty=2, split="test")
+    with pytest.raises(DatasetError, match="countdown"):
+        load_examples("countdown", shape="gsm8k")

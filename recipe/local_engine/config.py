@@ -15,6 +15,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
+from recipe.rrr_config import RrrConfig, check_method
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
@@ -35,8 +36,8 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "synthetic"  # synthetic | gsm8k | a local file path (see data/loaders.py)
-    difficulty: int = 1  # synthetic: number of arithmetic steps (1-3)
+    source: str = "synthetic"  # synthetic | countdown | gsm8k | a local file path (see data/loaders.py)
+    difficulty: int = 1  # synthetic: number of arithmetic steps (1-3); countdown: how many numbers (3-5)
     train_size: int = 2000
     eval_size: int = 100  # held-out problems scored at the ends of training
     seed: int = 1234  # train problems; held-out problems use seed + 1 (disjoint)
@@ -117,6 +118,7 @@ def _cpu_prompts() -> PromptsConfig:
 
 @dataclass
 class LocalTrainConfig:
+    method: str = "pasr"  # pasr | rrr (Reflect, Retry, Reward; the rrr: section)
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -132,9 +134,12 @@ class LocalTrainConfig:
             n_refine=4, n_plain=4, tie_value=0.0, empty_refine_value=0.0, prompts=_cpu_prompts()
         )
     )
+    rrr: RrrConfig = field(default_factory=RrrConfig)
 
     def validate(self) -> "LocalTrainConfig":
+        check_method(self.method)
         self.pasr.validate()
+        self.rrr.validate()
         problems = []
         if self.model.dtype not in ("float32", "bfloat16"):
             problems.append(f"model.dtype must be float32 or bfloat16, got {self.model.dtype!r}")
@@ -182,6 +187,11 @@ class LocalTrainConfig:
         evals = self.trainer.eval_at_start or self.trainer.eval_after_warmup or self.trainer.eval_at_end
         if d.eval_size < (1 if evals else 0):
             problems.append(f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}")
+        if (d.source == "countdown") != (self.pasr.judge.kind == "countdown"):
+            problems.append(
+                f"data.source={d.source} with pasr.judge.kind={self.pasr.judge.kind}: Countdown rows need the "
+                "countdown judge and only they can use it (set both, or use --preset rrr)"
+            )
         if d.source != "synthetic":
             from data.examples import DatasetError
             from data.loaders import get_dataset, looks_like_path

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
+from rewards.judges.countdown_judge import CountdownJudge
 from rewards.judges.hybrid import HybridJudge, gold_is_math
 from rewards.judges.openai_judge import JudgeStats, OpenAIJudge, parse_score
 from rewards.judges.rule import RuleJudge, parses_as_math
 
-JUDGE_KINDS = ("rule", "openai", "hybrid")
+JUDGE_KINDS = ("rule", "openai", "hybrid", "countdown")
 
 
 def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
@@ -21,6 +22,8 @@ def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
     template name or path (resolved with ``prompts.load_prompt``); the rule judge ignores it."""
     if cfg.kind == "rule":
         return RuleJudge(timeout_s=cfg.rule_timeout_s)
+    if cfg.kind == "countdown":  # the exact equation verifier (Reflect, Retry, Reward's task)
+        return CountdownJudge()
     if cfg.kind not in JUDGE_KINDS:
         raise ValueError(f"judge kind must be one of {', '.join(JUDGE_KINDS)}, got {cfg.kind!r}")
     if not (cfg.base_url and cfg.model):
@@ -36,6 +39,7 @@ def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
 __all__ = [
     "JUDGE_KINDS",
     "ConcurrentJudge",
+    "CountdownJudge",
     "HybridJudge",
     "Judge",
     "JudgeItem",

@@ -1,0 +1,70 @@
+"""The training method switch and the typed ``rrr.*`` config, shared by both engines.
+
+``method: pasr`` (the default) trains Proactive Self-Refinement; ``method: rrr`` trains
+Reflect, Retry, Reward (:mod:`recipe.rrr_step`) on the same data, judges, records, metrics and
+checkpoints. Both engines read ``method`` and the ``rrr:`` section through
+:func:`load_rrr_config`, so an unknown key fails the same way in either.
+
+RRR's judge must be binary and exact: the recipe uses it on Countdown (``data.source=countdown``
+with ``pasr.judge.kind=countdown``) and on math with the rule judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from recipe.pasr_config import ConfigError, merge_structured
+
+METHODS = ("pasr", "rrr")
+
+
+@dataclass
+class RrrPromptsConfig:
+    """Template names (``prompts/templates``) or paths to ``.txt`` files."""
+
+    attempt: str = "rrr_attempt"  # system prompt of first attempts and retries
+    reflect: str = "rrr_reflect"  # {question} {attempt} {feedback}
+    retry: str = "rrr_retry"  # {question} {attempt} {feedback} {reflection}
+    feedback: str = "rrr_feedback"  # the binary feedback a reflection is given
+
+
+@dataclass
+class RrrConfig:
+    n_reflections: int = 4  # reflections per failed first attempt: the GRPO group
+    max_reflection_tokens: int = 128  # a reflection is a few sentences
+    max_retry_tokens: int | None = None  # None: the rollout's max_new_tokens
+    prompts: RrrPromptsConfig = field(default_factory=RrrPromptsConfig)
+
+    def validate(self) -> "RrrConfig":
+        problems = []
+        if self.n_reflections < 1:
+            problems.append(f"rrr.n_reflections must be >= 1, got {self.n_reflections}")
+        if self.max_reflection_tokens < 1:
+            problems.append(f"rrr.max_reflection_tokens must be >= 1, got {self.max_reflection_tokens}")
+        if self.max_retry_tokens is not None and self.max_retry_tokens < 1:
+            problems.append(f"rrr.max_retry_tokens must be >= 1 or null, got {self.max_retry_tokens}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return self
+
+    def load_prompts(self):
+        """The :class:`recipe.rrr_step.RrrPrompts` these names point to."""
+        from recipe.rrr_step import RrrPrompts
+
+        p = self.prompts
+        return RrrPrompts.load(attempt=p.attempt, reflect=p.reflect, retry=p.retry, feedback=p.feedback)
+
+
+def check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {' | '.join(METHODS)}, got {method!r}")
+    return method
+
+
+def load_rrr_config(section: Any) -> RrrConfig:
+    """A validated :class:`RrrConfig` from an ``rrr:`` DictConfig/dict (or None for defaults)."""
+    cfg: RrrConfig = OmegaConf.to_object(merge_structured(RrrConfig, section, "rrr"))  # type: ignore[assignment]
+    return cfg.validate()
