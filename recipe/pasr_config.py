@@ -53,6 +53,9 @@ class PasrConfig:
     # cap on the refine reward of a rollout whose refine spans all add nothing (None: the paper,
     # no cap; 0.0: an empty refine earns what not refining earns); see rewards/refine.py
     empty_refine_value: float | None = None
+    # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
+    # right less than half the time); see rewards/refine.py
+    refine_compare: str = "sign"
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -66,6 +69,8 @@ class PasrConfig:
             problems.append(f"pasr.n_plain must be >= 1 (the refine reward needs a plain baseline), got {self.n_plain}")
         if self.zeta < 0:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
+        if self.refine_compare not in ("sign", "margin"):
+            problems.append(f"pasr.refine_compare must be sign or margin, got {self.refine_compare!r}")
         if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):
             problems.append(f"pasr.judge.kind must be rule|openai|hybrid|countdown, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):

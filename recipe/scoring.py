@@ -193,6 +193,7 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             tie_value=cfg.tie_value,
             zeta=cfg.zeta,
             empty_refine_value=cfg.empty_refine_value,
+            refine_compare=cfg.refine_compare,
         )
         judged = [pr.total for pr in rewards if pr.total is not None]
         placeholder = sum(judged) / len(judged) if judged else 0.0

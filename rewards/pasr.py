@@ -10,7 +10,7 @@ decided once, in :func:`recipe.scoring.group_scores`.
 
 The weights, ``tie_value``, ``zeta`` and ``empty_refine_value`` have no defaults here; they live
 in one place, :class:`recipe.pasr_config.PasrConfig` (``pasr.weights.*``, ``pasr.tie_value``,
-``pasr.zeta``, ``pasr.empty_refine_value``).
+``pasr.zeta``, ``pasr.empty_refine_value``, ``pasr.refine_compare``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def score_group(
     tie_value: float,
     zeta: float,
     empty_refine_value: float | None = None,
+    refine_compare: str = "sign",
 ) -> list[PasrReward]:
     """PASR rewards for the refine-prompted responses of one query.
 
@@ -70,6 +71,7 @@ def score_group(
         zeta: the tie tolerance.
         empty_refine_value: cap on the refine reward of a rollout whose refine spans are all
             empty (see :mod:`rewards.refine`); None (the paper) for no cap.
+        refine_compare: ``sign`` (the paper) or ``margin`` (see :mod:`rewards.refine`).
 
     Returns:
         One :class:`PasrReward` per response, in order; ``total`` is ``None`` for a judge error.
@@ -98,7 +100,8 @@ def score_group(
             and all(assess_refines(text, None, None, fmt=fmt).empty)
         )
         ref = refine_reward(
-            acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value
+            acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value,
+            compare=refine_compare,
         )
         total = weights.format * fmt.reward + weights.acc * acc + weights.refine * ref.value
         out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total))

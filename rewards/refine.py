@@ -18,6 +18,19 @@ the refinement did no harm. That is the paper's intent (refine only when it help
 means that on a training set the model already solves, PASR trains refinement away. Set
 ``tie_value: 0.0`` for a neutral tie; both are one config key (``pasr.tie_value``).
 
+**Sign or margin** (``pasr.refine_compare``). The paper pays the *sign* of ``acc - baseline``.
+With a binary judge that sign is biased by the model's accuracy, not by whether refining
+helps: if refine- and plain-prompted answers are both right with probability ``p`` and the
+baseline is the mean of ``n`` plain answers, a refining rollout earns
+``p * (1 - p**n) - (1 - p) * (1 - (1 - p)**n)`` on average, which is below 0 for every
+``p < 0.5`` (-0.23 at ``p = 0.3``, ``n = 4``) and above 0 for ``p > 0.5``. A strong model is
+pushed to refine, a weak one to stop, whatever the refines do. ``margin`` pays
+``acc - baseline`` instead (in [-1, 1]; ties still get ``tie_value``), whose mean is the
+accuracy refining adds over the plain prompt: 0 when refining neither helps nor hurts. On the
+embedded model (sampled accuracy ~0.3) the sign reward trained refinement away within 25 steps
+(``benchmarks/learning_signal``), so the CPU default is ``margin``; the paper's ``sign`` stays
+the default of :class:`recipe.pasr_config.PasrConfig`.
+
 Empty refines (not in the paper; off unless ``pasr.empty_refine_value`` is set): a rollout whose
 every refine span adds nothing (:func:`rewards.refine_quality.is_empty_refine`, e.g.
 ``<refine>94 + 3 = 97, so 97 is right.</refine>`` after ``94 + 3 = 97``) takes the paper's
@@ -36,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BETTER, WORSE, TIE, NONE, NO_BASELINE, EMPTY = "better", "worse", "tie", "none", "no_baseline", "empty"
+COMPARE_MODES = ("sign", "margin")
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ def refine_reward(
     zeta: float,
     empty: bool = False,
     empty_value: float | None = None,
+    compare: str = "sign",
 ) -> RefineReward:
     """The refine reward of one rollout: did refining beat the plain rollouts of its query?
 
@@ -85,9 +100,11 @@ def refine_reward(
         zeta: how far apart ``acc`` and ``baseline`` must be to differ (``pasr.zeta``).
         empty: whether every refine span of the rollout is empty.
         empty_value: the cap on an empty refine's reward (``pasr.empty_refine_value``); None: no cap.
+        compare: ``sign`` (the paper: +1 / -1) or ``margin`` (``acc - baseline``) for a rollout
+            that is better or worse (``pasr.refine_compare``; module docstring).
 
     Returns:
-        A :class:`RefineReward`: +1 ``better``, -1 ``worse``, ``tie_value`` ``tie``, 0 ``none``
+        A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0 ``none``
         (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (an empty refine that
         would have earned more).
 
@@ -102,8 +119,14 @@ def refine_reward(
         'none'
         >>> refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0).outcome
         'empty'
+        >>> refine_reward(0.0, True, 0.25, tie_value=0.0, zeta=1e-6, compare="margin").value
+        -0.25
     """
+    if compare not in COMPARE_MODES:
+        raise ValueError(f"compare must be one of {', '.join(COMPARE_MODES)}, got {compare!r}")
     reward = _compared(acc, has_refine, baseline, tie_value, zeta)
+    if compare == "margin" and reward.outcome in (BETTER, WORSE):
+        reward = RefineReward(acc - reward.baseline, reward.outcome, reward.baseline)
     if has_refine and empty and empty_value is not None and reward.value > empty_value:
         return RefineReward(float(empty_value), EMPTY, reward.baseline)
     return reward

@@ -120,3 +120,45 @@ def test_score_group_caps_rollouts_whose_refines_all_restate():
     assert [r.total for r in capped] == [2.0, 3.0, 3.0]
     paper = score_group([restate], [1.0], [0.0, 1.0], weights=w, **PAPER)
     assert paper[0].refine_outcome == "better" and paper[0].total == 3.0
+
+
+def test_margin_compare_pays_the_accuracy_difference():
+    """pasr.refine_compare=margin: acc - baseline instead of its sign; ties and caps as before."""
+    m = dict(tie_value=0.0, zeta=1e-6, compare="margin")
+    assert refine_reward(1.0, True, 0.25, **m).value == pytest.approx(0.75)
+    assert refine_reward(0.0, True, 0.25, **m).value == pytest.approx(-0.25)
+    assert refine_reward(1.0, True, 1.0, **m).outcome == "tie"
+    assert refine_reward(1.0, True, 0.25, **m, empty=True, empty_value=0.0).value == 0.0
+    assert refine_reward(0.0, False, 0.25, **m).value == 0.0
+    with pytest.raises(ValueError, match="compare"):
+        refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, compare="ratio")
+
+
+def test_sign_compare_is_biased_by_accuracy_and_margin_is_not():
+    """The reason for margin, exactly: refine and plain answers equally good (right with
+    probability p), baseline = mean of 4 plain answers. The expected sign reward is negative for
+    p < 0.5 and positive for p > 0.5; the expected margin reward is 0 for every p."""
+    from itertools import product
+
+    def expected(p: float, compare: str) -> float:
+        total = 0.0
+        for outcome in product([0.0, 1.0], repeat=5):  # the refine answer, then 4 plain answers
+            prob = 1.0
+            for a in outcome:
+                prob *= p if a else 1 - p
+            r = refine_reward(outcome[0], True, plain_baseline(outcome[1:]), tie_value=0.0, zeta=1e-6, compare=compare)
+            total += prob * r.value
+        return total
+
+    assert expected(0.3, "sign") == pytest.approx(0.3 * (1 - 0.3**4) - 0.7 * (1 - 0.7**4))
+    assert expected(0.3, "sign") < -0.2 and expected(0.7, "sign") > 0.2
+    for p in (0.1, 0.3, 0.5, 0.7, 0.9):
+        assert expected(p, "margin") == pytest.approx(0.0, abs=1e-12)
+
+
+def test_config_rejects_an_unknown_compare_mode():
+    from recipe.pasr_config import ConfigError, load_pasr_config
+
+    assert load_pasr_config({"refine_compare": "margin"}).refine_compare == "margin"
+    with pytest.raises(ConfigError, match="refine_compare"):
+        load_pasr_config({"refine_compare": "ratio"})
