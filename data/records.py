@@ -24,6 +24,12 @@ RECORD_VERSION = 1
 # variants
 REFINE = "refine"
 PLAIN = "plain"
+# Reflect, Retry, Reward (recipe/rrr_step.py): the first attempt, a reflection on a failed one
+# (response = the reflection text, acc = its retry's success, the reflection's reward), and the
+# retry written with that reflection in context (sample_index = the reflection's)
+ATTEMPT = "attempt"
+REFLECTION = "reflection"
+RETRY = "retry"
 # Self-Refine passes are "self_refine:answer", "self_refine:feedback:1", "self_refine:refine:1", ...
 
 
@@ -32,7 +38,7 @@ class RolloutRecord:
     run_id: str
     query_id: str
     data_source: str
-    variant: str  # refine | plain | self_refine:<pass>
+    variant: str  # refine | plain | attempt | reflection | retry | self_refine:<pass>
     prompt: str  # the user question (system prompt is recorded by version in `prompt_version`)
     response: str
     response_tokens: int
