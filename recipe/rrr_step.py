@@ -237,7 +237,8 @@ def reflection_advantages(rows: Sequence[ReflectionRow], pad_id: int, norm_adv_b
     return ReflectionBatch(packed, token_rewards, advantages, returns, uid)
 
 
-def _mean(values) -> float:
+def mean_or_zero(values) -> float:
+    """The mean, or 0.0 for no values (a rate with nothing to count, as logging wants a number)."""
     values = list(values)
     return float(fmean(values)) if values else 0.0
 
@@ -256,9 +257,9 @@ def rrr_metrics(attempts: Sequence[Attempt], reflections: Sequence[Reflection]) 
     recovered = {r.query_id for r in reflections if r.query_id in failed and r.reward == 1.0}
     p = METRIC_PREFIX
     return {
-        f"{p}/first_attempt_acc": _mean(is_success(a.score) for a in attempts if a.score is not None),
-        f"{p}/retry_acc": _mean(r.reward for r in reflections if r.reward is not None),
-        f"{p}/reflection_length/mean": _mean(len(r.reflection_ids) for r in reflections),
+        f"{p}/first_attempt_acc": mean_or_zero(is_success(a.score) for a in attempts if a.score is not None),
+        f"{p}/retry_acc": mean_or_zero(r.reward for r in reflections if r.reward is not None),
+        f"{p}/reflection_length/mean": mean_or_zero(len(r.reflection_ids) for r in reflections),
         f"{p}/recovered_rate": len(recovered) / len(failed) if failed else 0.0,
         f"{p}/trained_rows": float(len(training_rows(reflections))),
         f"{p}/failed_queries": float(len(failed)),

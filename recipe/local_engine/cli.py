@@ -1,4 +1,4 @@
-"""``pasr train``: PASR on this machine (the embedded default: SmolLM2-135M on CPU)."""
+"""``pasr train``: PASR (or RRR, ``method=rrr``) on this machine (the embedded default: SmolLM2-135M on CPU)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 EPILOG = """examples:
   pasr train --preset demo                      # the README demo: warm-up + PASR on SmolLM2, CPU
+  pasr train --preset rrr                       # Reflect, Retry, Reward on Countdown, CPU
   pasr train --preset demo trainer.steps=10 rollout.max_new_tokens=64
   pasr train --config my.yaml model.path=/models/qwen2.5-0.5b data.source=gsm8k
   pasr train --resume runs/pasr-demo            # continue from the last checkpoint
@@ -16,7 +17,7 @@ EPILOG = """examples:
 
 Config keys (each documented in recipe/local_engine/config.py): model.*, data.*, rollout.*, algo.*,
 warmup.*, trainer.*, and pasr.* (n_refine, n_plain, tie_value, zeta, weights.*, judge.*,
-prompts.*), shared with the verl engine."""
+prompts.*), shared with the verl engine; method (pasr | rrr) and rrr.* (recipe/rrr_config.py)."""
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -126,5 +127,6 @@ def run(args) -> int:
     print(f"rollouts:      {run_dir / 'rollouts'}  (inspect with: pasr stats {run_dir} --out {run_dir / 'report'})")
     print(f"checkpoints:   {run_dir / 'checkpoints'}")
     if evals:
-        print("\nheld-out evaluation (greedy, refine prompt):\n" + summarize(evals))
+        how = "first attempt, then one reflection and retry" if cfg.method == "rrr" else "refine prompt"
+        print(f"\nheld-out evaluation (greedy, {how}):\n" + summarize(evals))
     return 0

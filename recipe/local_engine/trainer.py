@@ -1,12 +1,14 @@
-"""The local PASR trainer: supervised warm-up, then PASR steps, on one process.
+"""The local trainer: supervised warm-up, then PASR (or RRR) steps, on one process.
 
-Global steps ``1..warmup.steps`` are warm-up steps and the next ``trainer.steps`` are PASR
-steps, so one step counter drives checkpoints, metrics and resume. The run directory holds:
+Global steps ``1..warmup.steps`` are warm-up steps and the next ``trainer.steps`` are RL
+steps of ``method`` (``pasr``, or ``rrr``: Reflect, Retry, Reward, :mod:`recipe.local_engine.rrr`),
+so one step counter drives checkpoints, metrics and resume. The run directory holds:
 
 * ``config.yaml`` — the resolved config;
-* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr) and per evaluation (``eval``);
-* ``rollouts/step_NNNNNN.jsonl`` — every rollout of a PASR step (refine and plain), as
-  :class:`~data.records.RolloutRecord`; ``eval/<tag>.jsonl`` — evaluation rollouts;
+* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``);
+* ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
+  attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
+  ``eval/<tag>.jsonl`` — evaluation rollouts;
 * ``checkpoints/step_NNNNNN`` — HF model + optimizer + RNG + step (``latest`` points to the
   newest; the end of the warm-up is pinned).
 """
@@ -21,32 +23,24 @@ import os
 import shutil
 import signal
 import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from data.examples import Example
-from data.records import PLAIN, REFINE, write_records
+from data.records import REFINE, write_records
 from prompts import PromptSet, prompt_version
 from recipe.hf_generate import SamplingParams
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_loss, update_policy
-from recipe.local_engine.rollout import THINK_PREFILL, generate_step
-from data.warmup_traces import build_samples
+from recipe.local_engine.rollout import generate_step
+from recipe.local_engine.timing import timer
+from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
 from recipe.scoring import group_scores, judge_and_record
-
-
-@contextmanager
-def timer(metrics: dict, name: str):
-    start = time.perf_counter()
-    yield
-    metrics[f"timing_s/{name}"] = time.perf_counter() - start
 
 
 def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
@@ -75,12 +69,18 @@ class LocalPasrTrainer:
         self.run_id = run_dir.name
 
     # ---------------------------------------------------------------- set-up
+    @property
+    def rl_phase(self) -> str:
+        """The phase name of the steps after the warm-up: the method (``pasr`` | ``rrr``)."""
+        return self.cfg.method
+
     def _load_data(self) -> None:
         c = self.cfg.data
-        from data.synthetic import generate_problems
-
-        self.warmup_problems = generate_problems(self.cfg.warmup.n_traces, seed=self.cfg.warmup.seed, difficulty=c.difficulty, split="train")
-        if c.source == "synthetic":
+        if c.source in ("synthetic", "countdown"):  # seeded generators: data.seed and data.difficulty apply
+            if c.source == "countdown":
+                from data.countdown import generate_problems
+            else:
+                from data.synthetic import generate_problems
             self.train = [p.as_example() for p in generate_problems(c.train_size, seed=c.seed, difficulty=c.difficulty, split="train")]
             self.heldout = [p.as_example() for p in generate_problems(c.eval_size, seed=c.seed + 1, difficulty=c.difficulty, split="test")]
         else:
@@ -108,10 +108,10 @@ class LocalPasrTrainer:
         p = cfg.pasr.prompts
         self.prompts = PromptSet.load(refine=p.refine, plain=p.plain, judge=p.judge)
         self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
+        self.rrr_prompts = cfg.rrr.load_prompts() if uses_attempt_prompt(cfg) else None
         self.judge = build_judge(cfg.pasr.judge, p.judge)
         self._load_data()
-        w = cfg.warmup
-        self.warmup_samples = build_samples(self.warmup_problems, w.refine_fraction, w.refine_style, w.seed, w.plain_fraction)
+        self.warmup_samples = warmup_examples(cfg, self.prompts, self.rrr_prompts)
         self.params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p, True)
         self.optimizer = None
         self.optimizer_phase = None
@@ -253,7 +253,7 @@ class LocalPasrTrainer:
     def _evaluate(self, tag: str) -> dict:
         cfg = self.cfg
         with timer(m := {}, "eval"):
-            metrics, records = evaluate(
+            metrics, records = self._evaluate_rrr(tag) if cfg.method == "rrr" else evaluate(
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
@@ -267,6 +267,16 @@ class LocalPasrTrainer:
         self.evals[tag] = metrics
         return metrics
 
+    def _evaluate_rrr(self, tag: str):
+        from recipe.local_engine.rrr import evaluate_rrr
+
+        cfg = self.cfg
+        return evaluate_rrr(
+            self._generator(), self.tokenizer, self.heldout, self.rrr_prompts, self.judge, cfg.rrr,
+            max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
+            run_id=self.run_id, step=self.step, tag=tag,
+        )
+
     # ---------------------------------------------------------------- steps
     def warmup_step(self, step: int) -> dict:
         cfg = self.cfg.warmup
@@ -274,13 +284,11 @@ class LocalPasrTrainer:
         samples = [self.warmup_samples[i] for i in idx]
         from recipe.hf_generate import render_prompts
 
-        # The trace starts with "<think>"; when rollouts prefill it, it belongs to the prompt
-        # here too, or the model learns to write a second "<think>".
-        prefill = THINK_PREFILL if self.cfg.rollout.prefill_think else ""
-        chat = {REFINE: self.prompts.refine_chat, PLAIN: self.prompts.plain_chat}
-        prompts = render_prompts(self.tokenizer, [chat[s.variant](s.problem.question) for s in samples], prefill)
+        # A prefill (PASR's "<think>") belongs to the prompt here too, as in the rollouts, or the
+        # model learns to write a second "<think>" (recipe.local_engine.warmup_data).
+        prompts = [render_prompts(self.tokenizer, [s.chat], s.prefill)[0] for s in samples]
         eos = self.tokenizer.eos_token_id
-        responses = [self.tokenizer(s.trace[len(prefill):], add_special_tokens=False)["input_ids"] + [eos] for s in samples]
+        responses = [self.tokenizer(s.target, add_special_tokens=False)["input_ids"] + [eos] for s in samples]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
@@ -291,7 +299,7 @@ class LocalPasrTrainer:
         return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), **m}
 
     def _ensure_ref_model(self) -> None:
-        """The KL reference is the policy the PASR phase starts from (after the warm-up), not
+        """The KL reference is the policy the RL phase starts from (after the warm-up), not
         the base model: KL to the base would pull the policy back out of the tag format."""
         if self.ref_model is not None or self.cfg.algo.kl_coef <= 0:
             return
@@ -337,9 +345,28 @@ class LocalPasrTrainer:
         m["pasr/reward_time_share"] = m["timing_s/reward"] / total if total else 0.0
         return m
 
+    def rrr_step(self, step: int) -> dict:
+        """One Reflect, Retry, Reward step (:func:`recipe.local_engine.rrr.rrr_step`) on the
+        queries PASR would take at this step."""
+        from recipe.local_engine.rrr import rrr_step
+
+        cfg = self.cfg
+        self._ensure_ref_model()
+        rl_step = step - cfg.warmup.steps - 1
+        queries = [self.train[i] for i in step_indices(len(self.train), cfg.rollout.queries_per_step, rl_step, cfg.trainer.seed)]
+        self.model.eval()
+        m, records = rrr_step(
+            generator=self._generator(), model=self.model, ref_model=self.ref_model, optimizer=self.optimizer,
+            tokenizer=self.tokenizer, queries=queries, prompts=self.rrr_prompts, judge=self.judge,
+            rollout=cfg.rollout, rrr=cfg.rrr, algo=self.algo, run_id=self.run_id, step=step,
+        )
+        if cfg.trainer.dump_rollouts:
+            write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)
+        return m
+
     # ---------------------------------------------------------------- loop
     def _save(self) -> Path:
-        state = {"phase": "warmup" if self.step <= self.cfg.warmup.steps else "pasr", "model_path": self.model_path}
+        state = {"phase": "warmup" if self.step <= self.cfg.warmup.steps else self.rl_phase, "model_path": self.model_path}
         return ckpt.save_checkpoint(self.ckpt_root, self.step, self.model, self.tokenizer, self.optimizer, state, self.cfg.trainer.keep_last)
 
     def _on_sigint(self, signum, frame):
@@ -368,10 +395,11 @@ class LocalPasrTrainer:
             bar = tqdm(total=total, initial=self.step, desc="pasr train", dynamic_ncols=True, file=sys.stderr)
             while self.step < total:
                 step = self.step + 1
-                phase = "warmup" if step <= cfg.warmup.steps else "pasr"
+                phase = "warmup" if step <= cfg.warmup.steps else self.rl_phase
                 if self.optimizer is None or self.optimizer_phase != phase:
-                    self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the PASR phase
-                m = self.warmup_step(step) if phase == "warmup" else self.pasr_step(step)
+                    self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the RL phase
+                steps = {"warmup": self.warmup_step, "pasr": self.pasr_step, "rrr": self.rrr_step}
+                m = steps[phase](step)
                 self.step = step
                 self._log(step, phase, m)
                 bar.update(1)
@@ -399,6 +427,12 @@ class LocalPasrTrainer:
     def _postfix(phase: str, m: dict) -> dict:
         if phase == "warmup":
             return {"loss": f"{m['warmup/loss']:.3f}"}
+        if phase == "rrr":
+            return {
+                "first": f"{m['rrr/first_attempt_acc']:.2f}",
+                "retry": f"{m['rrr/retry_acc']:.2f}",
+                "rows": f"{m['rrr/trained_rows']:.0f}",
+            }
         return {
             "reward": f"{m['pasr/reward_mean']:.2f}",
             "fmt": f"{m['pasr/format_pass_rate']:.2f}",
@@ -423,10 +457,18 @@ def prepare_run_dir(run_dir: Path, resume: bool) -> None:
         raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
 
 
+PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
+                ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
+                ("eval/response_length/mean", "tokens")]
+RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
+               ("eval/reflection_length/mean", "reflection tokens"),
+               ("eval/tokens", "tokens")]
+
+
 def summarize(evals: dict[str, dict]) -> str:
-    cols = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
-            ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
-            ("eval/response_length/mean", "tokens")]
+    """The held-out table of a run (PASR's columns, or RRR's when its evaluations have them)."""
+    rrr = any("eval/first_attempt_acc" in m for m in evals.values())
+    cols = RRR_COLUMNS if rrr else PASR_COLUMNS
     lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for tag, m in evals.items():
         cells = [f"{m[k]:.2f}" if not math.isnan(m[k]) else "-" for k, _ in cols]

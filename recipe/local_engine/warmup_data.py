@@ -1,0 +1,71 @@
+"""What the supervised warm-up trains on: (chat, prefill, target response) triples.
+
+The warm-up teaches the format the RL phase is rewarded in, so what it shows follows the
+method and the data:
+
+* **PASR** (synthetic arithmetic, GSM8K, files): tagged arithmetic traces with the refine and
+  plain system prompts and the ``<think>`` prefill (:mod:`data.warmup_traces`);
+* **Countdown** (``data.source=countdown``): traces built from the reference solutions
+  (:mod:`data.countdown_traces`) shown with RRR's first-attempt prompt, no prefill: RRR's
+  attempts and retries answer that prompt;
+* **RRR on another source**: the arithmetic traces without a refine, shown with the attempt
+  prompt (the task of the data, the prompt of the method).
+
+Problems come from the train split with ``warmup.seed``, so the warm-up never sees a held-out
+problem.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from data.records import PLAIN, REFINE
+from prompts import PromptSet
+from recipe.local_engine.config import LocalTrainConfig
+from recipe.local_engine.rollout import THINK_PREFILL
+
+
+@dataclass(frozen=True)
+class WarmupExample:
+    """One supervised example: the chat shown, the assistant prefill that belongs to the prompt
+    (rollouts start with it), and the full target response (prefill included)."""
+
+    chat: list[dict[str, str]]
+    prefill: str
+    trace: str
+
+    @property
+    def target(self) -> str:
+        """The part of the trace the model is trained to write."""
+        return self.trace[len(self.prefill) :]
+
+
+def uses_attempt_prompt(cfg: LocalTrainConfig) -> bool:
+    """Countdown data, or the RRR method: the warm-up answers RRR's attempt prompt."""
+    return cfg.data.source == "countdown" or cfg.method == "rrr"
+
+
+def warmup_examples(cfg: LocalTrainConfig, prompts: PromptSet, rrr_prompts=None) -> list[WarmupExample]:
+    """The warm-up set of this config (``rrr_prompts``, a :class:`recipe.rrr_step.RrrPrompts`,
+    is needed exactly when :func:`uses_attempt_prompt`)."""
+    w, d = cfg.warmup, cfg.data
+    if d.source == "countdown":
+        from data.countdown import generate_problems as countdown_problems
+        from data.countdown_traces import build_countdown_traces
+
+        traces = build_countdown_traces(countdown_problems(w.n_traces, seed=w.seed, difficulty=d.difficulty, split="train"))
+        return [WarmupExample(rrr_prompts.attempt_chat(t.problem.question), "", t.trace) for t in traces]
+
+    from data.synthetic import generate_problems
+    from data.warmup_traces import build_samples, build_trace
+
+    problems = generate_problems(w.n_traces, seed=w.seed, difficulty=d.difficulty, split="train")
+    if cfg.method == "rrr":
+        rng = random.Random(f"{w.seed}:attempt-traces")
+        return [WarmupExample(rrr_prompts.attempt_chat(p.question), "", build_trace(p, rng, refine=False)) for p in problems]
+    # PASR: the prefill is part of the prompt here too, or the model learns to write a second "<think>"
+    prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""
+    chat = {REFINE: prompts.refine_chat, PLAIN: prompts.plain_chat}
+    samples = build_samples(problems, w.refine_fraction, w.refine_style, w.seed, w.plain_fraction)
+    return [WarmupExample(chat[s.variant](s.problem.question), prefill, s.trace) for s in samples]
