@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 
 DESCRIPTION = """\
-Evaluate a model on GSM8K, MATH-500 and AIME24 with PASR or a baseline, or compare runs.
+Evaluate a model on GSM8K, MATH-500, AIME24 or Countdown with PASR, Reflect-Retry or a
+baseline, or compare runs.
 
   pasr eval --model PATH_OR_NAME --datasets gsm8k math500 aime24 --method pasr --out DIR
       generate, judge and summarise; writes DIR/samples.jsonl (one rollout record per
@@ -24,8 +25,12 @@ Evaluate a model on GSM8K, MATH-500 and AIME24 with PASR or a baseline, or compa
 
 Methods: plain (plain system prompt), pasr (refine system prompt: <think> with <refine>,
 then <answer>), self-refine (Madaan et al.: plain answer, then up to --max-rounds rounds of
-feedback and refinement; every pass's tokens count). Decoding is greedy by default; with
---samples K > 1 accuracy is mean@K and sampling defaults to temperature 0.6, top-p 0.95.
+feedback and refinement; every pass's tokens count), reflect-retry (Reflect, Retry, Reward:
+an attempt with the RRR prompt, judged; a failed one gets one reflection and one retry, and
+the retry is scored; every pass's tokens count, the summary adds first-attempt accuracy).
+Decoding is greedy by default; with --samples K > 1 accuracy is mean@K and sampling defaults
+to temperature 0.6, top-p 0.95. Countdown (--datasets countdown, held-out problems) is scored
+by the countdown judge, which --judge auto picks.
 """
 
 EPILOG = """\
@@ -34,10 +39,12 @@ examples:
   pasr eval --model /ckpt/qwen3-8b-pasr --datasets gsm8k math500 aime24 --method pasr --backend vllm \\
       --out runs/eval/qwen3-pasr
   pasr eval --model Qwen/Qwen3-8B --datasets aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
+  pasr eval --model runs/rrr/checkpoints/step_000050 --datasets countdown --limit 200 --method reflect-retry \\
+      --backend hf --threads 1 --out runs/eval/rrr-50
   pasr eval compare runs/eval/qwen3-* --out runs/eval/compare.png
 """
 
-METHOD_NAMES = ("plain", "pasr", "self-refine")
+METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry")  # eval.methods.METHODS (not imported: --help stays fast)
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -49,10 +56,13 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--model", help="model: a local HF folder, a hub name, or smollm2 (the embedded SmolLM2-135M-Instruct)")
     g.add_argument(
         "--datasets", nargs="+", default=["gsm8k", "math500", "aime24"], metavar="NAME_OR_FILE",
-        help="gsm8k, math500, aime24 (local copies in ../shared/data or $PASR_DATA_DIR, else the hub) "
-        "or .jsonl/.json/.parquet files (default: all three)",
+        help="gsm8k, math500, aime24 (local copies in ../shared/data or $PASR_DATA_DIR, else the hub), "
+        "countdown (seeded held-out Countdown problems, scored by the countdown judge) "
+        "or .jsonl/.json/.parquet files (default: gsm8k math500 aime24)",
     )  # fmt: skip
-    g.add_argument("--method", default="pasr", metavar="{plain,pasr,self-refine}", help="default: pasr")
+    g.add_argument("--method", default="pasr", metavar="{plain,pasr,self-refine,reflect-retry}",
+                   help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
+                   "(for Reflect, Retry, Reward checkpoints)")  # fmt: skip
     g.add_argument("--limit", type=int, help="first N questions of each dataset (AIME24 has 30)")
     g.add_argument("--samples", type=int, default=1, metavar="K",
                    help="samples per question; accuracy is then mean@K (default 1)")  # fmt: skip
@@ -70,7 +80,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
     g.add_argument("--chunk-size", type=int,
                    help="samples generated and written per step (default: the batch size for hf, "
-                   "4x for self-refine; 512 for vllm)")  # fmt: skip
+                   "4x for self-refine, 2x for reflect-retry; 512 for vllm)")  # fmt: skip
     g.add_argument("--max-rounds", type=int, default=4, help="self-refine: feedback/refine rounds at most (default 4)")
     g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
     g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
@@ -85,10 +95,21 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm")
     g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
 
+    # defaults are training's (rrr.* in recipe/rrr_config.py), filled in by run(): not imported here
+    g = parser.add_argument_group("reflect-retry (defaults: training's rrr.* settings, recipe/rrr_config.py)")
+    g.add_argument("--max-reflection-tokens", type=int,
+                   help="new tokens of the reflection pass (default: rrr.max_reflection_tokens); the attempt "
+                   "and the retry get --max-new-tokens")  # fmt: skip
+    for part, what in (("attempt", "system prompt of the attempt and the retry"), ("reflect", "reflection template"),
+                       ("retry", "retry template"), ("feedback", "the binary feedback a reflection is given")):  # fmt: skip
+        g.add_argument(f"--rrr-{part}-prompt", metavar="NAME_OR_FILE",
+                       help=f"{what} (default: training's rrr.prompts.{part})")  # fmt: skip
+
     g = parser.add_argument_group("scoring")
-    g.add_argument("--judge", default="rule", metavar="{rule,openai,hybrid}",
-                   help="rule: Math-Verify (default); openai: an OpenAI-compatible LLM judge; "
-                   "hybrid: rule for math golds, LLM otherwise")  # fmt: skip
+    g.add_argument("--judge", default="auto", metavar="{auto,rule,openai,hybrid,countdown}",
+                   help="auto (default): countdown for Countdown datasets, rule otherwise; rule: Math-Verify; "
+                   "openai: an OpenAI-compatible LLM judge; hybrid: rule for math golds, LLM otherwise; "
+                   "countdown: the exact Countdown equation verifier")  # fmt: skip
     g.add_argument("--judge-url", help="LLM judge endpoint, e.g. http://host:8000/v1")
     g.add_argument("--judge-model", help="LLM judge model name")
     g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
@@ -166,6 +187,7 @@ def run(args) -> int:
     from eval.run import EvalConfig, EvalError, run_eval
     from eval.summary import render_markdown
     from recipe.pasr_config import JudgeConfig
+    from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 
     backend = _resolve_backend(args.backend)
     cfg = EvalConfig(
@@ -187,6 +209,13 @@ def run(args) -> int:
         judge_prompt=args.judge_prompt,
         refine_prompt=args.refine_prompt,
         plain_prompt=args.plain_prompt,
+        rrr_prompts=RrrPromptsConfig(**{
+            part: name for part in ("attempt", "reflect", "retry", "feedback")
+            if (name := getattr(args, f"rrr_{part}_prompt")) is not None
+        }),  # fmt: skip
+        max_reflection_tokens=(
+            args.max_reflection_tokens if args.max_reflection_tokens is not None else RrrConfig.max_reflection_tokens
+        ),
         fallback_last_number=args.fallback_last_number,
         retry_errors=args.retry_errors,
         progress=not args.no_progress,

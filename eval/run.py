@@ -7,7 +7,14 @@ backend, a larger request list for vLLM). Each finished chunk is judged and appe
 run aborts only when generation keeps failing); a judge failure is recorded as ``acc=None``
 with the judge's error. Both are counted in the summary, never dropped. A rerun re-judges
 the judge failures (an LLM judge that was down or slow is the usual cause; generating again
-would be waste) and, with ``--retry-errors``, regenerates the generation failures.
+would be waste) and, with ``--retry-errors``, regenerates the generation failures. A
+reflect-retry sample whose *first attempt* the judge failed on is finished instead: its kept
+attempt is judged again and, when it failed, reflected on and retried
+(:func:`eval.reflect_retry.undecided`).
+
+The judge follows the data: Countdown rows need the exact Countdown verifier and nothing else
+can score them, so ``--judge auto`` (the default) picks ``countdown`` for Countdown datasets
+and ``rule`` otherwise, and a judge that cannot score a dataset is refused before anything runs.
 
 The backend and the judge are injectable: tests hand a scripted backend to :func:`run_eval`.
 """
@@ -26,12 +33,17 @@ from typing import Any
 from data.records import RolloutRecord
 from eval.backends import BACKENDS, Backend, BackendError, GenParams, build_backend
 from eval.methods import MethodPrompts, Produced, check_method, produce
+from eval.reflect_retry import METHOD as REFLECT_RETRY
+from eval.reflect_retry import RrrPass, kept_attempt, undecided
 from eval.resume import Key, ResumeError, RunDir, fingerprint, is_judge_error
 from eval.self_refine import MAX_ROUNDS
 from eval.summary import summarize, write_summary
 from recipe.pasr_config import JudgeConfig
+from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 
-JUDGE_KINDS = ("rule", "openai", "hybrid")
+JUDGE_KINDS = ("auto", "rule", "openai", "hybrid", "countdown")
+LLM_JUDGES = ("openai", "hybrid")  # the kinds that need an endpoint and a judge prompt
+HELDOUT_SPLITS = {"countdown": "test"}  # a generated set is evaluated on problems training never sees
 
 DEFAULT_SAMPLING_TEMPERATURE = 0.6  # with --samples K > 1 (mean@K), unless --temperature is given
 DEFAULT_SAMPLING_TOP_P = 0.95
@@ -60,10 +72,13 @@ class EvalConfig:
     batch_size: int = 32  # hf: generation batch
     chunk_size: int | None = None  # samples per written chunk (default: see chunk())
     max_rounds: int = MAX_ROUNDS  # self-refine
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    # auto: countdown for Countdown datasets, rule otherwise (resolve_judge)
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(kind="auto"))
     judge_prompt: str = "judge_binary"
     refine_prompt: str = "refine_system"
     plain_prompt: str = "plain_system"
+    rrr_prompts: RrrPromptsConfig = field(default_factory=RrrPromptsConfig)  # reflect-retry, as training's rrr.prompts
+    max_reflection_tokens: int = RrrConfig.max_reflection_tokens  # reflect-retry: the reflection pass, as training's
     fallback_last_number: bool = False  # no <answer>/\boxed{}: judge the response's last number
     retry_errors: bool = False
     progress: bool = True
@@ -87,8 +102,9 @@ class EvalConfig:
             return self.chunk_size
         if self.backend == "vllm":
             return DEFAULT_VLLM_CHUNK
-        # hf: one generation batch per chunk; Self-Refine batches shrink as questions stop
-        return self.batch_size * (4 if self.method == "self-refine" else 1)
+        # hf: one generation batch per chunk; Self-Refine's and reflect-retry's later passes
+        # only take the questions still going, so their chunks are larger
+        return self.batch_size * {"self-refine": 4, REFLECT_RETRY: 2}.get(self.method, 1)
 
     def validate(self) -> None:
         problems = []
@@ -114,9 +130,11 @@ class EvalConfig:
             problems.append("--batch-size and --chunk-size must be >= 1")
         if self.max_rounds < 0:
             problems.append(f"--max-rounds must be >= 0, got {self.max_rounds}")
+        if self.max_reflection_tokens < 1:
+            problems.append(f"--max-reflection-tokens must be >= 1, got {self.max_reflection_tokens}")
         if self.judge.kind not in JUDGE_KINDS:
             problems.append(f"unknown judge {self.judge.kind!r}: choose one of {', '.join(JUDGE_KINDS)}")
-        elif self.judge.kind != "rule" and not (self.judge.base_url and self.judge.model):
+        elif self.judge.kind in LLM_JUDGES and not (self.judge.base_url and self.judge.model):
             problems.append(f"--judge {self.judge.kind} needs --judge-url and --judge-model")
         if not self.judge.timeout_s > 0:
             problems.append(f"--judge-timeout must be > 0 seconds, got {self.judge.timeout_s}")
@@ -136,14 +154,16 @@ class EvalConfig:
             "seed": self.seed,
             "prompts": prompts.version(self.method),
             "fallback_last_number": self.fallback_last_number,
-            "judge": {"kind": self.judge.kind, "model": self.judge.model if self.judge.kind != "rule" else None},
+            "judge": {"kind": self.judge.kind, "model": self.judge.model if self.judge.kind in LLM_JUDGES else None},
         }
-        if self.judge.kind != "rule":
+        if self.judge.kind in LLM_JUDGES:
             from prompts import load_prompt, prompt_version
 
             s["judge"]["prompt"] = prompt_version(load_prompt(self.judge_prompt))
         if self.method == "self-refine":
             s["max_rounds"] = self.max_rounds
+        if self.method == REFLECT_RETRY:
+            s["max_reflection_tokens"] = self.max_reflection_tokens
         return s
 
 
@@ -152,6 +172,7 @@ class _Item:
     dataset: str
     example: Any  # data.examples.Example
     sample_index: int
+    attempt: RrrPass | None = None  # reflect-retry: the kept first attempt of an undecided sample
 
     @property
     def key(self) -> Key:
@@ -170,7 +191,7 @@ def load_datasets(names: list[str], limit: int | None) -> dict[str, list]:
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
-            examples = load_examples(name, limit=limit)
+            examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
             raise EvalError(
                 f"{exc}; rewrite it with question/answer fields, e.g. `pasr data preview --dataset {name} "
@@ -187,6 +208,34 @@ def load_datasets(names: list[str], limit: int | None) -> dict[str, list]:
             raise EvalError(f"two datasets are both called {label!r} (rename one file): {', '.join(names)}")
         out[label] = examples
     return out
+
+
+def is_countdown(examples: list) -> bool:
+    """Rows whose golds are all Countdown golds (``"3, 7, 12 -> 25"``), whatever file they came from."""
+    from rewards.countdown import parse_gold
+
+    return all(parse_gold(ex.answer) is not None for ex in examples)
+
+
+def resolve_judge(judge: JudgeConfig, data: dict[str, list]) -> JudgeConfig:
+    """The judge that can score ``data``: ``auto`` becomes ``countdown`` for Countdown datasets
+    and ``rule`` otherwise; a judge that cannot score a dataset is an :class:`EvalError` naming
+    the option to set. Only the Countdown verifier scores Countdown rows (the rule judge would
+    read ``"3, 7, 12 -> 25"`` as math) and it scores nothing else, so the two never share a run."""
+    countdown = [ds for ds, exs in data.items() if is_countdown(exs)]
+    other = [ds for ds in data if ds not in countdown]
+    if countdown and other:
+        raise EvalError(
+            f"Countdown datasets ({', '.join(countdown)}) need --judge countdown and the others "
+            f"({', '.join(other)}) another judge: evaluate them in separate runs (separate --out)"
+        )
+    if judge.kind == "auto":
+        return dataclasses.replace(judge, kind="countdown" if countdown else "rule")
+    if countdown and judge.kind != "countdown":
+        raise EvalError(f"dataset {countdown[0]!r} is Countdown: it needs --judge countdown (or --judge auto, the default)")
+    if other and judge.kind == "countdown":
+        raise EvalError(f"--judge countdown scores only Countdown equations; dataset {other[0]!r} needs --judge rule (or auto)")
+    return judge
 
 
 def _one_line(exc: BaseException) -> str:
@@ -208,19 +257,34 @@ class _GenerationFailure:
         self.error = error
 
 
-def _produce_chunk(cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPrompts) -> list[Produced | _GenerationFailure]:
+def _produce(cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPrompts, judge) -> list[Produced]:
+    def verify(indices, texts):
+        """Reflect-retry's verdicts between passes: extracted and judged as the final record is."""
+        from rewards.extract import extract_answer
+
+        answers = [extract_answer(t, fallback_last_number=cfg.fallback_last_number) for t in texts]
+        return _judge(judge, [(items[i], a) for i, a in zip(indices, answers)])
+
+    return list(produce(
+        cfg.method, [it.example.question for it in items], generate, prompts, cfg.max_rounds, verify=verify,
+        max_reflection_tokens=cfg.max_reflection_tokens, attempts=[it.attempt for it in items],
+    ))  # fmt: skip
+
+
+def _produce_chunk(
+    cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPrompts, judge
+) -> list[Produced | _GenerationFailure]:
     """Produce the chunk in one go; when that fails, item by item so one bad row (a prompt
     over the context length, say) is recorded as an error without taking its batch along."""
-    questions = [it.example.question for it in items]
     try:
-        return list(produce(cfg.method, questions, generate, prompts, cfg.max_rounds))
+        return _produce(cfg, items, generate, prompts, judge)
     except Exception as exc:
         if len(items) == 1:
             return [_GenerationFailure(_one_line(exc))]
     out: list[Produced | _GenerationFailure] = []
-    for q in questions:
+    for it in items:
         try:
-            out.append(produce(cfg.method, [q], generate, prompts, cfg.max_rounds)[0])
+            out.append(_produce(cfg, [it], generate, prompts, judge)[0])
         except Exception as exc:
             out.append(_GenerationFailure(_one_line(exc)))
     return out
@@ -234,6 +298,26 @@ def _judge(judge, pairs: list[tuple[_Item, str | None]]) -> list[tuple[float | N
 
     items = [JudgeItem(it.example.question, it.example.answer, answer) for it, answer in pairs]
     return [acc_and_error(r) for r in asyncio.run(judge_answers(judge, items))]
+
+
+class _Reusing:
+    """The run's judge, except for responses whose verdict the method already has
+    (:attr:`Produced.verdict`, one per rollout in order, None: ask the judge): those keep it."""
+
+    name = "reusing"
+
+    def __init__(self, judge, verdicts: list):
+        self.judge, self.verdicts = judge, verdicts
+
+    async def score_many(self, items):
+        from recipe.scoring import judge_answers
+        from rewards.judges.base import JudgeResult
+
+        fresh = iter(await judge_answers(self.judge, [it for it, v in zip(items, self.verdicts) if v is None]))
+        return [
+            next(fresh) if v is None else JudgeResult(v[0]) if v[0] is not None else JudgeResult.failed(v[1])
+            for v in self.verdicts
+        ]
 
 
 def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:
@@ -259,10 +343,11 @@ def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, Rollout
 def _records(cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: list[_Item], produced: list) -> list[RolloutRecord]:
     """One record per item: a produced sample goes through the step core (extract, judge, format,
     record: :func:`recipe.scoring.judge_and_record`, what the training engines use), a failed
-    generation is recorded with its error."""
+    generation is recorded with its error. A verdict the method already has (reflect-retry's
+    final first attempt) is kept, not asked of the judge again (:class:`_Reusing`)."""
     from recipe.scoring import Rollout, judge_and_record
 
-    rollouts = []
+    rollouts, verdicts = [], []
     for item, p in zip(items, produced):
         if not isinstance(p, Produced):
             continue
@@ -278,6 +363,9 @@ def _records(cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: li
                 dataset=item.dataset, extra=extra,
             )
         )  # fmt: skip
+        verdicts.append(p.verdict)
+    if any(v is not None for v in verdicts):
+        judge = _Reusing(judge, verdicts)
     judged = iter(judge_and_record(
         rollouts, judge, run_id=run_id, step=None, engine="eval", prompt_versions=prompt_version,
         fallback_last_number=cfg.fallback_last_number,
@@ -302,7 +390,7 @@ def _failure_record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _It
 
 
 def _variant(method: str) -> str:
-    return {"plain": "plain", "pasr": "refine"}.get(method, "self_refine:answer")
+    return {"plain": "plain", "pasr": "refine", REFLECT_RETRY: "attempt"}.get(method, "self_refine:answer")
 
 
 def _progress(total: int, enabled: bool, desc: str):
@@ -323,10 +411,13 @@ def run_eval(
     """Run (or resume) an evaluation; returns the summary that is also written to ``cfg.out``."""
     cfg.validate()
     try:
-        prompts = MethodPrompts.load(refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt)
+        prompts = MethodPrompts.load(
+            refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt, rrr=cfg.rrr_prompts
+        )
     except (KeyError, FileNotFoundError) as exc:
         raise EvalError(str(exc).strip("'\"")) from None
     data = load_datasets(cfg.datasets, cfg.limit)
+    cfg = dataclasses.replace(cfg, judge=resolve_judge(cfg.judge, data))
     settings = cfg.settings(prompts)
     run_dir = RunDir(cfg.out)
     try:
@@ -364,6 +455,13 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     rejudge = [it for it in selection if it.key in done and is_judge_error(done[it.key])]
     if resuming:
         log(f"pasr eval: resuming {cfg.out}: {len(selection) - len(pending)} of {len(selection)} samples already done")
+    # reflect-retry samples whose first attempt was never scored are finished, not re-judged
+    unfinished = [dataclasses.replace(it, attempt=kept_attempt(done[it.key])) for it in rejudge if undecided(done[it.key])]
+    if unfinished:
+        log(f"pasr eval: judging again {len(unfinished)} first attempt(s) whose judge failed; "
+            "failures are reflected on and retried")
+        rejudge = [it for it in rejudge if not undecided(done[it.key])]
+        pending += unfinished
 
     header = {
         "model": cfg.model,
@@ -394,6 +492,8 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
             _rejudge(cfg, judge, rejudge, done, run_dir, log)
         if pending:
             _generate(cfg, backend, judge, pending, data, prompts, settings, done, run_dir, log)
+        if unfinished:
+            run_dir.rewrite(done.values())  # one record per sample again (a finished one superseded its first)
     finally:
         # a directory with run.json is a run (a resume, or a start whose model loaded): its
         # summary is kept current even when this run is interrupted
@@ -422,8 +522,10 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
     if cfg.samples > 1 and params.greedy:
         log("pasr eval: warning: --samples > 1 with temperature 0 gives identical samples")
 
-    def generate(chats):
-        return backend.generate(chats, params)
+    def generate(chats, max_new_tokens: int | None = None):
+        """A pass with its own limit (reflect-retry's reflection) passes ``max_new_tokens``."""
+        p = params if max_new_tokens is None else dataclasses.replace(params, max_new_tokens=max_new_tokens)
+        return backend.generate(chats, p)
 
     run_id = f"eval-{Path(cfg.out).name}"
     version = prompts.version(cfg.method)
@@ -437,7 +539,7 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
             for start in range(0, len(todo), chunk_size):
                 items = todo[start : start + chunk_size]
                 bar.set_description(f"{cfg.method} {ds}")
-                produced = _produce_chunk(cfg, items, generate, prompts)
+                produced = _produce_chunk(cfg, items, generate, prompts, judge)
                 records = _records(cfg, judge, run_id, version, items, produced)
                 run_dir.append(records)
                 for it, rec in zip(items, records):
