@@ -4,6 +4,11 @@ Reads each run directory's ``summary.json``; prints one table with a row per (mo
 and, per dataset, accuracy and mean output tokens; writes a scatter plot with one panel per
 dataset (x: mean output tokens, y: accuracy, a point per run). The paper's claim is a point
 up and to the left of its baselines.
+
+When a reflect-retry run is among them, each dataset also gets its first-attempt accuracy and
+the share of samples it retried (``-`` for the other methods), so a Reflect, Retry, Reward
+checkpoint's gain from the retry stands beside its first answer. Without one the table is as
+it always was.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.summary import SUMMARY_JSON
 
 
@@ -63,16 +69,26 @@ def _cell(v: dict[str, Any] | None) -> tuple[str, str]:
     return acc, tok
 
 
+def _retry_cells(run: dict[str, Any], v: dict[str, Any] | None) -> tuple[str, str]:
+    """First-attempt accuracy and retry rate (%) of a reflect-retry run's dataset; ``-`` otherwise."""
+    if run.get("method") != REFLECT_RETRY or not v or not v.get("n_samples"):
+        return "-", "-"
+    return tuple("n/a" if v.get(k) is None else f"{100 * v[k]:.1f}" for k in ("first_attempt_accuracy", "retry_rate"))
+
+
 def comparison_table(runs: list[dict[str, Any]]) -> str:
     """A Markdown table: one row per run, accuracy (%) and mean output tokens per dataset."""
     datasets = dataset_order(runs)
-    head = ["model", "method"] + [f"{ds} {what}" for ds in datasets for what in ("acc %", "tokens")]
+    retry = any(run.get("method") == REFLECT_RETRY for run in runs)
+    whats = ("acc %", "tokens") + (("1st acc %", "retried %") if retry else ())
+    head = ["model", "method"] + [f"{ds} {what}" for ds in datasets for what in whats]
     rows = []
     for run in runs:
         model = str(run.get("model", "?")).rstrip("/").rsplit("/", 1)[-1]
         cells = [model, str(run.get("method", "?"))]
         for ds in datasets:
-            cells += list(_cell(run["datasets"].get(ds)))
+            v = run["datasets"].get(ds)
+            cells += list(_cell(v)) + (list(_retry_cells(run, v)) if retry else [])
         rows.append(cells)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
@@ -97,7 +113,7 @@ def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
     datasets = dataset_order(runs)
     fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers = {"plain": "o", "pasr": "*", "self-refine": "s"}
+    markers = {"plain": "o", "pasr": "*", "self-refine": "s", REFLECT_RETRY: "^"}
     labels_seen = set()
     for ax, ds in zip(axes[0], datasets):
         for i, run in enumerate(runs):

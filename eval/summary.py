@@ -3,6 +3,11 @@
 Accuracy is the mean judge score over the samples that were scored (with ``--samples K`` that
 is mean@K); samples whose generation or judging failed are left out of it and counted in the
 error columns instead, so nothing disappears silently.
+
+A reflect-retry run (:mod:`eval.reflect_retry`) also reports what the retry adds: accuracy
+is after at most one retry, ``first_attempt_accuracy`` before it; ``retry_rate`` is the share
+of scored first attempts that failed and were retried, ``recovered_rate`` the share of scored
+retries that succeeded. Other methods' summaries have no such keys.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from data.records import RolloutRecord
+from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.resume import is_generation_error
+from recipe.rrr_step import is_success
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
@@ -25,10 +32,29 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarize_dataset(records: list[RolloutRecord], expected_samples: int | None = None) -> dict[str, Any]:
+def retry_facts(generated: list[RolloutRecord]) -> dict[str, Any]:
+    """First-attempt accuracy and what the retries did, from reflect-retry records' meta.
+    Unscored answers are left out of each rate, never counted as wrong."""
+    first = [r for r in generated if r.extra.get("first_acc") is not None]
+    retried = [r for r in first if r.extra.get("retried")]
+    recovered = [r for r in retried if r.acc is not None and is_success(r.acc)]
+    retries_scored = [r for r in retried if r.acc is not None]
+    return {
+        "first_attempt_accuracy": _mean([float(r.extra["first_acc"]) for r in first]),
+        "retry_rate": len(retried) / len(first) if first else None,
+        "recovered_rate": len(recovered) / len(retries_scored) if retries_scored else None,
+        "n_retried": len(retried),
+        "n_recovered": len(recovered),
+    }
+
+
+def summarize_dataset(
+    records: list[RolloutRecord], expected_samples: int | None = None, method: str | None = None
+) -> dict[str, Any]:
     gen_err = [r for r in records if is_generation_error(r)]
     generated = [r for r in records if not is_generation_error(r)]
     scored = [r for r in generated if r.acc is not None]
+    extra = retry_facts(generated) if method == REFLECT_RETRY else {}
     return {
         "n_questions": len({r.query_id for r in records}),
         "n_samples": len(records),
@@ -43,6 +69,7 @@ def summarize_dataset(records: list[RolloutRecord], expected_samples: int | None
         "generation_errors": len(gen_err),
         "judge_errors": sum(1 for r in generated if r.acc is None),
         "errors": len(gen_err) + sum(1 for r in generated if r.acc is None),
+        **extra,
     }
 
 
@@ -58,7 +85,8 @@ def summarize(
     for r in records:
         by_ds[r.dataset or r.data_source].append(r)
     expected = expected or {}
-    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds)) for ds in datasets}
+    method = (header or {}).get("method")
+    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds), method) for ds in datasets}
     complete = all(v["n_samples"] >= v["expected_samples"] for v in per.values())
     return {**(header or {}), "complete": complete, "datasets": per}
 
@@ -87,23 +115,38 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines += [", ".join(bits) + ".", ""]
     if not summary.get("complete", True):
         lines += ["**Partial**: the run has not finished every sample yet (resume it with the same command).", ""]
+    retry = summary.get("method") == REFLECT_RETRY
+    retry_head = " first-attempt accuracy | retried | recovered |" if retry else ""
     lines += [
-        f"| dataset | questions | samples | {acc_head} | mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| dataset | questions | samples | {acc_head} |{retry_head} mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |",
+        "| --- | ---: | ---: | ---: |" + " ---: |" * (3 if retry else 0) + " ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for ds, v in summary["datasets"].items():
         samples = f"{v['n_samples']}" if v["n_samples"] == v["expected_samples"] else f"{v['n_samples']}/{v['expected_samples']}"
+        retry_cells = (
+            f" {_pct(v.get('first_attempt_accuracy'))} | {_pct(v.get('retry_rate'))} | {_pct(v.get('recovered_rate'))} |"
+            if retry else ""
+        )  # fmt: skip
         lines.append(
-            f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} | {_num(v['mean_tokens'])} | "
+            f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} |{retry_cells} {_num(v['mean_tokens'])} | "
             f"{_pct(v['format_rate'])} | {_pct(v['refine_rate'])} | {_pct(v['truncated_rate'])} | "
             f"{v['generation_errors']} | {v['judge_errors']} |"
         )
+    passes = {
+        "self-refine": " and summed over every Self-Refine pass.",
+        REFLECT_RETRY: " and summed over the attempt, reflection and retry.",
+    }
     lines += [
         "",
         "Accuracy is over scored samples; samples whose generation or judging failed are counted in the "
         "error columns. Output tokens are counted from the generated token ids"
-        + (" and summed over every Self-Refine pass." if summary.get("method") == "self-refine" else "."),
+        + passes.get(summary.get("method"), "."),
     ]
+    if retry:
+        lines.append(
+            "Accuracy is after at most one retry, first-attempt accuracy before it; retried: the scored first "
+            "attempts that failed (each got one reflection and one retry); recovered: the scored retries that succeeded."
+        )
     return "\n".join(lines) + "\n"
 
 
