@@ -1,18 +1,26 @@
 """The ``pasr_trainer`` config: its PASR schema, composing it, and checking it before anything
 heavy starts.
 
-``pasr.*`` and ``pasr_verl.*`` come from the dataclasses :class:`recipe.pasr_config.PasrConfig`
-and :class:`VerlEngineConfig`, registered with Hydra as the config ``pasr_schema``
+``pasr.*``, ``pasr_verl.*`` and ``rrr.*`` come from the dataclasses
+:class:`recipe.pasr_config.PasrConfig`, :class:`VerlEngineConfig` and
+:class:`recipe.rrr_config.RrrConfig`, registered with Hydra as the config ``pasr_schema``
 (:func:`register_schema`) and listed in ``pasr_trainer.yaml``'s defaults: the yaml and the run
 scripts set only what differs from them, and Hydra itself types and checks overrides such as
 ``pasr.n_refine=4``. :func:`compose_config` composes the config as ``recipe.main_pasr`` does
 (``pasr submit`` checks a run before it submits it).
 
+``method`` (``pasr`` | ``rrr``, :mod:`recipe.rrr_config`) picks the rollout
+(:func:`recipe.verl_engine.rollout.build_rollout_manager`); the yaml derives ``rollout.n``, the
+GRPO group ``fit()`` asks per prompt, from the method's own size (``pasr.n_refine`` or
+``rrr.n_reflections``).
+
 ``python -m recipe.main_pasr`` and ``pasr submit --engine verl`` both fail early, with a
 message that says what is wrong, instead of a stack trace from inside verl minutes later:
-an invalid ``pasr.*`` / ``pasr_verl.*`` key, ``rollout.n`` differing from ``pasr.n_refine``,
-the v1 trainer, ReMax, vLLM missing, fewer GPUs than ``trainer.nnodes x
-trainer.n_gpus_per_node``, or (inside a Ray job) a relative checkpoint directory.
+an unknown ``method``, an invalid ``pasr.*`` / ``pasr_verl.*`` / ``rrr.*`` key, ``rollout.n``
+differing from the method's group size, an RRR run whose prompts cannot hold an attempt and a
+reflection or whose judge is not binary, the v1 trainer, ReMax, vLLM missing, fewer GPUs than
+``trainer.nnodes x trainer.n_gpus_per_node``, or (inside a Ray job) a relative checkpoint
+directory.
 
 Two more decisions are taken where the trainer runs (the task runner, see
 :mod:`recipe.verl_engine.trainer`), because they depend on that node and not on the driver's:
@@ -32,6 +40,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured
+from recipe.rrr_config import RrrConfig, check_method, load_rrr_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 CONFIG_NAME = "pasr_trainer"
@@ -64,12 +73,17 @@ class PreflightError(RuntimeError):
 SCHEMA_NAME = "pasr_schema"  # the Hydra config pasr_trainer.yaml lists in its defaults
 
 
+TYPED_SECTIONS = ("pasr", "pasr_verl", "rrr")  # the config's sections this package's dataclasses type
+
+
 def register_schema() -> None:
-    """Register ``pasr_schema`` (the ``pasr`` and ``pasr_verl`` sections with their dataclass
-    defaults) in Hydra's ConfigStore; every composition of ``pasr_trainer`` needs it first."""
+    """Register ``pasr_schema`` (the ``pasr``, ``pasr_verl`` and ``rrr`` sections with their
+    dataclass defaults) in Hydra's ConfigStore; every composition of ``pasr_trainer`` needs it first."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=SCHEMA_NAME, node={"pasr": PasrConfig, "pasr_verl": VerlEngineConfig})
+    ConfigStore.instance().store(
+        name=SCHEMA_NAME, node={"pasr": PasrConfig, "pasr_verl": VerlEngineConfig, "rrr": RrrConfig}
+    )
 
 
 def compose_config(overrides: Iterable[str] = ()):
@@ -83,13 +97,13 @@ def compose_config(overrides: Iterable[str] = ()):
 
 
 def plain_sections(config) -> None:
-    """Turn the typed ``pasr`` / ``pasr_verl`` nodes into plain ones (in place, values and
-    ``${...}`` kept), once they are checked: the config then travels to Ray's actors and verl's
-    workers without a reference to this package's dataclasses."""
+    """Turn the typed ``pasr`` / ``pasr_verl`` / ``rrr`` nodes into plain ones (in place, values
+    and ``${...}`` kept), once they are checked: the config then travels to Ray's actors and
+    verl's workers without a reference to this package's dataclasses."""
     from omegaconf import open_dict
 
     with open_dict(config):
-        for key in ("pasr", "pasr_verl"):
+        for key in TYPED_SECTIONS:
             node = config.get(key)
             if OmegaConf.is_config(node):
                 config[key] = OmegaConf.create(OmegaConf.to_container(node, resolve=False))
@@ -103,15 +117,78 @@ def _section(config, key: str):
     return OmegaConf.to_container(node, resolve=True)
 
 
+def method_of(config) -> str:
+    """The config's training method, ``pasr`` (also when the key is absent) or ``rrr``."""
+    return check_method(str(OmegaConf.select(config, "method", default="pasr")))
+
+
+def _rollout_n(config, default: int) -> int:
+    return int(OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=default))
+
+
 def pasr_config(config) -> PasrConfig:
-    """The validated ``pasr`` section; ``rollout.n`` must be ``pasr.n_refine``."""
+    """The validated ``pasr`` section (the judge is there for both methods); with ``method=pasr``
+    ``rollout.n`` must be ``pasr.n_refine``."""
     cfg = load_pasr_config(_section(config, "pasr"))
-    n = int(OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=cfg.n_refine))
+    if method_of(config) != "pasr":
+        return cfg
+    n = _rollout_n(config, cfg.n_refine)
     if n != cfg.n_refine:
         raise ConfigError(
             f"actor_rollout_ref.rollout.n={n} differs from pasr.n_refine={cfg.n_refine}: set pasr.n_refine "
             "(the config derives rollout.n from it)"
         )
+    return cfg
+
+
+RRR_JUDGES = ("rule", "countdown")  # binary and exact (recipe/rrr_config.py)
+
+
+def rrr_config(config) -> RrrConfig:
+    """The validated ``rrr`` section; with ``method=rrr`` also what the RRR rollout
+    (:mod:`recipe.verl_engine.rrr_rollout`) needs from the rest of the config:
+
+    * ``rollout.n == rrr.n_reflections``: ``fit()`` repeats each prompt ``rollout.n`` times and
+      unions the rollout's output with that batch row by row, so the RRR rollout returns a
+      query's ``n_reflections`` reflections in its ``rollout.n`` rows (the first attempt is one
+      per query, as in the paper; a query without reflections fills its rows with masked
+      rows). The yaml derives ``rollout.n`` from ``rrr.n_reflections``.
+    * a binary judge (``pasr.judge.kind`` rule or countdown): a reflection's reward is whether
+      its retry succeeded;
+    * prompts that hold a failed attempt and a reflection: the retry prompt carries the question,
+      the attempt (up to ``data.max_response_length`` tokens) and the reflection (up to
+      ``rrr.max_reflection_tokens``), and verl's agent loop left-truncates a prompt longer than
+      ``rollout.prompt_length`` (``data.max_prompt_length``) with a log warning only: the
+      question would be cut off."""
+    cfg = load_rrr_config(_section(config, "rrr"))
+    if method_of(config) != "rrr":
+        return cfg
+    problems = []
+    n = _rollout_n(config, cfg.n_reflections)
+    if n != cfg.n_reflections:
+        problems.append(
+            f"actor_rollout_ref.rollout.n={n} differs from rrr.n_reflections={cfg.n_reflections}: with method=rrr "
+            "fit() asks rollout.n rows per prompt and the RRR rollout fills them with a failed query's reflections; "
+            "set rrr.n_reflections (the config derives rollout.n from it)"
+        )
+    judge = load_pasr_config(_section(config, "pasr")).judge.kind
+    if judge not in RRR_JUDGES:
+        problems.append(
+            f"method=rrr needs a binary, exact judge (a reflection's reward is its retry's success): "
+            f"pasr.judge.kind={judge}; use countdown (Countdown data) or rule (math)"
+        )
+    prompt_len = int(OmegaConf.select(config, "actor_rollout_ref.rollout.prompt_length", default=0) or 0)
+    response_len = int(OmegaConf.select(config, "actor_rollout_ref.rollout.response_length", default=0) or 0)
+    needed = response_len + cfg.max_reflection_tokens
+    if prompt_len and response_len and prompt_len <= needed:
+        problems.append(
+            f"data.max_prompt_length={prompt_len} cannot hold an RRR retry prompt: it carries the question, the "
+            f"failed attempt (up to data.max_response_length={response_len} tokens) and the reflection (up to "
+            f"rrr.max_reflection_tokens={cfg.max_reflection_tokens}), more than {needed} tokens, and verl's agent "
+            f"loop cuts a longer prompt from the left; raise data.max_prompt_length (e.g. {needed + 512})"
+        )
+    if problems:
+        raise ConfigError("; ".join(problems))
     return cfg
 
 
@@ -319,6 +396,7 @@ def preflight(
     The callables are seams for tests; by default they ask torch, Ray and importlib."""
     try:
         cfg = pasr_config(config)
+        rrr_config(config)
         engine = engine_config(config)
     except ConfigError as exc:
         raise PreflightError(str(exc)) from None
@@ -329,7 +407,7 @@ def preflight(
             "TransferQueue and its own rollout loop); keep trainer.use_v1=false"
         )
     if str(OmegaConf.select(config, "algorithm.adv_estimator", default="grpo")).lower() == "remax":
-        raise PreflightError("algorithm.adv_estimator=remax is not supported: PASR uses GRPO-style groups per uid")
+        raise PreflightError("algorithm.adv_estimator=remax is not supported: PASR and RRR use GRPO-style groups per uid")
 
     if engine.check_resources and os.environ.get("PASR_SKIP_GPU_CHECK") != "1":
         nnodes, per_node = required_gpus(config)
