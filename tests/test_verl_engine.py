@@ -163,6 +163,7 @@ class ScriptedRollout:
         worker.mm_processor_kwargs = {}
         self.worker, self.mod, self.tok, self.prompts = worker, agent_loop_mod, tokenizer, prompts
         self.calls: list[int] = []
+        self.call_meta: list[dict] = []  # each call's meta_info (validate, global_steps)
 
     def respond(self, messages, seen) -> str:
         variant, k = _variant(messages, self.prompts), _k(messages)
@@ -172,8 +173,13 @@ class ScriptedRollout:
         texts = refine if variant == "refine" else plain
         return texts[j % len(texts)]
 
+    def response_ids(self, messages, seen) -> list[int]:
+        """The generated tokens: the scripted text and EOS."""
+        return self.tok.encode(self.respond(messages, seen), add_special_tokens=False) + [self.tok.eos_token_id]
+
     def generate_sequences(self, batch):
         self.calls.append(len(batch))
+        self.call_meta.append(dict(batch.meta_info))
         return asyncio.run(self._generate(batch))
 
     async def _generate(self, batch):
@@ -184,8 +190,10 @@ class ScriptedRollout:
             kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()}
             messages = list(kwargs["raw_prompt"])
             prompt_text = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            prompt_ids = self.tok.encode(prompt_text, add_special_tokens=False)
-            response = self.tok.encode(self.respond(messages, seen), add_special_tokens=False) + [self.tok.eos_token_id]
+            cfg = self.worker.rollout_config
+            # a longer prompt is cut from the left, a longer response from the right, as the agent loop does
+            prompt_ids = self.tok.encode(prompt_text, add_special_tokens=False)[-cfg.prompt_length :]
+            response = self.response_ids(messages, seen)[: cfg.response_length]
             out = m.AgentLoopOutput(
                 prompt_ids=prompt_ids,
                 response_ids=response,
@@ -578,14 +586,19 @@ def test_judge_error_row_is_masked_not_scored_zero(train_step):
 
 
 def _fit_side(train_step, gen_batch, verl_mods):
-    """What fit() does with the returned rows up to the advantages: union with its repeated
-    batch, rewards from rm_scores, then compute_advantage as fit() calls it under PasrRayTrainer
-    (verl_fit() re-binds that name to pasr_compute_advantage)."""
+    return fit_side(train_step.out, gen_batch, verl_mods, n=3)
+
+
+def fit_side(rollout_out, gen_batch, verl_mods, n):
+    """What fit() does with the returned rows up to the advantages: union with its batch repeated
+    rollout.n times, rewards from rm_scores, then compute_advantage as fit() calls it under
+    PasrRayTrainer (verl_fit() re-binds that name to pasr_compute_advantage)."""
     from verl.trainer.ppo.core_algos import AdvantageEstimator
     from verl.trainer.ppo.reward import extract_reward
 
-    batch = gen_batch.batch.repeat(repeat_times=3, interleave=True)
-    out = train_step.out.slice(0, None)
+    batch = gen_batch.batch.repeat(repeat_times=n, interleave=True)
+    batch.meta_info = dict(batch.meta_info)  # repeat shares the fixture's dict, which union would change
+    out = rollout_out.slice(0, None)
     out.meta_info = {k: v for k, v in out.meta_info.items() if k != "timing"}
     batch = batch.union(out)
     reward_tensor, extra = extract_reward(batch)
@@ -593,7 +606,7 @@ def _fit_side(train_step, gen_batch, verl_mods):
     batch.batch["token_level_rewards"] = reward_tensor
     batch.non_tensor_batch.update({k: np.array(v) for k, v in extra.items()})
     compute_advantage = verl_mods.trainer.verl_fit().__globals__["compute_advantage"]
-    return compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=3)
+    return compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=n)
 
 
 def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, verl_mods):
@@ -730,10 +743,28 @@ def test_update_actor_adds_pasr_metrics(verl_mods, monkeypatch, train_step):
 
     monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_update_actor", fake_update)
     trainer = object.__new__(t.PasrRayTrainer)
+    trainer.global_steps = 5
     trainer.async_rollout_manager = SimpleNamespace(pop_metrics=lambda: {"pasr/refine_rate": 0.5})
-    out = trainer._update_actor(None)
+    out = trainer._update_actor(train_step.out)
     reduced = reduce_metrics(out.meta_info["metrics"])
     assert reduced["pasr/refine_rate"] == 0.5 and reduced["actor/pg_loss"] == pytest.approx(0.2)
+    assert reduced["actor/update_skipped"] == 0.0
+
+
+def test_update_actor_skips_a_batch_with_nothing_to_train(verl_mods, monkeypatch, train_step, capsys):
+    """Every row masked (every judge failed; an RRR step whose first attempts all succeeded): verl's
+    token-mean loss would divide by zero tokens, so the actor is not called; the metrics still come."""
+    t = verl_mods.trainer
+    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_update_actor", lambda self, b: pytest.fail("updated"))
+    trainer = object.__new__(t.PasrRayTrainer)
+    trainer.global_steps = 5
+    trainer.async_rollout_manager = SimpleNamespace(pop_metrics=lambda: {"pasr/refine_rate": 0.5})
+    batch = train_step.out.slice(0, None)
+    batch.batch = batch.batch.clone()
+    batch.batch["response_mask"] = torch.zeros_like(batch.batch["response_mask"])
+    out = trainer._update_actor(batch)
+    assert out.meta_info["metrics"] == {"actor/update_skipped": 1.0, "pasr/refine_rate": 0.5}
+    assert "step 5: no token to train on; the actor update is skipped" in capsys.readouterr().out
 
 
 def test_agent_loop_manager_is_enforced(verl_mods):
@@ -941,7 +972,7 @@ def test_max_judge_error_rate_is_validated():
 # --------------------------------------------------------------------------- judge errors, no spread (11.3, 11.7)
 def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
     from data.records import iter_records
-    from recipe.verl_engine.rollout import JudgeErrorRateExceeded
+    from recipe.verl_engine.rollout_wrapper import JudgeErrorRateExceeded
 
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
     manager = _manager(inner, tokenizer, prompts, tmp_path, max_judge_error_rate=0.05)  # 1 error in 18 rows
@@ -981,7 +1012,7 @@ def test_zero_spread_groups_metric_and_loud_warning(train_step, gen_batch, token
 
 
 def test_zero_spread_fraction():
-    from recipe.verl_engine.rollout import zero_spread_fraction
+    from recipe.verl_engine.rollout_wrapper import zero_spread_fraction
 
     assert zero_spread_fraction([1, 1, 0, 2, 3, 3], ["a", "a", "b", "b", "c", "c"]) == pytest.approx(2 / 3)
     assert zero_spread_fraction([], []) == 0.0
@@ -1083,10 +1114,10 @@ def test_pinned_fit_throughput_and_loop(verl_mods):
 
 
 def test_throughput_counts_the_plain_rows(train_step, gen_batch):
-    from recipe.verl_engine.rollout import PLAIN_TOKENS_KEY
+    from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY
     from recipe.verl_engine.trainer import pasr_throughput_metrics
 
-    plain = train_step.out.meta_info[PLAIN_TOKENS_KEY]
+    plain = train_step.out.meta_info[UNTRAINED_TOKENS_KEY]
     assert plain > 0
     # fit(): union with its repeated batch keeps the rollout's meta_info, then counts trained tokens
     batch = gen_batch.batch.repeat(repeat_times=3, interleave=True)

@@ -9,14 +9,17 @@
   ``response_mask`` and the ``pasr_trained`` column (:mod:`recipe.advantages`: a masked row is
   outside its group's GRPO statistics and gets advantage 0), the reward parts as
   ``reward_extra_info``;
-* :func:`apply_validation_scores` does the same for validation, with the accuracy as the score.
+* :func:`apply_validation_scores` does the same for validation, with the accuracy as the score;
+* :func:`write_train_scores` / :func:`write_scores` are those two writers without PASR's reward
+  parts, for any method's rows (RRR's reflection rows, :mod:`recipe.verl_engine.rrr_rollout`);
+* :func:`prompt_token_ids`, :func:`response_token_ids` and :func:`truncate_responses` read and
+  shorten generated rows in verl's layout (left-padded prompts, right-padded responses).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -69,15 +72,70 @@ def query_ids(inputs) -> list[str]:
     return out
 
 
-def rollouts_from_rows(inputs, outputs, tokenizer, variant: str) -> list[Rollout]:
+def prompt_token_ids(rows) -> list[list[int]]:
+    """Each row's prompt tokens, left padding dropped."""
+    prompts = rows.batch["prompts"]
+    mask = rows.batch["attention_mask"][:, : prompts.shape[1]].bool()
+    return [prompts[i][mask[i]].tolist() for i in range(len(rows))]
+
+
+def response_token_ids(rows) -> list[list[int]]:
+    """Each row's generated tokens (EOS included when it was generated), right padding dropped."""
+    lengths = response_lengths(rows).tolist()
+    responses = rows.batch["responses"]
+    return [responses[i, : int(n)].tolist() for i, n in enumerate(lengths)]
+
+
+def prompt_at_limit(rows) -> np.ndarray:
+    """Rows whose prompt fills the whole prompt width (``rollout.prompt_length``): verl's agent
+    loop left-truncates a longer prompt to that width (with a log warning only), so such a row
+    may have lost the start of its chat."""
+    width = rows.batch["prompts"].shape[1]
+    return (rows.batch["attention_mask"][:, :width].sum(dim=1) >= width).numpy()
+
+
+def truncate_responses(rows, max_tokens: int, pad_id: int):
+    """A copy of ``rows`` with every response cut to its first ``max_tokens`` tokens (``rows``
+    itself is not changed). The kept tokens are distributed exactly as a sample generated with
+    ``max_tokens`` as its limit, which verl's agent loop cannot set per request: it is how RRR's
+    ``rrr.max_reflection_tokens`` and ``rrr.max_retry_tokens`` apply. Cut tokens become padding in
+    ``responses``, ``input_ids``, the masks and ``rollout_log_probs``; ``position_ids`` follow the
+    new attention mask as verl computes them for text (multimodal 3-D position ids are left, their
+    valid part does not change)."""
+    from verl.utils.model import compute_position_id_with_mask
+
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    out = rows.slice(0, None)
+    if len(rows) == 0 or int(response_lengths(rows).max()) <= max_tokens:
+        return out
+    batch = rows.batch
+    prompt_width = batch["prompts"].shape[1]
+    width = batch["responses"].shape[1]
+    keep = (torch.arange(width)[None, :] < max_tokens) & batch["attention_mask"][:, prompt_width:].bool()
+    out.batch = batch.clone()
+    new = out.batch
+    new["responses"] = torch.where(keep, batch["responses"], torch.full_like(batch["responses"], pad_id))
+    new["input_ids"] = torch.cat([batch["input_ids"][:, :prompt_width], new["responses"]], dim=1)
+    new["attention_mask"] = torch.cat([batch["attention_mask"][:, :prompt_width], keep.to(batch["attention_mask"].dtype)], dim=1)
+    for key in ("response_mask", "rollout_log_probs"):
+        if key in new.keys():
+            new[key] = batch[key] * keep.to(batch[key].dtype)
+    if batch["position_ids"].dim() == 2:
+        new["position_ids"] = compute_position_id_with_mask(new["attention_mask"]).to(batch["position_ids"].dtype)
+    return out
+
+
+def rollouts_from_rows(inputs, outputs, tokenizer, variant: str, max_tokens: int | None = None) -> list[Rollout]:
     """One :class:`Rollout` per row. ``inputs``: the rows as sent to the rollout manager (for
-    uid, question, gold, data source); ``outputs``: the same rows as generated."""
+    uid, question, gold, data source); ``outputs``: the same rows as generated. A response of
+    ``max_tokens`` tokens (default: the response width) finished on the length limit."""
     if len(inputs) != len(outputs):
         raise ValueError(f"{len(inputs)} input rows but {len(outputs)} output rows")
     nt = inputs.non_tensor_batch
     n = len(inputs)
     lengths = response_lengths(outputs).tolist()
-    max_len = outputs.batch["responses"].shape[1]
+    max_len = min(outputs.batch["responses"].shape[1], max_tokens or outputs.batch["responses"].shape[1])
     responses = outputs.batch["responses"]
     qids = query_ids(inputs)
     extras = nt.get("extra_info", [None] * n)
@@ -135,19 +193,37 @@ def _extra_info(records: Sequence[RolloutRecord]) -> dict[str, np.ndarray]:
     }
 
 
+def write_scores(rows, scores: Sequence[float], extra: dict[str, np.ndarray]):
+    """Each row's score in ``rm_scores`` at its last valid response token and ``extra`` as verl's
+    ``reward_extra_info`` (numeric columns, one entry per row); ``rows`` is changed and returned."""
+    if len(rows) != len(scores) or any(len(v) != len(rows) for v in extra.values()):
+        raise ValueError(f"{len(rows)} rows but {len(scores)} scores or extra columns of another length")
+    rows.batch["rm_scores"] = _last_token_scores(rows, scores)
+    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra}
+    rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
+    return rows
+
+
+def write_train_scores(rows, scores: Sequence[float], mask: Sequence[bool], extra: dict[str, np.ndarray]):
+    """:func:`write_scores` for rows to train on: a row whose ``mask`` entry is False gets a zero
+    ``response_mask`` and ``pasr_trained`` False (no loss, outside its group's GRPO statistics:
+    :mod:`recipe.advantages`)."""
+    if len(mask) != len(rows):
+        raise ValueError(f"{len(rows)} rows but {len(mask)} mask entries")
+    trained = np.asarray(mask, dtype=bool)
+    response_mask = _response_mask(rows)
+    write_scores(rows, scores, extra)
+    rows.batch["response_mask"] = response_mask * torch.from_numpy(trained).to(response_mask.dtype)[:, None]
+    rows.non_tensor_batch = {**rows.non_tensor_batch, TRAINED: trained}
+    return rows
+
+
 def apply_train_scores(rows, records: Sequence[RolloutRecord], scores: Sequence[float], mask: Sequence[bool]):
     """Write the step core's ``scores`` and ``mask`` (:func:`recipe.scoring.group_scores`) into
     the refine ``rows`` (in place) and return them. ``records``: the rows' records, same order."""
     if not len(rows) == len(records) == len(scores) == len(mask):
         raise ValueError(f"{len(rows)} rows but {len(records)} records, {len(scores)} scores, {len(mask)} mask entries")
-    trained = np.asarray(mask, dtype=bool)
-    response_mask = _response_mask(rows)
-    rows.batch["rm_scores"] = _last_token_scores(rows, scores)
-    rows.batch["response_mask"] = response_mask * torch.from_numpy(trained).to(response_mask.dtype)[:, None]
-    extra = _extra_info(records)
-    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra, TRAINED: trained}
-    rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
-    return rows
+    return write_train_scores(rows, scores, mask, _extra_info(records))
 
 
 def apply_validation_scores(rows, records: Sequence[RolloutRecord]):
@@ -155,9 +231,4 @@ def apply_validation_scores(rows, records: Sequence[RolloutRecord]):
     ``judge_error`` extra key), so ``val-core/<data_source>/reward`` reads as accuracy."""
     if len(rows) != len(records):
         raise ValueError(f"{len(rows)} rows but {len(records)} records")
-    scores = [r.acc if r.acc is not None else 0.0 for r in records]
-    rows.batch["rm_scores"] = _last_token_scores(rows, scores)
-    extra = _extra_info(records)
-    rows.non_tensor_batch = {**rows.non_tensor_batch, **extra}
-    rows.meta_info = {**rows.meta_info, "reward_extra_keys": list(extra)}
-    return rows
+    return write_scores(rows, [r.acc if r.acc is not None else 0.0 for r in records], _extra_info(records))

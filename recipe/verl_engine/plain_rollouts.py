@@ -74,21 +74,22 @@ def with_system(messages: Sequence[dict] | np.ndarray, system: str) -> list[dict
     return [{"role": "system", "content": system}] + msgs
 
 
-def query_uids(gen_batch, n_refine: int) -> np.ndarray:
-    """The ``uid`` of each prompt, checking the rows come in runs of ``n_refine`` per prompt."""
+def query_uids(gen_batch, n_refine: int, size_key: str = "pasr.n_refine") -> np.ndarray:
+    """The ``uid`` of each prompt, checking the rows come in runs of ``n_refine`` per prompt
+    (the method's group size, the config key ``size_key``)."""
     if UID not in gen_batch.non_tensor_batch:
         raise PasrBatchError("generation batch has no 'uid' column (verl adds it in fit() before generating)")
     uids = np.asarray(gen_batch.non_tensor_batch[UID])
     n_rows = len(uids)
     if n_refine < 1 or n_rows % n_refine != 0:
         raise PasrBatchError(
-            f"generation batch has {n_rows} rows, not a multiple of rollout.n = pasr.n_refine = {n_refine}"
+            f"generation batch has {n_rows} rows, not a multiple of rollout.n = {size_key} = {n_refine}"
         )
     groups = uids.reshape(-1, n_refine)
     if not (groups == groups[:, :1]).all():
         raise PasrBatchError(
-            "generation batch rows are not grouped by uid in runs of pasr.n_refine "
-            "(verl repeats prompts with interleave=True; did rollout.n differ from pasr.n_refine?)"
+            f"generation batch rows are not grouped by uid in runs of {size_key} "
+            f"(verl repeats prompts with interleave=True; did rollout.n differ from {size_key}?)"
         )
     firsts = groups[:, 0]
     if len(set(firsts.tolist())) != len(firsts):
@@ -99,10 +100,14 @@ def query_uids(gen_batch, n_refine: int) -> np.ndarray:
 def _set_system(batch, system: str) -> None:
     if RAW_PROMPT not in batch.non_tensor_batch:
         raise PasrBatchError("generation batch has no 'raw_prompt' column (chat messages) to set the system prompt in")
+    _set_messages(batch, [with_system(m, system) for m in batch.non_tensor_batch[RAW_PROMPT]])
+
+
+def _set_messages(batch, messages: Sequence[Sequence[dict]]) -> None:
+    if len(messages) != len(batch):
+        raise PasrBatchError(f"{len(messages)} chats for a batch of {len(batch)} rows")
     batch.non_tensor_batch = dict(batch.non_tensor_batch)
-    batch.non_tensor_batch[RAW_PROMPT] = object_array(
-        [with_system(m, system) for m in batch.non_tensor_batch[RAW_PROMPT]]
-    )
+    batch.non_tensor_batch[RAW_PROMPT] = object_array([list(m) for m in messages])
 
 
 def with_system_prompt(batch, system: str):
@@ -111,6 +116,26 @@ def with_system_prompt(batch, system: str):
     _set_system(out, system)
     out.meta_info = dict(batch.meta_info)
     return out
+
+
+def with_messages(batch, messages: Sequence[Sequence[dict]]):
+    """A shallow copy of ``batch`` whose row ``i`` asks ``messages[i]`` (a whole chat); every other
+    column (uid, gold, data source, ...) is the row's own. How a follow-up pass (RRR's reflections
+    and retries) is sent through the agent loop, which applies the chat template itself."""
+    out = batch.slice(0, None)
+    _set_messages(out, messages)
+    out.meta_info = dict(batch.meta_info)
+    return out
+
+
+def check_row_order(output, expected_uids: np.ndarray) -> None:
+    """Raise when ``output`` carries ``uid`` (verl's agent loop forwards the input columns when its
+    own reward loop is off) in another order than ``expected_uids``: a rollout manager that
+    reordered rows would otherwise pair responses with the wrong prompts silently."""
+    if UID in output.non_tensor_batch:
+        got = np.asarray(output.non_tensor_batch[UID])
+        if not np.array_equal(got, np.asarray(expected_uids)):
+            raise PasrBatchError("rollout output rows are not in the order of the input rows (uid mismatch)")
 
 
 def build_combined_batch(gen_batch, *, n_refine: int, n_plain: int, refine_system: str, plain_system: str):
@@ -133,15 +158,10 @@ def build_combined_batch(gen_batch, *, n_refine: int, n_plain: int, refine_syste
 
 
 def split_combined(output, layout: Layout, expected_uids: np.ndarray | None = None):
-    """``(refine_part, plain_part)`` of the rollout manager's output for a combined batch.
-
-    When the output carries ``uid`` (verl's agent loop forwards the input columns when its own
-    reward loop is off), it is checked against ``expected_uids``: a rollout manager that
-    reordered rows would otherwise pair responses with the wrong prompts silently."""
+    """``(refine_part, plain_part)`` of the rollout manager's output for a combined batch, its row
+    order checked against ``expected_uids`` (:func:`check_row_order`)."""
     if len(output) != layout.total:
         raise PasrBatchError(f"rollout returned {len(output)} rows for a combined batch of {layout.total}")
-    if expected_uids is not None and UID in output.non_tensor_batch:
-        got = np.asarray(output.non_tensor_batch[UID])
-        if not np.array_equal(got, np.asarray(expected_uids)):
-            raise PasrBatchError("rollout output rows are not in the order of the input rows (uid mismatch)")
+    if expected_uids is not None:
+        check_row_order(output, expected_uids)
     return output.slice(0, layout.refine_rows), output.slice(layout.refine_rows, layout.total)

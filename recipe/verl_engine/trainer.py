@@ -1,20 +1,24 @@
-"""The verl trainer for PASR: ``RayPPOTrainer`` with the PASR rollout installed, nothing copied.
+"""The verl trainer for PASR (and RRR, ``method=rrr``): ``RayPPOTrainer`` with the method's
+rollout installed, nothing copied.
 
 :class:`PasrRayTrainer` overrides these methods of verl 0.9.1's legacy ``RayPPOTrainer``:
 
 * ``init_workers``: makes verl build its agent-loop manager without the streaming reward loop
   (:class:`recipe.verl_engine.agent_loop.PasrAgentLoopManager`), then replaces
-  ``self.async_rollout_manager`` with :class:`recipe.verl_engine.rollout.PasrRolloutManager`
-  around it.
-* ``_update_actor``: adds the step's ``pasr/*`` metrics to the metrics the actor update returns;
-  ``fit()`` merges those into the dict it logs with verl's ``Tracking`` logger (console, wandb,
-  ...). verl does not log reward extra info during training by itself.
+  ``self.async_rollout_manager`` with the method's rollout around it
+  (:func:`recipe.verl_engine.rollout.build_rollout_manager`: PASR's, or RRR's).
+* ``_update_actor``: adds the step's ``pasr/*`` (``rrr/*``) metrics to the metrics the actor
+  update returns; ``fit()`` merges those into the dict it logs with verl's ``Tracking`` logger
+  (console, wandb, ...). verl does not log reward extra info during training by itself. A batch
+  with no token to train on (an RRR step whose first attempts all succeeded; a step whose every
+  row had a judge error) is not sent to the actor: verl's token-mean loss would divide by zero
+  tokens (``actor/update_skipped`` = 1, see :func:`nothing_to_train`).
 * ``fit``: verl's own ``fit`` (re-bound, not copied) with three changes around it:
   advantages are estimated over the rows PASR trains on only (:func:`pasr_compute_advantage`,
-  the judge-error policy of :mod:`recipe.scoring`), ``perf/throughput`` counts the plain rows
-  generated in the step (:func:`pasr_throughput_metrics`), and a stop request (SIGTERM / Ctrl-C
-  on the driver, see below) ends the run at the end of the current step with a checkpoint, as
-  Ctrl-C does in the local engine.
+  the judge-error policy of :mod:`recipe.scoring`), ``perf/throughput`` counts the rows
+  generated in the step but not trained on (:func:`pasr_throughput_metrics`), and a stop request
+  (SIGTERM / Ctrl-C on the driver, see below) ends the run at the end of the current step with a
+  checkpoint, as Ctrl-C does in the local engine.
 
 :class:`PasrTaskRunner` sets up what verl's ``TaskRunner.run`` sets up (workers, resource pools,
 tokenizer, datasets) with verl's own helpers, and builds a :class:`PasrRayTrainer`. verl's
@@ -48,7 +52,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from recipe.advantages import advantages_on_trained_rows
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
-from recipe.verl_engine.rollout import PLAIN_TOKENS_KEY
+from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY
 from recipe.verl_engine.stopping import PasrTaskRunnerLauncher, StopAwareLoader, attach, poll_stop_flag
 
 
@@ -91,16 +95,17 @@ def rebind_globals(func: types.FunctionType, **names) -> types.FunctionType:
 
 
 def pasr_throughput_metrics(batch, timing_raw, n_gpus):
-    """verl's ``compute_throughout_metrics`` with the plain rows counted.
+    """verl's ``compute_throughout_metrics`` with the untrained rows counted.
 
     verl divides the tokens of the batch it trains on by the whole step time. A PASR step also
-    generates ``n_plain`` plain rows per prompt (half the rollouts with the defaults), which never
-    reach that batch, so verl's figure understates the step's throughput by about that share.
-    ``perf/total_num_tokens`` and ``perf/throughput`` count both; ``perf/trained_num_tokens`` and
-    ``perf/trained_throughput`` keep verl's refine-only figures."""
+    generates ``n_plain`` plain rows per prompt (half the rollouts with the defaults), an RRR step
+    its first attempts and retries; they never reach that batch, so verl's figure understates the
+    step's throughput by about that share. ``perf/total_num_tokens`` and ``perf/throughput`` count
+    both; ``perf/trained_num_tokens`` and ``perf/trained_throughput`` keep verl's trained-rows-only
+    figures."""
     metrics = _verl_ray_trainer.compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus)
     trained = metrics["perf/total_num_tokens"]
-    total = trained + int(batch.meta_info.get(PLAIN_TOKENS_KEY, 0))
+    total = trained + int(batch.meta_info.get(UNTRAINED_TOKENS_KEY, 0))
     metrics["perf/trained_num_tokens"] = trained
     metrics["perf/trained_throughput"] = metrics["perf/throughput"]
     metrics["perf/total_num_tokens"] = total
@@ -128,9 +133,17 @@ def verl_fit():
     )
 
 
+def nothing_to_train(batch) -> bool:
+    """No response token of ``batch`` is in the loss. verl's actor would still run the update:
+    its token-mean loss divides by the batch's loss tokens (0: NaN), and only its non-finite
+    gradient check keeps the weights, with NaN loss metrics and a warning per mini-batch."""
+    return not bool(batch.batch["response_mask"].any())
+
+
 # --------------------------------------------------------------------------- trainer
 class PasrRayTrainer(RayPPOTrainer):
-    """verl's PPO trainer with PASR's rollout (plain baselines, PASR rewards, refine rows only)."""
+    """verl's PPO trainer with the method's rollout (PASR: plain baselines, PASR rewards, refine
+    rows only; RRR: attempts, reflections and retries, reflection rows only)."""
 
     def init_workers(self):
         _ensure_pasr_agent_loop_manager(self.config)
@@ -143,10 +156,19 @@ class PasrRayTrainer(RayPPOTrainer):
         self.async_rollout_manager = build_rollout_manager(self.config, self.tokenizer, inner)
 
     def _update_actor(self, batch):
-        actor_output = super()._update_actor(batch)
+        from verl import DataProto
+
+        skipped = nothing_to_train(batch)
+        if skipped:
+            print(f"pasr verl: step {self.global_steps}: no token to train on; the actor update is skipped", flush=True)
+            actor_output = DataProto.from_single_dict(data={}, meta_info={"metrics": {}})
+        else:
+            actor_output = super()._update_actor(batch)
+        metrics = actor_output.meta_info.setdefault("metrics", {})
+        metrics["actor/update_skipped"] = float(skipped)
         pop = getattr(self.async_rollout_manager, "pop_metrics", None)
         if callable(pop):
-            actor_output.meta_info.setdefault("metrics", {}).update(pop())
+            metrics.update(pop())
         return actor_output
 
     # ---------------------------------------------------------------- checkpoints and stopping
