@@ -4,8 +4,9 @@ With no reward model, verl 0.9.1 hands its agent loop workers the reward-loop wo
 score each sample with ``reward.custom_reward_function`` (or verl's default rule scores, which
 raise ``NotImplementedError`` for a data source they do not know) as it finishes. PASR scores in
 :class:`recipe.verl_engine.rollout.PasrRolloutManager` instead, where the plain rollouts of the
-same query are available, so this manager is built without those handles: the workers then skip
-scoring and forward the input columns with the generated rows.
+same query are available (RRR in :class:`recipe.verl_engine.rrr_rollout.RrrRolloutManager`,
+where a reflection's reward is its retry's), so this manager is built without those handles: the
+workers then skip scoring and forward the input columns with the generated rows.
 
 Selected with ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (verl's own
 extension point, set in ``recipe/config/pasr_trainer.yaml`` and enforced by the trainer).
