@@ -206,6 +206,26 @@ def test_countdown_traces_verify_and_never_eval():
     assert not called & {"eval", "exec", "compile"}
 
 
+def test_reflection_traces_check_a_really_failed_attempt():
+    import random
+
+    from data.countdown import generate_problems
+    from data.countdown_traces import build_reflection_trace
+    from rewards.countdown import countdown_reward, equation_text, parse_equation
+
+    rng = random.Random(0)
+    kinds = set()
+    for difficulty in (1, 2, 3):
+        for p in generate_problems(100, seed=5, difficulty=difficulty, split="train"):
+            t = build_reflection_trace(p, rng)
+            assert countdown_reward(t.attempt, p.numbers, p.target) == 0.0  # the attempt really failed
+            value = parse_equation(equation_text(t.attempt)).value
+            assert value != p.target and f"my equation equals {value}, not {p.target}" in t.reflection.lower()
+            assert "<answer>" not in t.reflection and t.reflection.count("Next time") == 1
+            kinds.add(next(k for k in ("I wrote", "My steps are right", "My equation equals") if t.reflection.startswith(k)))
+    assert len(kinds) == 3  # slips, honest misses and early targets all occur
+
+
 def test_warmup_follows_the_data_and_keeps_pasr_unchanged():
     from data.synthetic import generate_problems
     from data.warmup_traces import build_samples

@@ -91,6 +91,10 @@ class WarmupConfig:
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows
     plain_fraction: float = 0.3
+    # Countdown only: share of warm-up examples that show RRR's reflection prompt on a failed
+    # attempt with a reflection that checks it (data/countdown_traces.py). Without any, the
+    # warmed-up model answered every reflection prompt with another equation (89 of 89)
+    reflection_fraction: float = 0.0
     seed: int = 7
 
 
@@ -151,7 +155,7 @@ class LocalTrainConfig:
             problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
         if self.warmup.refine_style not in ("fix", "check", "restate"):
             problems.append(f"warmup.refine_style must be fix, check or restate, got {self.warmup.refine_style!r}")
-        for name in ("refine_fraction", "plain_fraction"):
+        for name in ("refine_fraction", "plain_fraction", "reflection_fraction"):
             if not 0.0 <= getattr(self.warmup, name) <= 1.0:
                 problems.append(f"warmup.{name} must be in [0, 1]")
         if self.data.difficulty not in (1, 2, 3):

@@ -7,7 +7,9 @@ method and the data:
   plain system prompts and the ``<think>`` prefill (:mod:`data.warmup_traces`);
 * **Countdown** (``data.source=countdown``): traces built from the reference solutions
   (:mod:`data.countdown_traces`) shown with RRR's first-attempt prompt, no prefill: RRR's
-  attempts and retries answer that prompt;
+  attempts and retries answer that prompt; ``warmup.reflection_fraction`` of them show the
+  reflection prompt on a failed attempt with a reflection that checks it instead, so the
+  model still writes reflections, not equations, when asked to reflect;
 * **RRR on another source**: the arithmetic traces without a refine, shown with the attempt
   prompt (the task of the data, the prompt of the method).
 
@@ -51,11 +53,7 @@ def warmup_examples(cfg: LocalTrainConfig, prompts: PromptSet, rrr_prompts=None)
     is needed exactly when :func:`uses_attempt_prompt`)."""
     w, d = cfg.warmup, cfg.data
     if d.source == "countdown":
-        from data.countdown import generate_problems as countdown_problems
-        from data.countdown_traces import build_countdown_traces
-
-        traces = build_countdown_traces(countdown_problems(w.n_traces, seed=w.seed, difficulty=d.difficulty, split="train"))
-        return [WarmupExample(rrr_prompts.attempt_chat(t.problem.question), "", t.trace) for t in traces]
+        return _countdown_examples(cfg, rrr_prompts)
 
     from data.synthetic import generate_problems
     from data.warmup_traces import build_samples, build_trace
@@ -69,3 +67,21 @@ def warmup_examples(cfg: LocalTrainConfig, prompts: PromptSet, rrr_prompts=None)
     chat = {REFINE: prompts.refine_chat, PLAIN: prompts.plain_chat}
     samples = build_samples(problems, w.refine_fraction, w.refine_style, w.seed, w.plain_fraction)
     return [WarmupExample(chat[s.variant](s.problem.question), prefill, s.trace) for s in samples]
+
+
+def _countdown_examples(cfg: LocalTrainConfig, rrr_prompts) -> list[WarmupExample]:
+    """Attempt-prompt traces; ``warmup.reflection_fraction`` of the problems show the
+    reflection prompt on a failed attempt and a checked reflection instead."""
+    from data.countdown import generate_problems
+    from data.countdown_traces import build_countdown_trace, build_reflection_trace
+
+    w, d = cfg.warmup, cfg.data
+    rng = random.Random(f"{w.seed}:reflection")
+    out = []
+    for p in generate_problems(w.n_traces, seed=w.seed, difficulty=d.difficulty, split="train"):
+        reflection = build_reflection_trace(p, rng) if rng.random() < w.reflection_fraction else None
+        if reflection is None:
+            out.append(WarmupExample(rrr_prompts.attempt_chat(p.question), "", build_countdown_trace(p)))
+        else:
+            out.append(WarmupExample(rrr_prompts.reflection_chat(p.question, reflection.attempt), "", reflection.reflection))
+    return out
