@@ -31,7 +31,7 @@ from eval.significance import paired_counts, sign_test
 
 # The recipe's default PASR reward for the embedded model, and the paper's. Both start from the
 # same warm-up checkpoint and differ only in these keys.
-PASR_DEFAULT = ["pasr.tie_value=0.0", "pasr.empty_refine_value=0.0", "pasr.refine_compare=margin"]
+PASR_DEFAULT = ["pasr.tie_value=0.0"]
 PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign"]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
