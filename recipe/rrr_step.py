@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING
 
+from data.records import REFLECTION, RolloutRecord
 from prompts import build_chat, load_prompt, prompt_version
+from rewards.format import check_format
 
 if TYPE_CHECKING:  # torch, numpy and verl are imported where the batch is built, not at import
     import numpy as np
@@ -131,6 +133,20 @@ class ReflectionRequest:
     def retry_chat(self, prompts: RrrPrompts, reflection: str) -> list[dict[str, str]]:
         """The retry of this request's failed attempt with ``reflection`` (its sampled text) in context."""
         return prompts.retry_chat(self.attempt.question, self.attempt.text, reflection)
+
+
+def reflection_record(retry: RolloutRecord, text: str, ids: list[int], finish: str, reward: float | None) -> RolloutRecord:
+    """A reflection as a record, the same in both engines: its own text and tokens, the rest
+    (query, gold, step, run) from its retry's record; ``acc`` and ``total_reward`` are its reward
+    (its retry's success), None with the retry's judge error when that was unscored."""
+    fmt = check_format(text)
+    return RolloutRecord(
+        run_id=retry.run_id, query_id=retry.query_id, data_source=retry.data_source, variant=REFLECTION,
+        prompt=retry.prompt, response=text, response_tokens=len(ids), format_ok=fmt.ok, format_reason=fmt.reason,
+        n_refine=fmt.n_refine, extracted_answer=None, gold=retry.gold, acc=reward, judge_error=retry.judge_error,
+        total_reward=reward, step=retry.step, dataset=retry.dataset, sample_index=retry.sample_index,
+        engine=retry.engine, prompt_version=retry.prompt_version, finish_reason=finish,
+    )
 
 
 def reflection_requests(failures: Sequence[Attempt], prompts: RrrPrompts, n: int) -> list[ReflectionRequest]:

@@ -39,13 +39,13 @@ from recipe.rrr_step import (
     RrrPrompts,
     is_success,
     mean_or_zero,
+    reflection_record,
     reflection_requests,
     rrr_metrics,
     select_failures,
     training_rows,
 )
 from recipe.scoring import Rollout, decode_response, judge_and_record
-from rewards.format import check_format
 
 
 @dataclass(frozen=True)
@@ -93,19 +93,6 @@ class Exchange:
 
 def _generate(model, tokenizer, prompt_ids: list[list[int]], params: SamplingParams, batch_size: int):
     return generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size) if prompt_ids else []
-
-
-def _reflection_record(retry: RolloutRecord, text: str, ids: list[int], finish: str, reward: float | None) -> RolloutRecord:
-    """A reflection as a record: its text and tokens; ``acc`` and ``total_reward`` are its
-    reward (its retry's success), None with the retry's judge error when that was unscored."""
-    fmt = check_format(text)
-    return RolloutRecord(
-        run_id=retry.run_id, query_id=retry.query_id, data_source=retry.data_source, variant=REFLECTION,
-        prompt=retry.prompt, response=text, response_tokens=len(ids), format_ok=fmt.ok, format_reason=fmt.reason,
-        n_refine=fmt.n_refine, extracted_answer=None, gold=retry.gold, acc=reward, judge_error=retry.judge_error,
-        total_reward=reward, step=retry.step, dataset=retry.dataset, sample_index=retry.sample_index,
-        engine=retry.engine, prompt_version=retry.prompt_version, finish_reason=finish,
-    )
 
 
 def run_exchange(
@@ -157,7 +144,7 @@ def run_exchange(
         for req, p_ids, (ids, _), retry in zip(requests, reflection_prompts, reflection_outs, retry_records)
     ]
     reflection_records = [
-        _reflection_record(retry, text, ids, fin, refl.reward)
+        reflection_record(retry, text, ids, fin, refl.reward)
         for retry, text, (ids, fin), refl in zip(retry_records, reflection_texts, reflection_outs, reflections)
     ]
     return Exchange(attempts, reflections, attempt_records, reflection_records, retry_records, timing)

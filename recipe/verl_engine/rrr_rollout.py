@@ -69,7 +69,6 @@ from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord
 
 # the local engine's reflection record, so both engines write the one format `pasr stats` and the
 # benchmark read (private there for now; its place is recipe.rrr_step, next to Reflection)
-from recipe.local_engine.rrr import _reflection_record
 from recipe.rrr_config import RrrConfig
 from recipe.rrr_step import (
     Attempt,
@@ -77,6 +76,7 @@ from recipe.rrr_step import (
     RrrPrompts,
     is_success,
     mean_or_zero,
+    reflection_record,
     reflection_requests,
     rrr_metrics,
     select_failures,
@@ -181,7 +181,7 @@ class RrrRolloutManager(RolloutWrapper):
             for req, k, p_ids, ids, retry in zip(requests, index, prompt_token_ids(reflection_out), reflection_ids, retry_records)
         ]
         reflection_records = [
-            _reflection_record(retry, w.text, ids, w.finish_reason, refl.reward)
+            reflection_record(retry, w.text, ids, w.finish_reason, refl.reward)
             for retry, w, ids, refl in zip(retry_records, written, reflection_ids, reflections)
         ]
         truncated = int(prompt_at_limit(reflection_out).sum() + prompt_at_limit(retry_out).sum())
