@@ -137,7 +137,18 @@ def _fmt(v) -> str:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    method = argparse.ArgumentParser(add_help=False)
+    method.add_argument("--method", choices=("pasr", "rrr"), default="pasr")
+    picked, rest = method.parse_known_args(argv)
+    if picked.method == "rrr":  # Reflect, Retry, Reward has its own rows and columns
+        from benchmarks.learning_signal_rrr import main as rrr_main
+
+        return rrr_main(rest)
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", choices=("pasr", "rrr"), default="pasr",
+                        help="pasr (this script) or rrr (benchmarks/learning_signal_rrr.py, its own options)")
     parser.add_argument("--run-dir", default="runs/bench-learning-signal")
     parser.add_argument("--preset", default="default", help="local engine preset for every run (default: default)")
     parser.add_argument("--eval-size", type=int, default=300, help="held-out problems, paired across rows")
