@@ -233,7 +233,7 @@ def test_warmup_follows_the_data_and_keeps_pasr_unchanged():
     from recipe.local_engine.warmup_data import warmup_examples
     from rewards.countdown import countdown_reward
 
-    cfg = load_config(preset="rrr", overrides=["warmup.n_traces=20"])
+    cfg = load_config(preset="rrr", overrides=["warmup.n_traces=20", "warmup.reflection_fraction=0", "warmup.retry_fraction=0"])
     rrr_prompts = cfg.rrr.load_prompts()
     examples = warmup_examples(cfg, PromptSet.load("refine_system_short", "plain_system_short"), rrr_prompts)
     assert len(examples) == 20
@@ -254,6 +254,45 @@ def test_warmup_follows_the_data_and_keeps_pasr_unchanged():
                  s.trace[len("<think>"):]) for s in samples]
     got = warmup_examples(pasr, prompts)
     assert [(e.chat, e.target) for e in got] == expected and {e.prefill for e in got} == {"<think>"}
+
+
+def test_countdown_warmup_teaches_attempts_reflections_and_retries():
+    from prompts import PromptSet
+    from recipe.local_engine.warmup_data import warmup_examples
+    from rewards.countdown import countdown_reward, equation_text, parse_equation
+
+    cfg = load_config(preset="rrr", overrides=["warmup.n_traces=300", "warmup.reflection_fraction=0.3", "warmup.retry_fraction=0.2"])
+    rrr = cfg.rrr.load_prompts()
+    from data.countdown import generate_problems
+
+    problems = generate_problems(300, seed=cfg.warmup.seed, difficulty=1, split="train")
+    examples = warmup_examples(cfg, PromptSet.load("refine_system_short", "plain_system_short"), rrr)
+    kinds = {"attempt": 0, "reflection": 0, "retry": 0}
+    for ex, p in zip(examples, problems, strict=True):
+        user = ex.chat[-1]["content"]
+        if user == p.question:  # a first attempt: the reference solution
+            kinds["attempt"] += 1
+            assert countdown_reward(ex.target, p.numbers, p.target) == 1.0
+        elif "Your reflection:" in user:  # a retry: the failed attempt and its reflection in context, then the solution
+            kinds["retry"] += 1
+            assert ex.chat[0]["content"] == rrr.attempt_system and ex.target.strip() in p_trace(p)
+            failed = user.split("Your attempt:")[1].split("Feedback:")[0]
+            assert countdown_reward(failed, p.numbers, p.target) == 0.0
+            assert countdown_reward(ex.target, p.numbers, p.target) == 1.0
+        else:  # a reflection on a failed attempt: no answer, names the equation's real value
+            kinds["reflection"] += 1
+            failed = user.split("Your attempt:")[1].split("Feedback:")[0]
+            value = parse_equation(equation_text(failed)).value
+            assert "<answer>" not in ex.target and f"equals {value}, not {p.target}" in ex.target
+    assert abs(kinds["reflection"] / 300 - 0.3) < 0.08 and abs(kinds["retry"] / 300 - 0.2) < 0.08, kinds
+    with pytest.raises(Exception, match="reflection_fraction \\+ warmup.retry_fraction"):
+        load_config(preset="rrr", overrides=["warmup.reflection_fraction=0.6", "warmup.retry_fraction=0.5"])
+
+
+def p_trace(problem) -> str:
+    from data.countdown_traces import build_countdown_trace
+
+    return build_countdown_trace(problem)
 
 
 def _tiny_overrides(tiny_model_dir, steps=2):

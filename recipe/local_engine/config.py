@@ -95,6 +95,9 @@ class WarmupConfig:
     # attempt with a reflection that checks it (data/countdown_traces.py). Without any, the
     # warmed-up model answered every reflection prompt with another equation (89 of 89)
     reflection_fraction: float = 0.0
+    # Countdown only: share shown as a retry (that failed attempt and its reflection in context)
+    # answered with the reference solution; untaught, 0 of 89 greedy retries were right
+    retry_fraction: float = 0.0
     seed: int = 7
 
 
@@ -150,9 +153,11 @@ class LocalTrainConfig:
             problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
         if self.warmup.refine_style not in ("fix", "check", "restate"):
             problems.append(f"warmup.refine_style must be fix, check or restate, got {self.warmup.refine_style!r}")
-        for name in ("refine_fraction", "plain_fraction", "reflection_fraction"):
+        for name in ("refine_fraction", "plain_fraction", "reflection_fraction", "retry_fraction"):
             if not 0.0 <= getattr(self.warmup, name) <= 1.0:
                 problems.append(f"warmup.{name} must be in [0, 1]")
+        if self.warmup.reflection_fraction + self.warmup.retry_fraction > 1.0:
+            problems.append("warmup.reflection_fraction + warmup.retry_fraction must be <= 1")
         if self.data.difficulty not in (1, 2, 3):
             problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
         for name in ("queries_per_step", "max_new_tokens", "gen_batch_size"):

@@ -9,7 +9,8 @@ method and the data:
   (:mod:`data.countdown_traces`) shown with RRR's first-attempt prompt, no prefill: RRR's
   attempts and retries answer that prompt; ``warmup.reflection_fraction`` of them show the
   reflection prompt on a failed attempt with a reflection that checks it instead, so the
-  model still writes reflections, not equations, when asked to reflect;
+  model still writes reflections, not equations, when asked to reflect, and
+  ``warmup.retry_fraction`` the retry prompt answered with the reference solution;
 * **RRR on another source**: the arithmetic traces without a refine, shown with the attempt
   prompt (the task of the data, the prompt of the method).
 
@@ -71,7 +72,12 @@ def warmup_examples(cfg: LocalTrainConfig, prompts: PromptSet, rrr_prompts=None)
 
 def _countdown_examples(cfg: LocalTrainConfig, rrr_prompts) -> list[WarmupExample]:
     """Attempt-prompt traces; ``warmup.reflection_fraction`` of the problems show the
-    reflection prompt on a failed attempt and a checked reflection instead."""
+    reflection prompt on a failed attempt and a checked reflection instead, and
+    ``warmup.retry_fraction`` the retry prompt (that attempt and reflection in context) answered
+    with the reference solution's trace: the retry is a prompt of its own, longer than the
+    attempt's, and untaught the model answered it with neither the format nor the numbers
+    (0 of 89 greedy retries right after an attempt-only warm-up). RRR never trains retry tokens,
+    so what a retry can do comes from here; what RRR learns is which reflection makes it succeed."""
     from data.countdown import generate_problems
     from data.countdown_traces import build_countdown_trace, build_reflection_trace
 
@@ -79,9 +85,13 @@ def _countdown_examples(cfg: LocalTrainConfig, rrr_prompts) -> list[WarmupExampl
     rng = random.Random(f"{w.seed}:reflection")
     out = []
     for p in generate_problems(w.n_traces, seed=w.seed, difficulty=d.difficulty, split="train"):
-        reflection = build_reflection_trace(p, rng) if rng.random() < w.reflection_fraction else None
-        if reflection is None:
+        draw = rng.random()
+        shown = build_reflection_trace(p, rng) if draw < w.reflection_fraction + w.retry_fraction else None
+        if shown is None:
             out.append(WarmupExample(rrr_prompts.attempt_chat(p.question), "", build_countdown_trace(p)))
+        elif draw < w.reflection_fraction:
+            out.append(WarmupExample(rrr_prompts.reflection_chat(p.question, shown.attempt), "", shown.reflection))
         else:
-            out.append(WarmupExample(rrr_prompts.reflection_chat(p.question, reflection.attempt), "", reflection.reflection))
+            chat = rrr_prompts.retry_chat(p.question, shown.attempt, shown.reflection)
+            out.append(WarmupExample(chat, "", build_countdown_trace(p)))
     return out
