@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from recipe.pasr_config import ConfigError, merge_structured
 
 METHODS = ("pasr", "rrr")
+JUDGES = ("rule", "countdown")  # binary and exact: a reflection's reward is whether its retry succeeded
 
 
 @dataclass
@@ -62,6 +63,16 @@ def check_method(method: str) -> str:
     if method not in METHODS:
         raise ConfigError(f"method must be one of {' | '.join(METHODS)}, got {method!r}")
     return method
+
+
+def judge_problem(kind: str) -> str | None:
+    """Why ``pasr.judge.kind`` cannot score RRR (None when it can); both engines refuse the run."""
+    if kind in JUDGES:
+        return None
+    return (
+        f"method=rrr needs a binary, exact judge (a reflection's reward is its retry's success): "
+        f"pasr.judge.kind={kind}; use countdown (Countdown data) or rule (math)"
+    )
 
 
 def load_rrr_config(section: Any) -> RrrConfig:

@@ -289,6 +289,16 @@ def test_countdown_warmup_teaches_attempts_reflections_and_retries():
         load_config(preset="rrr", overrides=["warmup.reflection_fraction=0.6", "warmup.retry_fraction=0.5"])
 
 
+def test_rrr_refuses_a_judge_that_is_not_binary_and_exact():
+    """A reflection's reward is whether its retry succeeded: an LLM judge's 0.7 is no answer."""
+    from recipe.pasr_config import ConfigError
+
+    with pytest.raises(ConfigError, match="method=rrr needs a binary, exact judge.*pasr.judge.kind=openai"):
+        load_config(overrides=["method=rrr", "pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"])
+    assert load_config(overrides=["method=rrr", "pasr.judge.kind=rule"]).method == "rrr"  # math with the rule judge
+    assert load_config(overrides=["pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"]).method == "pasr"
+
+
 def p_trace(problem) -> str:
     from data.countdown_traces import build_countdown_trace
 

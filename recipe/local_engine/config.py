@@ -15,7 +15,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
-from recipe.rrr_config import RrrConfig, check_method
+from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
@@ -195,6 +195,8 @@ class LocalTrainConfig:
         evals = self.trainer.eval_at_start or self.trainer.eval_after_warmup or self.trainer.eval_at_end
         if d.eval_size < (1 if evals else 0):
             problems.append(f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}")
+        if self.method == "rrr" and judge_problem(self.pasr.judge.kind):
+            problems.append(judge_problem(self.pasr.judge.kind))
         if (d.source == "countdown") != (self.pasr.judge.kind == "countdown"):
             problems.append(
                 f"data.source={d.source} with pasr.judge.kind={self.pasr.judge.kind}: Countdown rows need the "

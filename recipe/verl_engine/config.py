@@ -40,7 +40,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured
-from recipe.rrr_config import RrrConfig, check_method, load_rrr_config
+from recipe.rrr_config import RrrConfig, check_method, judge_problem, load_rrr_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 CONFIG_NAME = "pasr_trainer"
@@ -141,9 +141,6 @@ def pasr_config(config) -> PasrConfig:
     return cfg
 
 
-RRR_JUDGES = ("rule", "countdown")  # binary and exact (recipe/rrr_config.py)
-
-
 def rrr_config(config) -> RrrConfig:
     """The validated ``rrr`` section; with ``method=rrr`` also what the RRR rollout
     (:mod:`recipe.verl_engine.rrr_rollout`) needs from the rest of the config:
@@ -172,11 +169,8 @@ def rrr_config(config) -> RrrConfig:
             "set rrr.n_reflections (the config derives rollout.n from it)"
         )
     judge = load_pasr_config(_section(config, "pasr")).judge.kind
-    if judge not in RRR_JUDGES:
-        problems.append(
-            f"method=rrr needs a binary, exact judge (a reflection's reward is its retry's success): "
-            f"pasr.judge.kind={judge}; use countdown (Countdown data) or rule (math)"
-        )
+    if judge_problem(judge):
+        problems.append(judge_problem(judge))
     prompt_len = int(OmegaConf.select(config, "actor_rollout_ref.rollout.prompt_length", default=0) or 0)
     response_len = int(OmegaConf.select(config, "actor_rollout_ref.rollout.response_length", default=0) or 0)
     needed = response_len + cfg.max_reflection_tokens
