@@ -30,7 +30,7 @@ an attempt with the RRR prompt, judged; a failed one gets one reflection and one
 the retry is scored; every pass's tokens count, the summary adds first-attempt accuracy).
 Decoding is greedy by default; with --samples K > 1 accuracy is mean@K and sampling defaults
 to temperature 0.6, top-p 0.95. Countdown (--datasets countdown, held-out problems) is scored
-by the countdown judge, which --judge auto picks.
+by the countdown judge, which --judge auto picks; --countdown-difficulty sets its level.
 """
 
 EPILOG = """\
@@ -60,6 +60,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "countdown (seeded held-out Countdown problems, scored by the countdown judge) "
         "or .jsonl/.json/.parquet files (default: gsm8k math500 aime24)",
     )  # fmt: skip
+    g.add_argument("--countdown-difficulty", type=int, default=1, metavar="{1,2,3}",
+                   help="countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; default 1, as "
+                   "`pasr train --preset rrr`); how many problems: --limit (default 1000)")  # fmt: skip
     g.add_argument("--method", default="pasr", metavar="{plain,pasr,self-refine,reflect-retry}",
                    help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
                    "(for Reflect, Retry, Reward checkpoints)")  # fmt: skip
@@ -225,6 +228,7 @@ def run(args) -> int:
         dtype=args.dtype,
         threads=args.threads,
         attention=args.attention,
+        countdown_difficulty=args.countdown_difficulty,
     )
     try:
         summary = run_eval(cfg)

@@ -44,6 +44,7 @@ from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 JUDGE_KINDS = ("auto", "rule", "openai", "hybrid", "countdown")
 LLM_JUDGES = ("openai", "hybrid")  # the kinds that need an endpoint and a judge prompt
 HELDOUT_SPLITS = {"countdown": "test"}  # a generated set is evaluated on problems training never sees
+COUNTDOWN_DIFFICULTY = 1  # the loader's default, and the rrr preset's data.difficulty
 
 DEFAULT_SAMPLING_TEMPERATURE = 0.6  # with --samples K > 1 (mean@K), unless --temperature is given
 DEFAULT_SAMPLING_TOP_P = 0.95
@@ -89,6 +90,7 @@ class EvalConfig:
     dtype: str | None = None
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
     attention: str = "grouped"  # hf: grouped (GQA without KV copies, eval/gqa_attention.py) | sdpa
+    countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --datasets countdown: data.countdown.LEVELS (3/4/5 numbers)
 
     def gen_params(self) -> GenParams:
         temp = self.temperature
@@ -128,6 +130,16 @@ class EvalConfig:
             problems.append(f"--top-p must be in (0, 1], got {self.top_p}")
         if self.batch_size < 1 or (self.chunk_size is not None and self.chunk_size < 1):
             problems.append("--batch-size and --chunk-size must be >= 1")
+        if self.countdown_difficulty != COUNTDOWN_DIFFICULTY:
+            from data.countdown import DIFFICULTIES
+
+            if self.countdown_difficulty not in DIFFICULTIES:
+                problems.append(
+                    f"--countdown-difficulty must be one of {', '.join(map(str, DIFFICULTIES))}, "
+                    f"got {self.countdown_difficulty}"
+                )
+            elif "countdown" not in [d.lower() for d in self.datasets]:
+                problems.append("--countdown-difficulty applies to --datasets countdown only")
         if self.max_rounds < 0:
             problems.append(f"--max-rounds must be >= 0, got {self.max_rounds}")
         if self.max_reflection_tokens < 1:
@@ -164,6 +176,8 @@ class EvalConfig:
             s["max_rounds"] = self.max_rounds
         if self.method == REFLECT_RETRY:
             s["max_reflection_tokens"] = self.max_reflection_tokens
+        if self.countdown_difficulty != COUNTDOWN_DIFFICULTY:  # only then: earlier runs' fingerprints stay valid
+            s["countdown_difficulty"] = self.countdown_difficulty
         return s
 
 
@@ -183,15 +197,19 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def load_datasets(names: list[str], limit: int | None) -> dict[str, list]:
-    """Examples per dataset label (the canonical name, or a file's stem), in the order given."""
+def load_datasets(
+    names: list[str], limit: int | None, countdown_difficulty: int = COUNTDOWN_DIFFICULTY
+) -> dict[str, list]:
+    """Examples per dataset label (the canonical name, or a file's stem), in the order given;
+    ``countdown`` is generated at ``countdown_difficulty``."""
     from data.examples import DatasetError
     from data.loaders import UnknownShapeError, load_examples
 
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
-            examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit)
+            options = {"difficulty": countdown_difficulty} if name.lower() == "countdown" else {}
+            examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit, **options)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
             raise EvalError(
                 f"{exc}; rewrite it with question/answer fields, e.g. `pasr data preview --dataset {name} "
@@ -416,7 +434,7 @@ def run_eval(
         )
     except (KeyError, FileNotFoundError) as exc:
         raise EvalError(str(exc).strip("'\"")) from None
-    data = load_datasets(cfg.datasets, cfg.limit)
+    data = load_datasets(cfg.datasets, cfg.limit, cfg.countdown_difficulty)
     cfg = dataclasses.replace(cfg, judge=resolve_judge(cfg.judge, data))
     settings = cfg.settings(prompts)
     run_dir = RunDir(cfg.out)

@@ -19,7 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("recipe.local_engine.cli", "train with PASR on this machine (CPU/one GPU, local engine)"),
     "submit": ("recipe.submit", "submit PASR training to a Ray cluster as a Ray job"),
     "jobs": ("recipe.jobs", "manage submitted Ray jobs: status, logs, stop"),
-    "eval": ("eval.cli", "evaluate a model on GSM8K / MATH-500 / AIME24 with baselines"),
+    "eval": ("eval.cli", "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry"),
     "stats": ("eval.stats.cli", "refine-tag usage statistics and plots from rollout dumps"),
 }
 

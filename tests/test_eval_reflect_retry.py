@@ -406,6 +406,41 @@ def test_cli_runs_reflect_retry_on_countdown(tmp_path, capsys, monkeypatch):
     assert json.loads((out / "summary.json").read_text())["settings"]["judge"]["kind"] == "countdown"
 
 
+def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypatch):
+    import eval.run
+
+    hard = {ex.question: ex for ex in load_examples("countdown", split="test", limit=2, difficulty=3)}
+    assert all(len(ex.extra["numbers"]) == 5 for ex in hard.values())
+    backend = Scripted(lambda k, q, c: answer(hard[q].extra["solution"]))  # a KeyError if level 1 were asked
+    monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)
+    out = tmp_path / "d3"
+    argv = ["eval", "--model", "m", "--datasets", "countdown", "--countdown-difficulty", "3", "--method", "plain",
+            "--backend", "hf", "--limit", "2", "--no-progress", "--out", str(out)]  # fmt: skip
+    rc, stdout, err = run_cli(argv, capsys)
+    assert rc == 0, err
+    assert "| countdown | 2 | 2 | 100.0% |" in stdout
+    assert json.loads((out / "summary.json").read_text())["settings"]["countdown_difficulty"] == 3
+    assert all(":d3:" in r.query_id for r in records_of(out))
+    # the default keeps the loader's level 1 and leaves the settings (resume fingerprint) as before
+    from eval.methods import MethodPrompts
+
+    default = cfg_for(tmp_path)
+    assert default.countdown_difficulty == 1 and "countdown_difficulty" not in default.settings(MethodPrompts.load())
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--datasets", "countdown", "--countdown-difficulty", "4"], "--countdown-difficulty must be one of 1, 2, 3"),
+        (["--datasets", "gsm8k", "--countdown-difficulty", "2"], "applies to --datasets countdown only"),
+    ],
+)
+def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, capsys, argv, needle):
+    rc, _, err = run_cli(["eval", "--model", "m", *argv, "--limit", "1", "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_judge_mismatch_is_one_line(tmp_path, capsys):
     argv = ["eval", "--model", "m", "--datasets", "countdown", "--judge", "rule", "--method", "reflect-retry",
             "--limit", "1", "--out", str(tmp_path / "o")]  # fmt: skip
