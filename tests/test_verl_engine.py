@@ -1271,6 +1271,39 @@ def test_smoke_script_drives_the_node_script_with_the_measured_settings():
     assert "--backend vllm" in text and "global_step_$STEPS_TOTAL" in text and "Resuming from" in text
 
 
+def test_smoke_prelude_clears_only_a_smoke_runs_folder(tmp_path):
+    """Both smoke scripts start from smoke_common.sh: a folder with smoke.log loses the paths
+    named (and eval/, logs) and keeps the rest; any other non-empty folder is refused, untouched."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    for tool, out in (("nvidia-smi", "FakeGPU, 80 GiB"), ("python3", "/models/smollm2")):
+        (fake_bin / tool).write_text(f"#!/bin/sh\necho '{out}'\n")
+        (fake_bin / tool).chmod(0o755)
+    prelude = f'source recipe/scripts/smoke_common.sh; smoke_prelude "$RUN_DIR/ckpt"; stamp started; echo "model=$MODEL_PATH"'
+
+    def run(run_dir: Path):
+        env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "RUN_DIR": str(run_dir)}
+        return subprocess.run(["bash", "-c", prelude], cwd=REPO, env=env, capture_output=True, text=True)
+
+    smoke = tmp_path / "smoke"
+    for sub in ("ckpt", "eval", "data"):
+        (smoke / sub).mkdir(parents=True)
+    (smoke / "smoke.log").write_text("old\n")
+    done = run(smoke)
+    assert done.returncode == 0, done.stderr
+    assert "model=/models/smollm2" in done.stdout
+    assert sorted(x.name for x in smoke.iterdir()) == ["data", "gpu.txt", "smoke.log"]
+    assert "FakeGPU" in (smoke / "gpu.txt").read_text() and "started" in (smoke / "smoke.log").read_text()
+
+    other = tmp_path / "other"
+    (other / "ckpt").mkdir(parents=True)
+    refused = run(other)
+    assert refused.returncode == 2 and "not a smoke run's folder" in refused.stderr
+    assert [x.name for x in other.iterdir()] == ["ckpt"]
+    for script in ("run_pasr_smoke_1gpu.sh", "run_rrr_smoke_1gpu.sh"):
+        assert "smoke_prelude " in (REPO / "recipe" / "scripts" / script).read_text()
+
+
 def _sft_overrides(path: Path) -> list[str]:
     text = path.read_text()
     block = text[text.index("-m verl.trainer.sft_trainer") :].splitlines()[1:]

@@ -32,21 +32,8 @@ VAL_N=${VAL_N:-200}
 EVAL_LIMIT=${EVAL_LIMIT:-200}
 CKPT_DIR="$RUN_DIR/ckpt"
 DATA_DIR="$RUN_DIR/data"
-# every smoke run starts from nothing (a checkpoint left by an earlier one would be resumed);
-# only a folder this script made (it has smoke.log) is cleared
-if [[ -d "$RUN_DIR" && -n "$(ls -A "$RUN_DIR")" ]]; then
-    [[ -f "$RUN_DIR/smoke.log" ]] || { echo "RUN_DIR=$RUN_DIR is not empty and not a smoke run's folder" >&2; exit 2; }
-    rm -rf "$CKPT_DIR" "$DATA_DIR" "$RUN_DIR/eval" "$RUN_DIR"/*.log
-fi
-mkdir -p "$RUN_DIR"
-SECONDS=0
-stamp() { printf '%4ds  %s\n' "$SECONDS" "$*" | tee -a "$RUN_DIR/smoke.log"; }
-
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$RUN_DIR/gpu.txt"
-python3 -c "import verl, vllm, torch, transformers; print('verl', verl.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)" | tee -a "$RUN_DIR/gpu.txt"
-
-# the embedded model as an HF folder (converted from the GGUF once, cached)
-MODEL_PATH=$(python3 -c "import sys; from recipe.model_loading import resolve_model_path; print(resolve_model_path(sys.argv[1]))" "${MODEL_PATH:-smollm2}")
+source recipe/scripts/smoke_common.sh
+smoke_prelude "$CKPT_DIR" "$DATA_DIR"  # clears a previous smoke run, gpu.txt, MODEL_PATH
 
 # Countdown parquet files under the names run_pasr_node.sh looks for (it then skips its own
 # preparation): training problems and held-out ones (the splits share no problem). The system
