@@ -4,6 +4,7 @@
     pasr data preview --dataset gsm8k --limit 3
     pasr data prepare --dataset gsm8k --split train --out ~/data/pasr/gsm8k_train.parquet
     pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out train.parquet
+    pasr data prepare --dataset countdown --n 500 --seed 0 --difficulty 2 --out countdown.parquet
     pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out t.parquet
 """
 
@@ -16,21 +17,36 @@ from pathlib import Path
 from data.cli_errors import CliError, why_mkdir_failed
 
 _DATASET_HELP = (
-    "a known set (gsm8k, math500, aime24, synthetic; local copy from $PASR_DATA_DIR or "
-    "../shared/data beside the repository, else the Hugging Face hub) or a path to a "
-    ".jsonl/.json/.parquet file (GSM8K, MATH-500 and AIME shapes are detected; map other "
+    "a known set ({names}; {generated} are generated, the others read from a local copy in "
+    "$PASR_DATA_DIR or ../shared/data beside the repository, else the Hugging Face hub) or a path "
+    "to a .jsonl/.json/.parquet file (GSM8K, MATH-500 and AIME shapes are detected; map other "
     "fields with --question-field/--answer-field)"
 )
 
 
 def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> None:
-    p.add_argument("--dataset", required=True, metavar="NAME|PATH", help=_DATASET_HELP)
+    # The generated sets' names, splits and difficulty levels come from data.loaders and the
+    # generators themselves, so the help cannot drift from what the loaders accept.
+    from data import countdown, synthetic
+    from data.loaders import DATASETS, GENERATED
+
+    generated = " or ".join(GENERATED)
+    by_default_split: dict[str, list[str]] = {}
+    for name, spec in DATASETS.items():
+        by_default_split.setdefault(spec.default_split, []).append(name)
+    split_defaults = ", ".join(f"{split} for {'/'.join(names)}" for split, names in by_default_split.items())
+    p.add_argument(
+        "--dataset",
+        required=True,
+        metavar="NAME|PATH",
+        help=_DATASET_HELP.format(names=", ".join(DATASETS), generated=" and ".join(GENERATED)),
+    )
     p.add_argument(
         "--split",
         default=None,
         metavar="SPLIT",
-        help="train or test (default: test for gsm8k/math500/aime24, train for synthetic; "
-        "synthetic test is a held-out set sharing no question with train)",
+        help=f"train or test (default: {split_defaults}; the test split of {generated} is held out: "
+        "it shares no problem with train, whatever --n/--seed drew either)",
     )
     p.add_argument(
         "--limit",
@@ -39,15 +55,20 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
         metavar="N",
         help="read only the first N rows" + (f" (default {limit_default})" if limit_default else " (default: all)"),
     )
-    syn = p.add_argument_group("synthetic arithmetic (--dataset synthetic)")
-    syn.add_argument("--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)")
-    syn.add_argument("--seed", type=int, default=None, metavar="S", help="generator seed (default 0)")
-    syn.add_argument(
+    generator = p.add_argument_group(f"generated data (--dataset {generated})")
+    generator.add_argument("--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)")
+    generator.add_argument("--seed", type=int, default=None, metavar="S", help="generator seed (default 0)")
+    levels = "; ".join(
+        f"{d} = {level.count} numbers up to {level.high}, target up to {level.max_target}"
+        for d, level in countdown.LEVELS.items()
+    )
+    generator.add_argument(
         "--difficulty",
         type=int,
-        choices=(1, 2, 3),
+        choices=sorted(set(synthetic.DIFFICULTIES) | set(countdown.DIFFICULTIES)),
         default=None,
-        help="1 = one +/- step, 2 = two steps, 3 = three steps (+, -, sometimes x2/x3); default 1",
+        help="synthetic: 1 = one +/- step, 2 = two steps, 3 = three steps (+, -, sometimes x2/x3); "
+        f"countdown (how many numbers a problem gives): {levels}. Default 1",
     )
     gen = p.add_argument_group("generic data files (--dataset PATH)")
     gen.add_argument("--question-field", metavar="FIELD", help="field holding the question (e.g. instruction)")
@@ -97,9 +118,14 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args) -> dict:
-    from data.loaders import get_dataset, looks_like_path
+    """The loader options the flags give. Flags that do not apply to ``--dataset`` are refused
+    here, before anything is read, with the flags' names (the loaders would name options): the
+    generator flags (--n/--seed/--difficulty) for anything but a seeded generator of
+    :data:`data.loaders.GENERATED`, whose list decides (not a name written here, so a new
+    generator gets its flags), the field mappings for anything but a file."""
+    from data.loaders import GENERATED, get_dataset, looks_like_path
 
-    synthetic = {"n": args.n, "seed": args.seed, "difficulty": args.difficulty}
+    generated = {"n": args.n, "seed": args.seed, "difficulty": args.difficulty}
     generic = {
         "question_field": args.question_field,
         "answer_field": args.answer_field,
@@ -107,16 +133,16 @@ def _options(args) -> dict:
         "input_field": args.input_field,
         "data_source": args.data_source,
     }
-    synthetic = {k: v for k, v in synthetic.items() if v is not None}
+    generated = {k: v for k, v in generated.items() if v is not None}
     generic = {k: v for k, v in generic.items() if v is not None}
     is_file = looks_like_path(args.dataset)
-    is_synthetic = not is_file and get_dataset(args.dataset).name == "synthetic"
-    if synthetic and not is_synthetic:
-        raise CliError(f"--{'/--'.join(synthetic)}: only for --dataset synthetic")
+    is_generated = not is_file and get_dataset(args.dataset).name in GENERATED
+    if generated and not is_generated:
+        raise CliError(f"--{'/--'.join(generated)}: only for --dataset {' or '.join(GENERATED)}")
     if generic and not is_file:
         flags = "/".join("--" + k.replace("_", "-") for k in generic)
         raise CliError(f"{flags}: only for a data file given as --dataset PATH")
-    return {**synthetic, **generic}
+    return {**generated, **generic}
 
 
 def _load(args):

@@ -1,15 +1,22 @@
-"""PASR training on verl: ``python3 -m recipe.main_pasr [HYDRA OVERRIDES]``.
+"""PASR (or, with ``method=rrr``, Reflect, Retry, Reward) training on verl:
+``python3 -m recipe.main_pasr [HYDRA OVERRIDES]``.
 
-The config is ``recipe/config/pasr_trainer.yaml`` (verl's ``ppo_trainer`` plus ``pasr.*`` and
-``pasr_verl.*``). Before anything heavy starts, the run is checked (``recipe.verl_engine.config.
-preflight``): the ``pasr`` section, ``rollout.n == pasr.n_refine``, the legacy trainer path, vLLM
-installed, the GPUs ``trainer.nnodes x trainer.n_gpus_per_node`` present (locally, or on the Ray
-cluster at ``RAY_ADDRESS`` / ``ray_kwargs.ray_init.address``), and an LLM judge's endpoint. A
-failed check prints one line and exits with status 2. On a machine without any GPU the check runs
-before Hydra, torch or verl are imported, so it answers at once.
+The config is ``recipe/config/pasr_trainer.yaml`` (verl's ``ppo_trainer`` plus ``method``,
+``pasr.*``, ``rrr.*`` and ``pasr_verl.*``). Before anything heavy starts, the run is checked
+(``recipe.verl_engine.config.preflight``): ``method``, the ``pasr`` and ``rrr`` sections,
+``rollout.n`` equal to the method's group size (``pasr.n_refine``, or ``rrr.n_reflections`` with
+``method=rrr``, from which the yaml derives it), for RRR a binary judge and a prompt length that
+holds an attempt and a reflection, the legacy trainer path, no ReMax, vLLM installed, the GPUs
+``trainer.nnodes x trainer.n_gpus_per_node`` present (locally, or on the Ray cluster at
+``RAY_ADDRESS`` / ``ray_kwargs.ray_init.address``), absolute run directories inside a Ray job,
+and an LLM judge's endpoint. A failed check prints one line and exits with status 2. On a
+machine without any GPU the check runs before Hydra, torch or verl are imported, so it answers
+at once.
 
 Then verl's own ``run_ppo`` starts (or joins) Ray and runs verl's ``TaskRunner`` setup with
-:class:`recipe.verl_engine.trainer.PasrRayTrainer` as the trainer.
+:class:`recipe.verl_engine.trainer.PasrRayTrainer` as the trainer, for both methods: ``method``
+only picks the rollout it wraps around verl's agent loop
+(:func:`recipe.verl_engine.rollout.build_rollout_manager`).
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ entrypoint runs on the head node:
 
 For the verl engine's own entrypoint it first composes the overrides into the config the job
 will run (:func:`recipe.verl_engine.config.compose_config`) and refuses, with one line and exit
-status 2, a bad key, a relative ``trainer.default_local_dir`` or ``pasr_verl.rollout_dir`` (in a
-job it lands in a temporary copy of the working dir, so a resubmission silently starts from
-scratch), and a cluster without ``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs
-(``--no-gpu-check`` skips that one). The dashboard must answer. The job id is printed on stdout;
+status 2, a bad key, an invalid ``pasr.*`` / ``rrr.*`` setting (with ``method=rrr`` also what
+the RRR rollout needs: ``rollout.n``, a binary judge, prompt room for a retry), a relative
+``trainer.default_local_dir`` or ``pasr_verl.rollout_dir`` (in a job it lands in a temporary
+copy of the working dir, so a resubmission silently starts from scratch), and a cluster
+without ``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs (``--no-gpu-check`` skips
+that one). The dashboard must answer. The job id is printed on stdout;
 unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once unless
 ``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
 3 stopped). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
@@ -75,16 +77,26 @@ def build_runtime_env(working_dir: Path, env: list[str] | None = None, base_file
 
 def check_verl_run(overrides: list[str]):
     """The config ``python3 -m recipe.main_pasr OVERRIDES`` will run in the job, checked for what
-    can be known before submitting it (keys, types, ``pasr.*``, paths); a CliError otherwise."""
+    can be known before submitting it (keys, types, ``pasr.*``, ``rrr.*``, paths); a CliError
+    otherwise.
+
+    The config checks are the functions the job's own preflight
+    (:func:`recipe.verl_engine.config.preflight`) calls, so the two cannot disagree:
+    :func:`~recipe.verl_engine.config.pasr_config` and :func:`~recipe.verl_engine.config.rrr_config`
+    (for every method, as there: it checks the ``rrr.*`` keys always and, with ``method=rrr``,
+    ``rollout.n == rrr.n_reflections``, a binary judge, and a ``data.max_prompt_length`` that holds
+    an attempt plus a reflection). Without the latter a bad RRR run would be uploaded and started
+    only to fail in the job."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from recipe.pasr_config import ConfigError
-    from recipe.verl_engine.config import compose_config, engine_config, pasr_config, relative_dir_problem
+    from recipe.verl_engine.config import compose_config, engine_config, pasr_config, relative_dir_problem, rrr_config
 
     try:
         config = compose_config(overrides)
         pasr_config(config)
+        rrr_config(config)
         engine = engine_config(config)
     except (HydraException, OmegaConfBaseException, ConfigError) as exc:
         raise CliError(f"the overrides do not make a valid config: {str(exc).strip().splitlines()[0]}") from None

@@ -317,6 +317,7 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, monkeypatch):
         ("math500", ["--limit", "2"], 2, "math500"),
         ("aime24", ["--limit", "2"], 2, "aime24"),
         ("synthetic", ["--n", "5", "--seed", "1", "--difficulty", "2"], 5, "synthetic"),
+        ("countdown", ["--n", "5", "--seed", "1", "--difficulty", "2"], 5, "countdown"),
     ],
 )
 def test_cli_prepare_writes_parquet(local_data, tmp_path, capsys, dataset, extra, n, source):
@@ -326,6 +327,33 @@ def test_cli_prepare_writes_parquet(local_data, tmp_path, capsys, dataset, extra
     rows = read_rl_parquet(out)
     assert len(rows) == n and {r["data_source"] for r in rows} == {source}
     assert rows[0]["prompt"][0] == {"role": "system", "content": load_prompt("refine_system")}
+
+
+def test_cli_prepare_passes_the_generator_options_to_countdown(tmp_path, capsys):
+    """--n/--seed/--difficulty/--split reach the Countdown generator as they reach the synthetic
+    one: difficulty is how many numbers a problem gives (data.countdown.LEVELS), the seed picks
+    the problems, and the test split is held out (no problem shared with train)."""
+    from data.countdown import LEVELS
+
+    def prepare(*args: str) -> list[dict]:
+        out = tmp_path / "countdown.parquet"
+        assert pasr_main(["data", "prepare", "--dataset", "countdown", *args, "--out", str(out)]) == 0
+        capsys.readouterr()
+        return read_rl_parquet(out)
+
+    def problems(rows: list[dict]) -> set[str]:  # ground truth "n1, n2, ... -> target"
+        return {r["reward_model"]["ground_truth"] for r in rows}
+
+    for difficulty, level in LEVELS.items():
+        rows = prepare("--n", "20", "--seed", "0", "--difficulty", str(difficulty))
+        assert len(rows) == 20 and {r["extra_info"]["split"] for r in rows} == {"train"}  # train by default
+        assert {len(p.split(" -> ")[0].split(", ")) for p in problems(rows)} == {level.count}
+    train = prepare("--n", "200", "--seed", "0", "--difficulty", "2")
+    assert problems(prepare("--n", "200", "--seed", "0", "--difficulty", "2")) == problems(train)  # deterministic
+    assert problems(prepare("--n", "200", "--seed", "1", "--difficulty", "2")) != problems(train)
+    held_out = prepare("--split", "test", "--n", "50", "--seed", "0", "--difficulty", "2")
+    assert {r["extra_info"]["split"] for r in held_out} == {"test"} and not problems(held_out) & problems(train)
+    assert len(prepare("--limit", "7", "--seed", "3")) == 7  # --n defaults to --limit
 
 
 def test_cli_preview_and_list(local_data, capsys):
@@ -344,7 +372,9 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--dataset", "gsm9k"], "unknown dataset 'gsm9k'"),
         (["--dataset", str(tmp_path / "absent.jsonl")], "data file not found"),
         (["--dataset", str(bad)], "bad.jsonl:2: bad JSON"),
-        (["--dataset", "gsm8k", "--seed", "1"], "--seed: only for --dataset synthetic"),
+        (["--dataset", "gsm8k", "--seed", "1"], "--seed: only for --dataset synthetic or countdown"),
+        (["--dataset", "math500", "--n", "5", "--difficulty", "2"], "--n/--difficulty: only for --dataset synthetic or countdown"),
+        (["--dataset", "countdown", "--question-field", "q"], "--question-field: only for a data file given as --dataset PATH"),
         (["--dataset", "synthetic", "--system-prompt", "no_such_prompt"], "unknown prompt 'no_such_prompt'"),
     ]
     latin1 = tmp_path / "latin1.jsonl"

@@ -105,6 +105,34 @@ def test_the_verl_run_is_composed_and_checked_before_submitting():
     assert required_gpus(check_verl_run(["trainer.default_local_dir=s3://b/ckpt", "pasr_verl.rollout_dir=null"])) == (1, 8)
 
 
+def test_an_rrr_run_is_checked_as_its_preflight_would():
+    """With method=rrr the RRR checks of the job's preflight (rrr_config) run before submitting:
+    a setting the RRR rollout cannot work with is refused on one line that names it, instead of
+    failing in the job once it has started; a valid RRR run passes."""
+    from recipe.cli import CliError
+    from recipe.submit import check_verl_run
+
+    ok = ["trainer.default_local_dir=/shared/ckpt", "method=rrr", "pasr.judge.kind=countdown", "data.max_prompt_length=2048"]
+    config = check_verl_run(ok)
+    assert config.method == "rrr" and config.actor_rollout_ref.rollout.n == config.rrr.n_reflections == 4
+    llm_judge = ["pasr.judge.kind=openai", "pasr.judge.base_url=http://judge:8000/v1", "pasr.judge.model=m"]
+    refused = [
+        (["actor_rollout_ref.rollout.n=3"], r"rollout.n=3 differs from rrr.n_reflections=4"),
+        (["data.max_prompt_length=1024"], r"data.max_prompt_length=1024 cannot hold an RRR retry prompt"),
+        (llm_judge, r"binary, exact judge.*pasr.judge.kind=openai"),
+        (["rrr.n_reflections=0"], r"rrr.n_reflections must be >= 1, got 0"),
+    ]
+    for overrides, message in refused:
+        with pytest.raises(CliError, match=r"^the overrides do not make a valid config: .*" + message) as err:
+            check_verl_run([*ok, *overrides])
+        assert "\n" not in str(err.value)
+    # method=pasr: rollout.n follows pasr.n_refine and a 1024-token prompt is enough (RRR's rules
+    # are not applied), but the rrr.* keys are still checked, as the preflight does
+    assert check_verl_run([ok[0], "rrr.n_reflections=2"]).actor_rollout_ref.rollout.n == 8
+    with pytest.raises(CliError, match=r"invalid config key rrr\.n_reflexions"):
+        check_verl_run([ok[0], "+rrr.n_reflexions=2"])
+
+
 def test_gpu_shortfall_is_per_node():
     from recipe.verl_engine.config import gpu_shortfall
 
