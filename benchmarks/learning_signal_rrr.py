@@ -79,6 +79,9 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-size", type=int, default=200, help="held-out problems, paired across rows")
     parser.add_argument("--rrr", nargs="*", default=[], help="overrides of the RRR row only")
     parser.add_argument("--out", default="benchmarks/results/learning_signal_rrr.json")
+    parser.add_argument("--reuse-warmup", action="store_true",
+                        help="keep stage 1 (base eval, warm-up, warm-up eval) of an earlier run in --run-dir when it "
+                             "finished, and start at the RRR / control pair: an interrupted benchmark loses only its pair")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
 
@@ -89,19 +92,30 @@ def main(argv=None) -> int:
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
     dirs = {name: root / name for name in ("warmup", "rrr", "control")}
-    for d in dirs.values():
-        prepare_run_dir(d, resume=False)
-
-    # 1. base -> warm-up (one process, this one)
     cfg = _load(args.preset, [*common, "trainer.steps=0", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true"])
     if cfg.method != "rrr":
         raise SystemExit(f"preset {args.preset} trains method={cfg.method}; this benchmark needs method=rrr")
-    warm = LocalPasrTrainer(cfg, dirs["warmup"])
-    warm.setup()
-    warm.fit()
-    t_warmup = time.perf_counter() - start
     ckpt = str(dirs["warmup"] / "checkpoints" / f"step_{cfg.warmup.steps:06d}")
-    del warm
+    stage_file = dirs["warmup"] / "stage.json"
+    reused = args.reuse_warmup and all(
+        Path(p).exists() for p in (ckpt, dirs["warmup"] / "eval" / "base.jsonl", dirs["warmup"] / "eval" / "warmup.jsonl"))
+    if args.reuse_warmup and not reused:
+        print(f"no finished warm-up stage in {dirs['warmup']}: running it")
+    for name, d in dirs.items():
+        if not (reused and name == "warmup"):
+            prepare_run_dir(d, resume=False)
+
+    # 1. base -> warm-up (one process, this one)
+    if reused:
+        t_warmup = json.loads(stage_file.read_text())["wall_s"] if stage_file.exists() else None
+        print(f"reusing the warm-up stage in {dirs['warmup']} ({ckpt})")
+    else:
+        warm = LocalPasrTrainer(cfg, dirs["warmup"])
+        warm.setup()
+        warm.fit()
+        t_warmup = time.perf_counter() - start
+        stage_file.write_text(json.dumps({"wall_s": t_warmup}) + "\n")
+        del warm
 
     # 2. RRR and the control side by side, one core each (run_pasr trains whatever method the
     # preset names: RRR here; the control continues the preset's warm-up: Countdown traces)
@@ -148,6 +162,7 @@ def main(argv=None) -> int:
                       "trained_rows": sum(m.get("rrr/trained_rows", 0) for m in rrr_steps), "trends": trends},
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
+        "warmup_stage_reused": reused,
         "cpu": {"model": _cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
                 "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()},
         "config": {"preset": args.preset, "common": common, "rrr": args.rrr},
