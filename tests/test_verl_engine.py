@@ -1304,6 +1304,29 @@ def test_smoke_prelude_clears_only_a_smoke_runs_folder(tmp_path):
         assert "smoke_prelude " in (REPO / "recipe" / "scripts" / script).read_text()
 
 
+def test_smoke_train_and_resume_runs_two_phases_and_stamps_a_failure(tmp_path):
+    """Both smoke scripts train through smoke_common.sh's train_and_resume: the script's train()
+    to STEPS_FIRST, then to STEPS_TOTAL (resuming), each with the overrides; a failed phase is
+    stamped with its log and the second still runs (the checks report what is missing)."""
+    script = (
+        "source recipe/scripts/smoke_common.sh; SECONDS=0; "
+        'train() { echo "train $*" >> "$RUN_DIR/calls"; [[ $1 != 3 ]]; }; '
+        "train_and_resume k=v"
+    )
+    env = {"PATH": "/usr/bin:/bin", "RUN_DIR": str(tmp_path), "STEPS_FIRST": "3", "STEPS_TOTAL": "5"}
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"train 3 {tmp_path}/train_1.log k=v",
+        f"train 5 {tmp_path}/train_2.log k=v",
+    ]
+    log = (tmp_path / "smoke.log").read_text()
+    assert f"run 1 failed: {tmp_path}/train_1.log" in log and "run 2: resume from global_step_3, steps 4-5" in log
+    assert "run 2 failed" not in log
+    for name in ("run_pasr_smoke_1gpu.sh", "run_rrr_smoke_1gpu.sh"):
+        assert 'train_and_resume "$@"' in (REPO / "recipe" / "scripts" / name).read_text()
+
+
 def _sft_overrides(path: Path) -> list[str]:
     text = path.read_text()
     block = text[text.index("-m verl.trainer.sft_trainer") :].splitlines()[1:]

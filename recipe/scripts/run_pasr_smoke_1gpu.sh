@@ -46,10 +46,7 @@ train() {  # $1 = total steps, $2 = log file
 }
 
 # a failed phase is reported by the checks below, with the log to read
-stamp "run 1: steps 1-$STEPS_FIRST (checkpoint at $STEPS_FIRST)"
-train "$STEPS_FIRST" "$RUN_DIR/train_1.log" "$@" || stamp "run 1 failed: $RUN_DIR/train_1.log"
-stamp "run 2: resume from global_step_$STEPS_FIRST, steps $((STEPS_FIRST + 1))-$STEPS_TOTAL"
-train "$STEPS_TOTAL" "$RUN_DIR/train_2.log" "$@" || stamp "run 2 failed: $RUN_DIR/train_2.log"
+train_and_resume "$@"
 stamp "eval: pasr eval --backend vllm on global_step_$STEPS_TOTAL ($EVAL_LIMIT GSM8K questions)"
 python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --datasets gsm8k --limit "$EVAL_LIMIT" \
     --method pasr --backend vllm --max-new-tokens 384 --gpu-memory-utilization 0.5 --no-progress \

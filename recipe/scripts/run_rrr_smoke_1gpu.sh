@@ -61,10 +61,7 @@ train() {  # $1 = total steps, $2 = log file
 }
 
 # a failed phase is reported by the checks below, with the log to read
-stamp "run 1: steps 1-$STEPS_FIRST (checkpoint at $STEPS_FIRST)"
-train "$STEPS_FIRST" "$RUN_DIR/train_1.log" "$@" || stamp "run 1 failed: $RUN_DIR/train_1.log"
-stamp "run 2: resume from global_step_$STEPS_FIRST, steps $((STEPS_FIRST + 1))-$STEPS_TOTAL"
-train "$STEPS_TOTAL" "$RUN_DIR/train_2.log" "$@" || stamp "run 2 failed: $RUN_DIR/train_2.log"
+train_and_resume "$@"
 if python3 -c "import sys; from eval.cli import METHOD_NAMES; sys.exit('reflect-retry' not in METHOD_NAMES)" 2>/dev/null; then
     stamp "eval: pasr eval --method reflect-retry --backend vllm on global_step_$STEPS_TOTAL ($EVAL_LIMIT Countdown problems)"
     python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --datasets countdown --limit "$EVAL_LIMIT" \

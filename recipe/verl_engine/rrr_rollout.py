@@ -67,8 +67,7 @@ import numpy as np
 
 from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord
 
-# the local engine's reflection record, so both engines write the one format `pasr stats` and the
-# benchmark read (private there for now; its place is recipe.rrr_step, next to Reflection)
+# reflection_record: the engines' one reflection record, read by `pasr stats` and the benchmark
 from recipe.rrr_config import RrrConfig
 from recipe.rrr_step import (
     Attempt,
