@@ -20,13 +20,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
-import platform
 import sys
 import time
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks.training_stages import (
+    EVAL_AT_WARMUP,
+    can_reuse_warmup,
+    cpu_info,
+    fmt,
+    join,
+    load,
+    method_and_control,
+    phase_steps,
+    prepare_dirs,
+    run_method,
+    spawn,
+    trends,
+    warmup_stage,
+)
 from eval.significance import paired_counts, sign_test
 
 # The recipe's default PASR reward for the embedded model, and the paper's. Both start from the
@@ -73,69 +86,6 @@ def correct_by_query(path: Path) -> dict[str, bool]:
     return {r.query_id: is_correct(r.acc) for r in iter_records(path) if r.variant == REFINE}
 
 
-def _load(preset: str, overrides: list[str]):
-    from recipe.local_engine.config import load_config
-
-    return load_config(preset=preset, overrides=overrides)
-
-
-def run_pasr(
-    preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str | None = None, threads: int = 1
-) -> None:
-    """PASR steps from the warm-up checkpoint; ``stop_file`` is created when training ends
-    (before the final evaluation), which stops the control running beside it. ``threads`` 0:
-    the engine measures (a run alone on the machine)."""
-    from recipe.local_engine.trainer import LocalPasrTrainer
-
-    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", f"model.threads={threads}",
-                         "trainer.eval_at_start=false", "trainer.eval_at_end=false", "trainer.eval_plain=false"])
-    trainer = LocalPasrTrainer(cfg, Path(run_dir))
-    trainer.setup()
-    try:
-        trainer.fit()
-    finally:
-        if stop_file:
-            Path(stop_file).touch()
-    trainer._evaluate("final")
-
-
-def run_control(preset: str, overrides: list[str], run_dir: str, start_ckpt: str, stop_file: str) -> None:
-    """The supervised warm-up continued from its checkpoint (weights, optimizer, data order)
-    until ``stop_file`` appears, then evaluated."""
-    from recipe.local_engine import checkpoint as ckpt
-    from recipe.local_engine.trainer import LocalPasrTrainer
-
-    cfg = _load(preset, [*overrides, f"model.path={start_ckpt}", "model.threads=1", "trainer.eval_plain=false"])
-    trainer = LocalPasrTrainer(cfg, Path(run_dir))
-    trainer.setup()
-    trainer.evals = {}
-    trainer.optimizer = trainer._make_optimizer("warmup")
-    ckpt.load_trainer_state(Path(start_ckpt), trainer.optimizer)
-    step = cfg.warmup.steps
-    while not Path(stop_file).exists():
-        step += 1
-        trainer._log(step, "control", trainer.warmup_step(step))
-    trainer.step = step
-    trainer._evaluate("control")
-
-
-def _spawn(target, *args) -> mp.Process:
-    proc = mp.get_context("spawn").Process(target=target, args=args)
-    proc.start()
-    return proc
-
-
-def _join(*procs: mp.Process) -> None:
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise SystemExit(f"{p.name} failed with exit code {p.exitcode}")
-
-
-def _fmt(v) -> str:
-    return "-" if v is None else (f"{v:d}" if isinstance(v, int) else f"{v:.3f}")
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     method = argparse.ArgumentParser(add_help=False)
@@ -155,39 +105,28 @@ def main(argv=None) -> int:
     parser.add_argument("--pasr", nargs="*", default=PASR_DEFAULT, help="overrides of the default PASR row")
     parser.add_argument("--paper", nargs="*", default=PAPER_EXACT, help="overrides of the paper-exact PASR row")
     parser.add_argument("--out", default="benchmarks/results/learning_signal.json")
+    parser.add_argument("--reuse-warmup", action="store_true",
+                        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
+                             "--run-dir and rerun only what follows it")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
-
-    from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
-    from recipe.local_engine.trainer import LocalPasrTrainer, prepare_run_dir
 
     start = time.perf_counter()
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
-    dirs = {name: root / name for name in ("warmup", "pasr", "paper", "control")}
-    for d in dirs.values():
-        prepare_run_dir(d, resume=False)
+    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
+    reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)
+    dirs = prepare_dirs(root, ("warmup", "pasr", "paper", "control"), keep=("warmup",) if reused else ())
 
     # 1. base -> warm-up (one process, this one)
-    cfg = _load(args.preset, [*common, "trainer.steps=0", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true"])
-    warm = LocalPasrTrainer(cfg, dirs["warmup"])
-    warm.setup()
-    warm.fit()
-    t_warmup = time.perf_counter() - start
-    ckpt = str(dirs["warmup"] / "checkpoints" / f"step_{cfg.warmup.steps:06d}")
-    del warm
+    ckpt, t_warmup = warmup_stage(cfg, dirs["warmup"], reuse=reused)
 
     # 2. PASR and the control side by side, one core each
-    stop = root / "pasr_phase_done"
-    stop.unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    pasr = _spawn(run_pasr, args.preset, [*common, *args.pasr], str(dirs["pasr"]), ckpt, str(stop))
-    control = _spawn(run_control, args.preset, common, str(dirs["control"]), ckpt, str(stop))
-    _join(pasr, control)
-    t_pair = time.perf_counter() - t0
+    t_pair = method_and_control(args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt,
+                                root / "pasr_phase_done")
 
     # 3. the paper-exact reward, alone
-    _join(_spawn(run_pasr, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
+    join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
 
     dumps = {
         "base": dirs["warmup"] / "eval" / "base.jsonl",
@@ -203,15 +142,10 @@ def main(argv=None) -> int:
         wins, losses = paired_counts(correct[b], correct[a])  # a right & b wrong, b right & a wrong
         return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
 
-    pasr_metrics = [json.loads(x) for x in (dirs["pasr"] / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    pasr_steps = [m for m in pasr_metrics if m.get("phase") == "pasr"]
-    control_steps = sum(1 for x in (dirs["control"] / "metrics.jsonl").read_text().splitlines() if '"control"' in x)
-    third = max(1, len(pasr_steps) // 3)
-    trends = {
-        key: {"first_third": fmean(m[key] for m in pasr_steps[:third]), "last_third": fmean(m[key] for m in pasr_steps[-third:])}
-        for key in ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate", "pasr/empty_refine_rate")
-    } if pasr_steps else {}
-    dtype = measured_cpu_dtype()
+    pasr_steps = phase_steps(dirs["pasr"], "pasr")
+    control_steps = len(phase_steps(dirs["control"], "control"))
+    pasr_trends = trends(pasr_steps, ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate",
+                                      "pasr/empty_refine_rate"))
     result = {
         "rows": rows,
         "p_pasr_vs_warmup": p_value("PASR", "warm-up")["p"],
@@ -219,11 +153,11 @@ def main(argv=None) -> int:
         "p_paper_vs_warmup": p_value("PASR (paper reward)", "warm-up")["p"],
         "pairs": {f"{a} vs {b}": p_value(a, b) for a, b in (("PASR", "warm-up"), ("PASR", "control"),
                                                              ("PASR (paper reward)", "warm-up"), ("PASR", "PASR (paper reward)"))},
-        "pasr_phase": {"steps": len(pasr_steps), "wall_s": t_pair, "control_steps": control_steps, "trends": trends},
+        "pasr_phase": {"steps": len(pasr_steps), "wall_s": t_pair, "control_steps": control_steps, "trends": pasr_trends},
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
-        "cpu": {"model": _cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
-                "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()},
+        "warmup_stage_reused": reused,
+        "cpu": cpu_info(),
         "config": {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper},
     }
     out = Path(args.out)
@@ -234,23 +168,14 @@ def main(argv=None) -> int:
           f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n")
     print(f"{'row':<20} " + " ".join(f"{c:>17}" for c in COLS) + f" {'plain acc':>10}")
     for name, row in rows.items():
-        print(f"{name:<20} " + " ".join(f"{_fmt(row[c]):>17}" for c in COLS) + f" {_fmt(row.get('plain_acc')):>10}")
+        print(f"{name:<20} " + " ".join(f"{fmt(row[c]):>17}" for c in COLS) + f" {fmt(row.get('plain_acc')):>10}")
     for pair, v in result["pairs"].items():
         print(f"{pair:<36} wins {v['wins']:>3}  losses {v['losses']:>3}  sign test p = {v['p']:.4f}")
-    for key, v in trends.items():
+    for key, v in pasr_trends.items():
         print(f"{key:<26} first third {v['first_third']:.3f} -> last third {v['last_third']:.3f}")
     print(f"wrote {out}")
     return 0
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Does Reflect, Retry, Reward teach the embedded model something? Base, warm-up, RRR and a control, paired.
 
-The RRR counterpart of :mod:`benchmarks.learning_signal` (whose process helpers it reuses):
+The RRR counterpart of :mod:`benchmarks.learning_signal` (both run the stages of :mod:`benchmarks.training_stages`):
 
 1. Warm-up run (``--preset rrr``): evaluate the base model, run the supervised warm-up on
    Countdown traces with the attempt prompt, evaluate the warm-up checkpoint.
@@ -24,13 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
-from statistics import fmean
 
-from benchmarks.learning_signal import _cpu_model, _fmt, _join, _load, _spawn, run_control, run_pasr
+from benchmarks.training_stages import (
+    EVAL_AT_WARMUP,
+    can_reuse_warmup,
+    cpu_info,
+    fmt,
+    load,
+    method_and_control,
+    phase_steps,
+    prepare_dirs,
+    trends,
+    warmup_stage,
+)
 from eval.significance import paired_counts, sign_test
 
 ROWS = ("base", "warm-up", "RRR", "control")
@@ -80,52 +89,27 @@ def main(argv=None) -> int:
     parser.add_argument("--rrr", nargs="*", default=[], help="overrides of the RRR row only")
     parser.add_argument("--out", default="benchmarks/results/learning_signal_rrr.json")
     parser.add_argument("--reuse-warmup", action="store_true",
-                        help="keep stage 1 (base eval, warm-up, warm-up eval) of an earlier run in --run-dir when it "
-                             "finished, and start at the RRR / control pair: an interrupted benchmark loses only its pair")
+                        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
+                             "--run-dir and rerun only the RRR / control pair")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
-
-    from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
-    from recipe.local_engine.trainer import LocalPasrTrainer, prepare_run_dir
 
     start = time.perf_counter()
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
-    dirs = {name: root / name for name in ("warmup", "rrr", "control")}
-    cfg = _load(args.preset, [*common, "trainer.steps=0", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true"])
+    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
     if cfg.method != "rrr":
         raise SystemExit(f"preset {args.preset} trains method={cfg.method}; this benchmark needs method=rrr")
-    ckpt = str(dirs["warmup"] / "checkpoints" / f"step_{cfg.warmup.steps:06d}")
-    stage_file = dirs["warmup"] / "stage.json"
-    reused = args.reuse_warmup and all(
-        Path(p).exists() for p in (ckpt, dirs["warmup"] / "eval" / "base.jsonl", dirs["warmup"] / "eval" / "warmup.jsonl"))
-    if args.reuse_warmup and not reused:
-        print(f"no finished warm-up stage in {dirs['warmup']}: running it")
-    for name, d in dirs.items():
-        if not (reused and name == "warmup"):
-            prepare_run_dir(d, resume=False)
+    reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)
+    dirs = prepare_dirs(root, ("warmup", "rrr", "control"), keep=("warmup",) if reused else ())
 
     # 1. base -> warm-up (one process, this one)
-    if reused:
-        t_warmup = json.loads(stage_file.read_text())["wall_s"] if stage_file.exists() else None
-        print(f"reusing the warm-up stage in {dirs['warmup']} ({ckpt})")
-    else:
-        warm = LocalPasrTrainer(cfg, dirs["warmup"])
-        warm.setup()
-        warm.fit()
-        t_warmup = time.perf_counter() - start
-        stage_file.write_text(json.dumps({"wall_s": t_warmup}) + "\n")
-        del warm
+    ckpt, t_warmup = warmup_stage(cfg, dirs["warmup"], reuse=reused)
 
-    # 2. RRR and the control side by side, one core each (run_pasr trains whatever method the
+    # 2. RRR and the control side by side, one core each (the RL run trains whatever method the
     # preset names: RRR here; the control continues the preset's warm-up: Countdown traces)
-    stop = root / "rrr_phase_done"
-    stop.unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    rrr = _spawn(run_pasr, args.preset, [*common, *args.rrr], str(dirs["rrr"]), ckpt, str(stop))
-    control = _spawn(run_control, args.preset, common, str(dirs["control"]), ckpt, str(stop))
-    _join(rrr, control)
-    t_pair = time.perf_counter() - t0
+    t_pair = method_and_control(args.preset, args.rrr, common, dirs["rrr"], dirs["control"], ckpt,
+                                root / "rrr_phase_done")
 
     dumps = {
         "base": dirs["warmup"] / "eval" / "base.jsonl",
@@ -141,16 +125,10 @@ def main(argv=None) -> int:
         return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
 
     pairs = {f"{a} vs {b}": {which: paired(a, b, which) for which in ("first", "final")} for a, b in PAIRS}
-    rrr_metrics = [json.loads(x) for x in (dirs["rrr"] / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    rrr_steps = [m for m in rrr_metrics if m.get("phase") == "rrr"]
-    control_steps = sum(1 for x in (dirs["control"] / "metrics.jsonl").read_text().splitlines() if '"control"' in x)
-    third = max(1, len(rrr_steps) // 3)
-    trends = {
-        key: {"first_third": fmean(m[key] for m in rrr_steps[:third]), "last_third": fmean(m[key] for m in rrr_steps[-third:])}
-        for key in ("rrr/first_attempt_acc", "rrr/retry_acc", "rrr/recovered_rate", "rrr/reflection_length/mean",
-                    "rrr/trained_rows")
-    } if rrr_steps else {}
-    dtype = measured_cpu_dtype()
+    rrr_steps = phase_steps(dirs["rrr"], "rrr")
+    control_steps = len(phase_steps(dirs["control"], "control"))
+    rrr_trends = trends(rrr_steps, ("rrr/first_attempt_acc", "rrr/retry_acc", "rrr/recovered_rate",
+                                    "rrr/reflection_length/mean", "rrr/trained_rows"))
     result = {
         "rows": rows,
         "p_rrr_vs_warmup_first_attempt": pairs["RRR vs warm-up"]["first"]["p"],
@@ -159,12 +137,11 @@ def main(argv=None) -> int:
         "p_rrr_vs_control_final": pairs["RRR vs control"]["final"]["p"],
         "pairs": pairs,
         "rrr_phase": {"steps": len(rrr_steps), "wall_s": t_pair, "control_steps": control_steps,
-                      "trained_rows": sum(m.get("rrr/trained_rows", 0) for m in rrr_steps), "trends": trends},
+                      "trained_rows": sum(m.get("rrr/trained_rows", 0) for m in rrr_steps), "trends": rrr_trends},
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
         "warmup_stage_reused": reused,
-        "cpu": {"model": _cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
-                "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()},
+        "cpu": cpu_info(),
         "config": {"preset": args.preset, "common": common, "rrr": args.rrr},
     }
     out = Path(args.out)
@@ -175,11 +152,11 @@ def main(argv=None) -> int:
           f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n")
     print(f"{'row':<10} " + " ".join(f"{c:>17}" for c in COLS))
     for name, row in rows.items():
-        print(f"{name:<10} " + " ".join(f"{_fmt(row[c]):>17}" for c in COLS))
+        print(f"{name:<10} " + " ".join(f"{fmt(row[c]):>17}" for c in COLS))
     for pair, v in pairs.items():
         for which, w in v.items():
             print(f"{pair:<20} {which:<6} wins {w['wins']:>3}  losses {w['losses']:>3}  sign test p = {w['p']:.4f}")
-    for key, v in trends.items():
+    for key, v in rrr_trends.items():
         print(f"{key:<28} first third {v['first_third']:.3f} -> last third {v['last_third']:.3f}")
     print(f"wrote {out}")
     return 0

@@ -1,0 +1,49 @@
+"""The learning-signal benchmarks' shared stages: reusing a finished warm-up, reading a phase's steps, trends."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks.training_stages import can_reuse_warmup, phase_steps, trends, warmup_stage
+
+CFG = SimpleNamespace(warmup=SimpleNamespace(steps=80))
+
+
+def _finished_warmup(d, wall_s=None):
+    (d / "checkpoints" / "step_000080").mkdir(parents=True)
+    (d / "eval").mkdir()
+    for name in ("base.jsonl", "warmup.jsonl"):
+        (d / "eval" / name).write_text("{}\n")
+    if wall_s is not None:
+        (d / "stage.json").write_text(json.dumps({"wall_s": wall_s}))
+
+
+def test_a_finished_warmup_stage_is_reused_only_when_asked_and_complete(tmp_path, capsys):
+    d = tmp_path / "warmup"
+    _finished_warmup(d, wall_s=1234.5)
+    assert can_reuse_warmup(True, d, CFG)
+    assert not can_reuse_warmup(False, d, CFG)
+    assert warmup_stage(CFG, d, reuse=True) == (str(d / "checkpoints" / "step_000080"), 1234.5)
+    (d / "eval" / "warmup.jsonl").unlink()  # interrupted during the warm-up evaluation
+    assert not can_reuse_warmup(True, d, CFG)
+    assert "no finished warm-up stage" in capsys.readouterr().out
+    other = SimpleNamespace(warmup=SimpleNamespace(steps=40))  # a different warm-up length is not this stage
+    (d / "eval" / "warmup.jsonl").write_text("{}\n")
+    assert not can_reuse_warmup(True, d, other)
+
+
+def test_a_reused_stage_without_a_recorded_time_reports_none(tmp_path):
+    d = tmp_path / "warmup"
+    _finished_warmup(d)
+    assert warmup_stage(CFG, d, reuse=True)[1] is None
+
+
+def test_phase_steps_and_trends(tmp_path):
+    lines = [{"step": 80, "phase": "warmup", "x": 9.0}] + [{"step": 80 + i, "phase": "rrr", "x": float(i)} for i in range(1, 7)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines) + "\n")
+    steps = phase_steps(tmp_path, "rrr")
+    assert [m["step"] for m in steps] == list(range(81, 87))
+    assert trends(steps, ("x",)) == {"x": {"first_third": pytest.approx(1.5), "last_third": pytest.approx(5.5)}}
+    assert trends([], ("x",)) == {}
+    assert trends(steps[:1], ("x",)) == {"x": {"first_third": 1.0, "last_third": 1.0}}
