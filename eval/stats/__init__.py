@@ -12,6 +12,9 @@ One pass over the dumps, in bounded memory, then pure rendering of the numbers:
 * ``counting``: the bounded-memory counting pieces the groups are built from;
 * ``trends``: per-step series of training runs and in-training evaluations;
 * ``pairing``: per-question outcomes of eval runs and the transition matrix of two of them;
+* ``rrr``: Reflect, Retry, Reward records (attempts, reflections, retries, ``pasr eval --method
+  reflect-retry``): per-step and per-evaluation numbers and example exchanges; their groups show
+  the PASR format and refine columns as not applicable;
 * ``report``: ``report.md`` from the ``stats.json`` dict; ``plots``: PNG plots from the same dict;
 * ``cli``: the ``pasr stats`` subcommand.
 

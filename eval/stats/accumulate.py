@@ -4,6 +4,8 @@ Nothing here holds the responses of a dump (see :mod:`eval.stats.counting`). Per
 work is the parse of its response (:class:`~eval.stats.response_facts.ResponseFacts`) and
 counter updates in three places: its group (every record), its step's trend (training and
 in-training evaluation records) or its eval system's outcome table (``pasr eval`` records).
+Reflect, Retry, Reward records (:func:`eval.stats.rrr.is_rrr`) go to :class:`~eval.stats.rrr.RrrStats`
+instead of the PASR step trends (``pasr eval`` ones to the outcome table as well).
 Records come already validated from :func:`data.records.iter_record_dicts`; no
 ``RolloutRecord`` is built per line.
 """
@@ -17,6 +19,7 @@ from data.records import PLAIN, REFINE, RolloutRecord
 from eval.stats.groups import KIND_ORDER, GroupStats, group_key
 from eval.stats.pairing import PairedOutcomes
 from eval.stats.response_facts import ResponseFacts
+from eval.stats.rrr import RrrStats, is_rrr
 from eval.stats.trends import Trends
 from rewards.refine_quality import CORRECT_AT
 
@@ -29,13 +32,14 @@ class Collector:
         self.groups: dict[tuple, GroupStats] = {}
         self.trends = Trends()
         self.pairs = PairedOutcomes()
+        self.rrr = RrrStats(n_examples, self.rng)
         self.n_records = 0
 
     def group(self, kind: str, run_id: str, dataset: str | None, name: str) -> GroupStats:
         key = (kind, run_id, dataset, name)
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = GroupStats(kind, run_id, dataset, name, self.n_examples, self.rng)
+            g = self.groups[key] = GroupStats(kind, run_id, dataset, name, self.n_examples, self.rng, is_rrr(name))
         return g
 
     def ordered_groups(self) -> list[GroupStats]:
@@ -55,9 +59,12 @@ class Collector:
         self.n_records += 1
         key = group_key(rec)
         facts = ResponseFacts(rec, self.correct_at)
-        self.group(*key).add(rec, facts)
+        g = self.group(*key)
+        g.add(rec, facts)
         kind, run_id, dataset, name = key
         if kind == "eval":
             self.pairs.add((run_id, name), (dataset, str(rec["query_id"]), rec.get("sample_index", 0)), facts.correct)
-        else:
+        if g.rrr:
+            self.rrr.add(kind, rec)
+        elif kind != "eval":
             self.trends.add(kind, rec, facts)

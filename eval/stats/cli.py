@@ -148,6 +148,7 @@ def run(args) -> int:
         "metrics_trends": metrics,
         "eval_runs": col.pairs.systems(),
         "transitions": [col.pairs.transition(a, b) for a, b in pairs],
+        "rrr": col.rrr.to_json(),
         "plots": [],
         "elapsed_s": elapsed,
     }

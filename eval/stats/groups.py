@@ -5,6 +5,11 @@ variant (``val``), or a ``pasr eval`` run's dataset and method (``eval``); every
 to exactly one, and the report's tables are one row per group. Format validity and reason are
 the record's own fields (what the reward saw); refine spans always come from the text, and a
 record whose ``n_refine`` field disagrees with the text is counted (``n_refine_field_mismatch``).
+
+A group of Reflect, Retry, Reward records (``rrr``: see :mod:`eval.stats.rrr`) is counted the
+same way, but its answers are not written in PASR's format, so the PASR-only numbers
+(:data:`PASR_ONLY`) are None in its ``stats.json`` entry, listed under ``not_applicable``, rather
+than rates of 0, and it samples no refine examples (:mod:`eval.stats.rrr` samples its own).
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ CELLS = ("refine_correct", "refine_wrong", "no_refine_correct", "no_refine_wrong
 EXAMPLE_MAX_CHARS = 4000
 KIND_ORDER = {"train": 0, "val": 1, "eval": 2, "other": 3}
 _DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
+# stats.json keys of a group that only mean something for PASR responses (None for RRR groups)
+PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "mean_refines_per_response",
+             "format", "accuracy.with_refine", "accuracy.without_refine")
 
 
 def kind_of(step: int | None, dataset: str | None) -> str:
@@ -75,10 +83,13 @@ def _short(text: str | None, limit: int = EXAMPLE_MAX_CHARS) -> str | None:
 class GroupStats:
     """Every counter of one group (see the module docstring for what a group is)."""
 
-    def __init__(self, kind: str, run_id: str, dataset: str | None, name: str, n_examples: int, rng: random.Random):
-        # name: the method for eval groups, the variant otherwise
-        self.kind, self.run_id, self.dataset, self.name = kind, run_id, dataset, name
-        self.n_examples = n_examples
+    def __init__(
+        self, kind: str, run_id: str, dataset: str | None, name: str, n_examples: int, rng: random.Random,
+        rrr: bool = False,
+    ):
+        # name: the method for eval groups, the variant otherwise; rrr: Reflect, Retry, Reward records
+        self.kind, self.run_id, self.dataset, self.name, self.rrr = kind, run_id, dataset, name, rrr
+        self.n_examples = 0 if rrr else n_examples
         self.variants: Counter[str] = Counter()
         self.generation_errors = 0
         self.n = 0
@@ -207,6 +218,17 @@ class GroupStats:
             }
 
     def to_json(self, top_k: int) -> dict[str, Any]:
+        out = self._to_json(top_k)
+        if self.rrr:
+            for path in PASR_ONLY:
+                *parents, name = path.split(".")
+                d = out
+                for p in parents:
+                    d = d[p]
+                d[name] = None  # format pass rate and failure reasons, refine rates: not a 0
+        return out
+
+    def _to_json(self, top_k: int) -> dict[str, Any]:
         pos_n = sum(self.position_bins)
         judged = self.acc_n[0] + self.acc_n[1]
         return {
@@ -217,6 +239,8 @@ class GroupStats:
             "method": self.name if self.kind == "eval" else None,
             "variants": dict(self.variants.most_common()),
             "label": self.label,
+            "rrr": self.rrr,
+            "not_applicable": list(PASR_ONLY) if self.rrr else [],
             "engines": dict(self.engines),
             "n_responses": self.n,
             "n_refining": self.n_refining,

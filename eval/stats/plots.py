@@ -3,7 +3,9 @@
 One function per figure, each yielding ``(file name, figure)`` for every figure it has data for
 (none when it has none), and :func:`make_plots` saving them in order. The file names are made
 here only (:data:`OVERVIEW_PLOTS`, :func:`trend_plot`, :func:`metrics_plot`,
-:func:`transition_plot`), so that the report links exactly what was drawn.
+:func:`transition_plot`, :func:`rrr_plot`), so that the report links exactly what was drawn.
+The per-group figures are PASR's (refines, format): groups of Reflect, Retry, Reward records
+are left out of them and get their own figure (:func:`rrr_trends`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ def metrics_plot(label: str) -> str:
     return f"metrics_{safe_name(label)}.png"
 
 
+def rrr_plot(run_id: str) -> str:
+    return f"rrr_{safe_name(run_id)}.png"
+
+
 def transition_plot(i: int) -> str:
     """File name of the ``i``-th transition matrix (1-based, the order of ``stats["transitions"]``)."""
     return f"transition_{i}.png"
@@ -69,7 +75,8 @@ def _num(v: float | None) -> float:
 
 
 def _groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
-    return [(k, g) for k, g in stats["groups"].items() if g["n_responses"]][:MAX_GROUPS_PER_PLOT]
+    """The PASR groups with responses (RRR groups have no refine or format numbers)."""
+    return [(k, g) for k, g in stats["groups"].items() if g["n_responses"] and not g.get("rrr")][:MAX_GROUPS_PER_PLOT]
 
 
 def _groups_with(stats: dict[str, Any], key: str) -> list[dict]:
@@ -257,9 +264,9 @@ def training_trends(stats: dict[str, Any]) -> Figures:
 
 
 def _metric_keys(series: dict[str, list]) -> list[str]:
-    """The preferred ``pasr/*`` keys first, then other ``pasr/*`` keys; any keys if none."""
+    """The preferred ``pasr/*`` keys first, then other ``pasr/*`` and ``rrr/*`` keys; any keys if none."""
     keys = [k for k in PREFERRED_METRICS if k in series]
-    keys += [k for k in series if k.startswith("pasr/") and k not in keys]
+    keys += [k for k in series if k.startswith(("pasr/", "rrr/")) and k not in keys]
     return (keys or list(series))[:MAX_METRIC_PANELS]
 
 
@@ -284,6 +291,30 @@ def metrics_series(stats: dict[str, Any]) -> Figures:
             axes[j // cols][j % cols].axis("off")
         fig.suptitle(f"metrics.jsonl · {label}")
         yield metrics_plot(label), fig
+
+
+def rrr_trends(stats: dict[str, Any]) -> Figures:
+    """One figure per Reflect, Retry, Reward training run: first-attempt and retry accuracy
+    (and the recovered rate) per step, with the run's in-training evaluations as points."""
+    r = stats.get("rrr") or {}
+    evals = r.get("evals", {})
+    for run_id, t in r.get("train", {}).items():
+        fig, ax = _plt().subplots(figsize=(8, 4.5))
+        ax.plot(t["steps"], [_pct(v) for v in t["first_attempt_acc"]], marker=".", label="first-attempt accuracy")
+        ax.plot(t["steps"], [_pct(v) for v in t["retry_acc"]], marker=".", label="retry accuracy")
+        ax.plot(t["steps"], [_pct(v) for v in t["recovered_rate"]], marker=".", linestyle=":", label="recovered (failed queries)")
+        for e in evals.values():
+            if e["kind"] == "val" and e["run_id"] == run_id:
+                ax.plot([e["step"]], [_pct(e["first_attempt_acc"])], marker="s", linestyle="", color="tab:blue",
+                        label=f"eval {e['dataset']} step {e['step']}: first attempt")
+                ax.plot([e["step"]], [_pct(e["final_acc"])], marker="^", linestyle="", color="tab:purple",
+                        label=f"eval {e['dataset']} step {e['step']}: after retry")
+        _label(ax, "training step", "rate (%)", f"Reflect, Retry, Reward · {run_id}")
+        ax.xaxis.set_major_locator(_integer_ticks())
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        yield rrr_plot(run_id), fig
 
 
 # --------------------------------------------------------------------------- paired runs
@@ -312,7 +343,7 @@ def transitions(stats: dict[str, Any]) -> Figures:
 
 
 FIGURES = (overview_rates, refines_per_response, accuracy_by_refine, refine_positions, refine_lengths,
-           refine_outcomes, training_trends, metrics_series, transitions)
+           refine_outcomes, training_trends, rrr_trends, metrics_series, transitions)
 
 
 def make_plots(stats: dict[str, Any], out: Path) -> list[str]:

@@ -1,17 +1,19 @@
 """``report.md`` for ``pasr stats``, written from the ``stats.json`` dict (every number in the
-report is in stats.json)."""
+report is in stats.json). Groups of Reflect, Retry, Reward records show PASR's columns as
+:data:`NOT_APPLICABLE`; their own numbers are the "Reflect, Retry, Reward" section."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from eval.stats.plots import OVERVIEW_PLOTS, metrics_plot, transition_plot, trend_plot
+from eval.stats.plots import OVERVIEW_PLOTS, metrics_plot, rrr_plot, transition_plot, trend_plot
 from rewards.format import TAG_NAMES
 
 MAX_TREND_ROWS = 25
 MAX_IDS_LISTED = 30
 EXAMPLE_REPORT_CHARS = 1500
+NOT_APPLICABLE = "n/a (RRR)"  # a PASR column of a Reflect, Retry, Reward group
 
 _TAG = re.compile(r"</?(?:%s)>" % "|".join(TAG_NAMES))
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
@@ -62,27 +64,48 @@ def _overview(stats: dict[str, Any]) -> list[str]:
     rows = []
     for key, g in stats["groups"].items():
         acc = g["accuracy"]
-        rows.append(
-            [
-                f"`{key}`",
-                str(g["n_responses"]),
+        if g.get("rrr"):
+            pasr_cells = [NOT_APPLICABLE] * 5
+            refine_split = [NOT_APPLICABLE] * 2
+        else:
+            pasr_cells = [
                 _fmt_rate(g["refine_rate"]),
                 _fmt_num(g["mean_refines_per_response"], 2),
                 f"{_fmt_rate(g['empty_refine_rate'])} ({g['n_empty_spans']}/{g['n_spans']})",
                 f"{_fmt_rate(g['refine_fix_rate'])} ({g['n_fix']}/{g['n_fix_applicable']})",
                 _fmt_rate(g["format"]["pass_rate"]),
-                _fmt_rate(acc["mean"]),
-                _fmt_rate(acc["with_refine"]["mean"]),
-                _fmt_rate(acc["without_refine"]["mean"]),
-                str(g["judge_errors"]),
             ]
-        )
+            refine_split = [_fmt_rate(acc["with_refine"]["mean"]), _fmt_rate(acc["without_refine"]["mean"])]
+        rows.append([f"`{key}`", str(g["n_responses"]), *pasr_cells, _fmt_rate(acc["mean"]), *refine_split, str(g["judge_errors"])])
     header = ["group", "responses", "refine rate", "refines/resp.", "empty refines", "refine fixes",
               "format pass", "accuracy", "acc. with refine", "acc. without refine", "judge errors"]
     return _table(header, rows)
 
 
+def _rrr_group_section(key: str, g: dict[str, Any]) -> list[str]:
+    """A group of Reflect, Retry, Reward records: what applies (counts, score, lengths)."""
+    engines = ", ".join(f"{e} ({n})" for e, n in g["engines"].items())
+    acc, rt = g["accuracy"], g["response_tokens"]
+    variants = ", ".join(f"`{v}` ({c})" for v, c in g["variants"].items())
+    lines = [f"### `{key}`", ""]
+    lines.append(f"{g['n_responses']} Reflect, Retry, Reward records (engine: {engines}; variants: {variants}). "
+                 f"Mean score {_fmt_rate(acc['mean'])} over {acc['n_judged']} scored ({acc['n_correct']} correct); "
+                 f"judge errors: {g['judge_errors']}. Response length (record `response_tokens`): mean "
+                 f"{_fmt_num(rt['mean'])}, max {rt['max']}.")
+    if g["generation_errors"]:
+        lines.append("")
+        lines.append(f"Generation errors (no response; counted among the {g['judge_errors']} unscored): {g['generation_errors']}.")
+    lines.append("")
+    lines.append("These answers are not written in PASR's `<think>`/`<answer>` format: format pass rate, format "
+                 f"failure reasons and refine numbers are {NOT_APPLICABLE}. See "
+                 "[Reflect, Retry, Reward](#reflect-retry-reward).")
+    lines.append("")
+    return lines
+
+
 def _group_section(key: str, g: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    if g.get("rrr"):
+        return _rrr_group_section(key, g)
     lines = [f"### `{key}`", ""]
     engines = ", ".join(f"{e} ({n})" for e, n in g["engines"].items())
     lines.append(f"{g['n_responses']} responses (engine: {engines}); {g['n_refining']} refine at least once "
@@ -179,15 +202,22 @@ def _val_section(run_id: str, vals: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _shown_steps(n: int, lines: list[str]) -> list[int]:
+    """Indices of the rows of an ``n``-step table shown in the report (at most
+    :data:`MAX_TREND_ROWS`, spread evenly); says so in ``lines`` when some are left out."""
+    if n <= MAX_TREND_ROWS:
+        return list(range(n))
+    idx = sorted({round(i * (n - 1) / (MAX_TREND_ROWS - 1)) for i in range(MAX_TREND_ROWS)})
+    lines.append(f"{n} steps; {len(idx)} shown (all in stats.json).")
+    lines.append("")
+    return idx
+
+
 def _trend_section(run_id: str, t: dict[str, Any], plot: str | None) -> list[str]:
     lines = [f"### Training run `{run_id}`", ""]
     if plot:
         lines += [f"![trends {run_id}]({plot})", ""]
-    n = len(t["steps"])
-    idx = list(range(n)) if n <= MAX_TREND_ROWS else sorted({round(i * (n - 1) / (MAX_TREND_ROWS - 1)) for i in range(MAX_TREND_ROWS)})
-    if n > MAX_TREND_ROWS:
-        lines.append(f"{n} steps; {len(idx)} shown (all in stats.json).")
-        lines.append("")
+    idx = _shown_steps(len(t["steps"]), lines)
     rows = [
         [
             str(t["steps"][i]),
@@ -205,6 +235,109 @@ def _trend_section(run_id: str, t: dict[str, Any], plot: str | None) -> list[str
     lines += _table(["step", "refine rollouts", "refine rate", "empty refines", "format pass", "acc. refine",
                      "acc. plain (mean)", "mean length (tokens)", "judge errors"], rows)
     lines.append("")
+    return lines
+
+
+def _count_rate(n: int, of: int, r: float | None) -> str:
+    return f"{n}/{of} ({_fmt_rate(r)})"
+
+
+def _rrr_train_table(run_id: str, t: dict[str, Any], plot: str | None) -> list[str]:
+    lines = [f"### Training run `{run_id}`", ""]
+    if plot:
+        lines += [f"![reflect retry reward {run_id}]({plot})", ""]
+    idx = _shown_steps(len(t["steps"]), lines)
+    rows = [
+        [
+            str(t["steps"][i]),
+            str(t["n_queries"][i]),
+            _fmt_rate(t["first_attempt_acc"][i]),
+            str(t["failed_queries"][i]),
+            str(t["n_reflections"][i]),
+            _fmt_rate(t["retry_acc"][i]),
+            _count_rate(t["n_recovered"][i], t["failed_queries"][i], t["recovered_rate"][i]),
+            _fmt_num(t["reflection_tokens"][i]),
+            _fmt_num(t["retry_tokens"][i]),
+            str(t["verifier_errors"][i]),
+        ]
+        for i in idx
+    ]
+    lines += _table(["step", "queries", "first-attempt acc.", "failed queries", "reflections", "retry acc.",
+                     "recovered", "reflection length", "retry length", "verifier errors"], rows)
+    lines.append("")
+    return lines
+
+
+def _rrr_eval_table(evals: dict[str, Any]) -> list[str]:
+    rows = [
+        [
+            f"`{key}`",
+            str(e["n_samples"]),
+            _fmt_rate(e["first_attempt_acc"]),
+            f"{e['n_retried']} ({_fmt_rate(e['retry_rate'])})",
+            str(e["n_recovered"]),
+            _fmt_rate(e["retry_acc"]),
+            _fmt_rate(e["final_acc"]),
+            str(e["judge_errors"]),
+            _fmt_num(e["mean_tokens"]),
+        ]
+        for key, e in evals.items()
+    ]
+    return _table(["evaluation", "questions", "first-attempt acc.", "retried", "recovered", "retry acc.", "final acc.",
+                   "judge errors", "tokens per question (all passes)"], rows)
+
+
+def _rrr_examples(source: str, cells: dict[str, list], sizes: dict[str, int]) -> list[str]:
+    lines = []
+    for cell, items in cells.items():
+        if not items:
+            continue
+        lines += [f"#### `{source}`: {cell.replace('_', ' ')} ({sizes[cell]} exchanges)", ""]
+        for ex in items:
+            where = f", step {ex['step']}" if ex["step"] is not None else ""
+            where += f", {ex['dataset']}" if ex["dataset"] else ""
+            answer = "no answer extracted" if ex["retry_answer"] is None else f"retry answer `{ex['retry_answer']}`"
+            lines.append(f"query `{ex['query_id']}`{where}, reflection #{ex['sample_index']}, gold `{ex['gold']}`, "
+                         f"{answer}, scored {ex['retry_score']:g}")
+            lines.append("")
+            for title, text in (("Failed attempt", ex["attempt"]), ("Reflection", ex["reflection"]), ("Retry", ex["retry"])):
+                lines += [f"*{title}:*", "", highlight(text or ""), ""]
+    return lines
+
+
+def _rrr_section(r: dict[str, Any], plots: set[str]) -> list[str]:
+    lines = ["## Reflect, Retry, Reward", ""]
+    lines.append("Records of the second method (variants `attempt`, `reflection`, `retry`; `pasr eval --method "
+                 "reflect-retry`). `–`: nothing to count.")
+    lines.append("")
+    if r["train"]:
+        lines.append("Per training step, the numbers the trainer logs as `rrr/*` (`recipe.rrr_step.rrr_metrics` on the "
+                     "step's records):")
+        lines.append("")
+        lines.append("- **first-attempt acc.**: scored first attempts that succeeded; **failed queries**: scored first "
+                     "attempts that failed, the ones reflected on;")
+        lines.append("- **retry acc.**: scored retries that succeeded (a reflection's reward); **recovered**: failed "
+                     "queries with at least one successful retry;")
+        lines.append("- **lengths**: mean record `response_tokens` of reflections and retries; **verifier errors**: "
+                     "first attempts and retries the verifier could not score, counted and left out of every rate, never a 0.")
+        lines.append("")
+    if r["evals"]:
+        lines.append("Evaluations (greedy, one reflection and retry per failure; in-training ones by step as "
+                     "`val/RUN/DATASET@STEP`): **retried**: failed first attempts that were retried (share of the "
+                     "scored ones); **recovered**: retried questions whose retry succeeded; **retry acc.**: recovered / scored "
+                     "retries (`pasr eval`'s summary calls it `recovered_rate`); **final acc.**: right at the first "
+                     "attempt or at the retry; unscored answers are counted as judge errors and left out.")
+        lines.append("")
+    for run_id, t in r["train"].items():
+        plot = rrr_plot(run_id)
+        lines += _rrr_train_table(run_id, t, plot if plot in plots else None)
+    if r["evals"]:
+        lines += ["### Evaluations", ""] + _rrr_eval_table(r["evals"]) + [""]
+    shown = [(src, cells) for src, cells in r["examples"].items() if any(cells.values())]
+    if shown:
+        lines += ["### Examples", "", "Random exchanges (failed attempt, reflection, retry) per run, by the retry's outcome.", ""]
+        for src, cells in shown:
+            lines += _rrr_examples(src, cells, r["example_cell_sizes"][src])
     return lines
 
 
@@ -275,6 +408,10 @@ def render(stats: dict[str, Any]) -> str:
         if name in plots:
             lines.append(f"![{name[:-4]}]({name})")
     lines.append("")
+
+    r = stats.get("rrr") or {}
+    if r.get("train") or r.get("evals"):
+        lines += _rrr_section(r, plots)
 
     if stats["trends"] or stats["metrics_trends"] or stats["val_trends"]:
         lines.append("## Over training")
