@@ -65,6 +65,17 @@ def is_success(score: float | None) -> bool:
     return score is not None and score >= SUCCESS
 
 
+def final_score(first: float | None, retries: Sequence[float | None]) -> float | None:
+    """The score of an exchange's final answer: the first attempt's when it succeeded, was not
+    scored, or was not retried; else its best scored retry's; None when no retry was scored
+    (an unscored answer is not a wrong one). One rule for the engines' evaluation and
+    ``pasr stats``."""
+    if first is None or is_success(first) or not retries:
+        return first
+    scored = [s for s in retries if s is not None]
+    return max(scored) if scored else None
+
+
 @dataclass(frozen=True)
 class RrrPrompts:
     """The texts of one RRR run: the first-attempt (and retry) system prompt, the reflection

@@ -162,3 +162,14 @@ def test_metrics_when_everything_succeeds_at_once():
     m = rrr_metrics([Attempt("q0", "?", "x", 1.0)], [])
     assert m["rrr/first_attempt_acc"] == 1.0
     assert m["rrr/trained_rows"] == 0.0 and m["rrr/recovered_rate"] == 0.0 and m["rrr/retry_acc"] == 0.0
+
+
+def test_final_score_is_the_retry_only_after_a_scored_failure():
+    from recipe.rrr_step import final_score
+
+    assert final_score(1.0, [0.0]) == 1.0  # a first-attempt success is final
+    assert final_score(None, [1.0]) is None  # an unscored attempt is not a failure to recover
+    assert final_score(0.0, []) == 0.0  # a failure that was not retried stays wrong
+    assert final_score(0.0, [0.0, 1.0]) == 1.0  # the best scored retry
+    assert final_score(0.0, [None, 0.0]) == 0.0
+    assert final_score(0.0, [None]) is None  # retried, but no retry was scored: not a 0

@@ -40,7 +40,7 @@ from eval.resume import is_generation_error
 from eval.stats.counting import Reservoir, rate
 from eval.stats.groups import KIND_ORDER, _short
 from eval.summary import retry_facts
-from recipe.rrr_step import METRIC_PREFIX, Attempt, Reflection, is_success, rrr_metrics
+from recipe.rrr_step import METRIC_PREFIX, Attempt, Reflection, final_score, is_success, rrr_metrics
 
 RRR_VARIANTS = frozenset((ATTEMPT, REFLECTION, RETRY))
 EXAMPLE_CELLS = ("retry_succeeded", "retry_failed")
@@ -62,17 +62,6 @@ class _Sample:
 
     acc: float | None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _final(first: float | None, retries: list[float | None]) -> float | None:
-    """The score of an exchange's final answer (as :class:`recipe.local_engine.rrr.QueryOutcome`,
-    not imported: that module loads torch): the attempt's when it succeeded or was not scored,
-    else its best scored retry's, None when no retry was scored (an unretried failure keeps its
-    attempt's score)."""
-    if first is None or is_success(first) or not retries:
-        return first
-    scored = [s for s in retries if s is not None]
-    return max(scored) if scored else None
 
 
 class _Batch:
@@ -128,7 +117,7 @@ class _Batch:
         retried: dict[str, list[float | None]] = defaultdict(list)
         for q, _, score in self.retries:
             retried[q].append(score)
-        return [_Sample(_final(first, retried.get(q, [])), {"first_acc": first, "retried": q in retried})
+        return [_Sample(final_score(first, retried.get(q, [])), {"first_acc": first, "retried": q in retried})
                 for q, first in self.attempts.items()]  # fmt: skip
 
 

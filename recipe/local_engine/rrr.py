@@ -37,6 +37,7 @@ from recipe.rrr_step import (
     Attempt,
     Reflection,
     RrrPrompts,
+    final_score,
     is_success,
     mean_or_zero,
     reflection_record,
@@ -194,11 +195,8 @@ class QueryOutcome:
     @property
     def final_correct(self) -> bool | None:
         """Right at the first attempt, or else at the retry; None when that is not known."""
-        if self.first is None:
-            return None
-        if is_success(self.first):
-            return True
-        return None if self.retried and self.retry is None else is_success(self.retry)
+        final = final_score(self.first, [self.retry] if self.retried else [])
+        return None if final is None else is_success(final)
 
 
 def query_outcomes(records: Sequence[RolloutRecord]) -> dict[str, QueryOutcome]:
