@@ -50,9 +50,11 @@ class PasrConfig:
     n_plain: int = 8  # plain-prompted rollouts per query (baseline only, never trained on)
     tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
-    # cap on the refine reward of a rollout whose refine spans all add nothing (None: the paper,
-    # no cap; 0.0: an empty refine earns what not refining earns); see rewards/refine.py
+    # refine reward of a rollout whose refine spans all add nothing (None: the paper, paid like any
+    # refine); how it applies is empty_refine_mode: cap (at most this) | fixed (exactly this, right
+    # or wrong: 0.0 = an empty refine is no refine); see rewards/refine.py
     empty_refine_value: float | None = None
+    empty_refine_mode: str = "cap"
     # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
     # right less than half the time); see rewards/refine.py
     refine_compare: str = "sign"
@@ -71,6 +73,8 @@ class PasrConfig:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
         if self.refine_compare not in ("sign", "margin"):
             problems.append(f"pasr.refine_compare must be sign or margin, got {self.refine_compare!r}")
+        if self.empty_refine_mode not in ("cap", "fixed"):
+            problems.append(f"pasr.empty_refine_mode must be cap or fixed, got {self.empty_refine_mode!r}")
         if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):
             problems.append(f"pasr.judge.kind must be rule|openai|hybrid|countdown, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):

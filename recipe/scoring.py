@@ -194,6 +194,7 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             zeta=cfg.zeta,
             empty_refine_value=cfg.empty_refine_value,
             refine_compare=cfg.refine_compare,
+            empty_refine_mode=cfg.empty_refine_mode,
         )
         judged = [pr.total for pr in rewards if pr.total is not None]
         placeholder = sum(judged) / len(judged) if judged else 0.0

@@ -122,6 +122,49 @@ def test_score_group_caps_rollouts_whose_refines_all_restate():
     assert paper[0].refine_outcome == "better" and paper[0].total == 3.0
 
 
+def test_fixed_empty_refine_is_no_refine_right_or_wrong():
+    """pasr.empty_refine_mode=fixed with 0.0: an all-empty rollout earns what not refining earns,
+    whether its answer is right or wrong; a refine that does something is compared as before."""
+    fixed = dict(tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0, empty_mode="fixed")
+    for acc, baseline in ((1.0, 0.5), (0.0, 0.5), (1.0, 1.0), (0.5, 0.5)):
+        r = refine_reward(acc, True, baseline, **fixed)
+        assert (r.value, r.outcome, r.baseline) == (0.0, "empty", baseline)
+    assert refine_reward(0.0, True, 0.5, **{**fixed, "empty": False}).value == -1.0
+    assert refine_reward(1.0, False, 0.5, **fixed).outcome == "none"  # no refine is not an empty refine
+    no_baseline = refine_reward(1.0, True, None, **{**fixed, "empty_value": -0.5})
+    assert (no_baseline.value, no_baseline.outcome) == (0.0, "no_baseline")  # nothing to compare: no signal
+    with pytest.raises(ValueError, match="empty_mode"):
+        refine_reward(1.0, True, 0.5, **{**fixed, "empty_mode": "zero"})
+
+
+def test_score_group_fixed_mode_ranks_a_worked_check_above_a_restatement():
+    """The point of ``fixed``: with the paper's credit a right restatement earns what a right
+    worked check earns; here it earns what a right answer without refine earns, and a wrong
+    restatement is not blamed more than a wrong answer without refine."""
+    restate = "<think>94 + 3 = 97. <refine>94 + 3 = 97, so 97 is right.</refine></think><answer>97</answer>"
+    worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
+    plain = "<think>94 + 3 = 97.</think><answer>97</answer>"
+    wrong_restate = "<think>94 + 3 = 98. <refine>94 + 3 = 98, so 98 is right.</refine></think><answer>98</answer>"
+    wrong_plain = "<think>94 + 3 = 98.</think><answer>98</answer>"
+    w = RewardWeights(1.0, 1.0, 1.0)
+    out = score_group([restate, worked, plain, wrong_restate, wrong_plain], [1.0, 1.0, 1.0, 0.0, 0.0], [0.0, 1.0],
+                      weights=w, tie_value=0.0, zeta=1e-6, empty_refine_value=0.0, empty_refine_mode="fixed")
+    assert [r.refine_outcome for r in out] == ["empty", "better", "none", "empty", "none"]
+    assert [r.total for r in out] == [2.0, 3.0, 2.0, 1.0, 1.0]
+    capped = score_group([wrong_restate], [0.0], [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
+                         empty_refine_value=0.0)
+    assert capped[0].total == 0.0  # the cap still blames a wrong restatement like a wrong refine
+
+
+def test_pasr_config_checks_the_empty_refine_mode():
+    from recipe.pasr_config import ConfigError, load_pasr_config
+
+    assert load_pasr_config({"empty_refine_mode": "fixed"}).empty_refine_mode == "fixed"
+    assert load_pasr_config(None).empty_refine_mode == "cap"
+    with pytest.raises(ConfigError, match="empty_refine_mode"):
+        load_pasr_config({"empty_refine_mode": "always"})
+
+
 def test_margin_compare_pays_the_accuracy_difference():
     """pasr.refine_compare=margin: acc - baseline instead of its sign; ties and caps as before."""
     m = dict(tie_value=0.0, zeta=1e-6, compare="margin")
