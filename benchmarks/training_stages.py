@@ -84,13 +84,23 @@ def join(*procs: mp.Process) -> None:
 
 
 def prepare_dirs(root: Path, names: tuple[str, ...], keep: tuple[str, ...] = ()) -> dict[str, Path]:
-    """``{name: root/name}``, each a new empty run directory except those in ``keep``."""
+    """``{name: root/name}``, each a new empty run directory except those in ``keep``.
+
+    When something is kept (``--reuse-warmup``), the other stages are rerun whole, so what an
+    interrupted run left in their directories is removed first; without ``keep`` an existing,
+    non-empty directory is refused as for any new run (nothing is deleted unasked)."""
+    import shutil
+
     from recipe.local_engine.trainer import prepare_run_dir
 
     dirs = {name: root / name for name in names}
     for name, d in dirs.items():
-        if name not in keep:
-            prepare_run_dir(d, resume=False)
+        if name in keep:
+            continue
+        if keep and d.is_dir():
+            print(f"removing {d}: an earlier run's stage, rerun from the kept {', '.join(keep)} stage")
+            shutil.rmtree(d)
+        prepare_run_dir(d, resume=False)
     return dirs
 
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.training_stages import can_reuse_warmup, phase_steps, trends, warmup_stage
+from benchmarks.training_stages import can_reuse_warmup, phase_steps, prepare_dirs, trends, warmup_stage
 
 CFG = SimpleNamespace(warmup=SimpleNamespace(steps=80))
 
@@ -37,6 +37,20 @@ def test_a_reused_stage_without_a_recorded_time_reports_none(tmp_path):
     d = tmp_path / "warmup"
     _finished_warmup(d)
     assert warmup_stage(CFG, d, reuse=True)[1] is None
+
+
+def test_reusing_the_warmup_clears_what_an_interrupted_run_left_in_the_other_stages(tmp_path):
+    """--reuse-warmup is for an interrupted benchmark, whose method and control directories are
+    not empty: they are rerun whole. Without a kept stage nothing is deleted unasked."""
+    _finished_warmup(tmp_path / "warmup")
+    (tmp_path / "pasr").mkdir()
+    (tmp_path / "pasr" / "metrics.jsonl").write_text("{}\n")
+    with pytest.raises(FileExistsError, match="not empty"):
+        prepare_dirs(tmp_path, ("warmup", "pasr", "control"))
+    assert (tmp_path / "pasr" / "metrics.jsonl").exists()
+    dirs = prepare_dirs(tmp_path, ("warmup", "pasr", "control"), keep=("warmup",))
+    assert list(dirs["pasr"].iterdir()) == [] and dirs["control"].is_dir()
+    assert (tmp_path / "warmup" / "eval" / "base.jsonl").exists()  # the kept stage is untouched
 
 
 def test_phase_steps_and_trends(tmp_path):
