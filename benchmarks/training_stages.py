@@ -71,9 +71,29 @@ def run_control(preset: str, overrides: list[str], run_dir: str, start_ckpt: str
 
 
 def spawn(target, *args) -> mp.Process:
-    proc = mp.get_context("spawn").Process(target=target, args=args)
+    """``target(*args)`` in a fresh process that exits when this one does.
+
+    Without that, killing the benchmark left its children training: they went on writing
+    metrics, checkpoints and the stop file into directories that a rerun had just recreated."""
+    proc = mp.get_context("spawn").Process(target=_die_with_parent, args=(target, *args))
     proc.start()
     return proc
+
+
+def _die_with_parent(target, *args) -> None:
+    import os
+    import threading
+    from multiprocessing.connection import wait
+
+    parent = mp.parent_process()
+
+    def watch() -> None:
+        wait([parent.sentinel])  # ready when the parent has exited, however it ended
+        os._exit(1)
+
+    if parent is not None:
+        threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
+    target(*args)
 
 
 def join(*procs: mp.Process) -> None:

@@ -1,6 +1,12 @@
 """The learning-signal benchmarks' shared stages: reusing a finished warm-up, reading a phase's steps, trends."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -51,6 +57,36 @@ def test_reusing_the_warmup_clears_what_an_interrupted_run_left_in_the_other_sta
     dirs = prepare_dirs(tmp_path, ("warmup", "pasr", "control"), keep=("warmup",))
     assert list(dirs["pasr"].iterdir()) == [] and dirs["control"].is_dir()
     assert (tmp_path / "warmup" / "eval" / "base.jsonl").exists()  # the kept stage is untouched
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait for a reaper that never comes)."""
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_benchmark_takes_its_stage_processes_with_it():
+    """A benchmark's method and control run in spawned processes; killing the benchmark (even with
+    SIGKILL) must not leave them writing into run directories a rerun recreates."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import time; from benchmarks.training_stages import spawn; "
+         "p = spawn(time.sleep, 120); print(p.pid, flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+    )
+    child = int(parent.stdout.readline())
+    assert _running(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _running(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive
 
 
 def test_phase_steps_and_trends(tmp_path):
