@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rewards.pasr import RewardWeights
+from rewards.refine import COMPARE_MODES, EMPTY_MODES
 
 
 @dataclass
@@ -71,10 +72,10 @@ class PasrConfig:
             problems.append(f"pasr.n_plain must be >= 1 (the refine reward needs a plain baseline), got {self.n_plain}")
         if self.zeta < 0:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
-        if self.refine_compare not in ("sign", "margin"):
-            problems.append(f"pasr.refine_compare must be sign or margin, got {self.refine_compare!r}")
-        if self.empty_refine_mode not in ("cap", "fixed"):
-            problems.append(f"pasr.empty_refine_mode must be cap or fixed, got {self.empty_refine_mode!r}")
+        if self.refine_compare not in COMPARE_MODES:
+            problems.append(f"pasr.refine_compare must be {' or '.join(COMPARE_MODES)}, got {self.refine_compare!r}")
+        if self.empty_refine_mode not in EMPTY_MODES:
+            problems.append(f"pasr.empty_refine_mode must be {' or '.join(EMPTY_MODES)}, got {self.empty_refine_mode!r}")
         if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):
             problems.append(f"pasr.judge.kind must be rule|openai|hybrid|countdown, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):
