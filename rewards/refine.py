@@ -47,7 +47,8 @@ such a rollout's refine reward is changed, by ``empty_mode`` (outcome ``empty``)
 * ``fixed``: exactly ``empty_value`` whether the answer is right or wrong. With 0.0 an empty
   refine *is* no refine (``none`` earns 0): it is neither paid for a right answer nor blamed
   for a wrong one, so refining is judged by the refines that do something, and a worked check
-  that is right earns more than a restatement that is right.
+  that is right earns more than a restatement that is right. Measured on an AVX2 CPU, where
+  only 1% of sampled refines were empty, it did not keep refining alive either (README).
 
 ``tie_value``, ``zeta``, ``empty_value`` and ``empty_mode`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.
