@@ -78,10 +78,14 @@ class AlgoConfig:
 class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
 
-    steps: int = 60
+    # 160 steps over 400 traces: after 60 steps over 200 the model's checks were no more accurate
+    # than its first values (greedy: 116 vs 125 of 300 right), so refining could not help and PASR
+    # trained it away on an AVX2 CPU; after 160 over 400 a check fixes twice as often as it breaks
+    # (15 vs 7) and PASR keeps and spreads refining (benchmarks/learning_signal)
+    steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
-    n_traces: int = 200
+    n_traces: int = 400
     refine_fraction: float = 0.6  # share of refine-prompt traces that contain a refine step
     # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
     # restate: the refine only re-checks a right value (what the prototype's empty refines did)
@@ -132,13 +136,17 @@ class LocalTrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    # tie 0 on the embedded model: the paper's -0.5 punishes every refine on a question the small
-    # model always (or never) solves, which trains refinement away (benchmarks/learning_signal).
-    # The other reward knobs (pasr.empty_refine_value, pasr.refine_compare=margin) stay at the
-    # paper's values: with the empty cap on, refinement was trained away in both runs that tried
-    # it (README, "Does PASR learn here?"); this setting is the one the benchmark measured learning.
+    # The CPU reward (benchmarks/learning_signal, README "Does PASR learn here?"): tie 0, since
+    # the paper's -0.5 punishes every refine on a question the small model always (or never)
+    # solves; refine_compare=margin (acc - plain mean), since against a mixed baseline the sign
+    # pays +1 right / -1 wrong, an expected 2q - 1 for a refine right with probability q: on a
+    # model right less than half the time it punishes refining even where refining helps; a
+    # refine that only restates counts as no refine (fixed 0.0), so a right worked check earns
+    # more than a right restatement.
     pasr: PasrConfig = field(
-        default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, tie_value=0.0, prompts=_cpu_prompts())
+        default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, tie_value=0.0, refine_compare="margin",
+                                           empty_refine_value=0.0, empty_refine_mode="fixed",
+                                           prompts=_cpu_prompts())
     )
     rrr: RrrConfig = field(default_factory=RrrConfig)
 
