@@ -10,7 +10,7 @@ import torch
 
 from recipe.local_engine.config import LocalTrainConfig, load_config
 from recipe.local_engine.logprobs import pack, response_logprobs
-from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
+from recipe.local_engine.policy_update import TrainRollout, build_batch, rl_learning_rate, update_policy
 from recipe.local_engine.trainer import step_indices
 from recipe.pasr_config import ConfigError
 
@@ -29,6 +29,14 @@ def test_config_layers_and_errors(tmp_path):
     extra = tmp_path / "c.yaml"
     extra.write_text("rollout:\n  max_new_tokens: 12\n")
     assert load_config(config_file=str(extra)).rollout.max_new_tokens == 12
+
+
+def test_rl_learning_rate_ramps_then_holds():
+    assert [rl_learning_rate(1e-5, s, 4) for s in (1, 2, 3, 4, 5, 40)] == pytest.approx([2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5])
+    assert rl_learning_rate(1e-5, 1, 0) == 1e-5  # 0: no warm-up
+    assert rl_learning_rate(1e-5, 1, 1) == 1e-5  # the first step is never a zero-lr no-op
+    with pytest.raises(ConfigError, match="algo.lr_warmup_steps"):
+        load_config(overrides=["algo.lr_warmup_steps=-1"])
 
 
 def test_step_indices_are_a_pure_function_of_the_step():

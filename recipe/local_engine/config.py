@@ -60,6 +60,11 @@ class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
     lr: float = 2e-5
+    # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
+    # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
+    # whatever the gradient's size: on 16 refine rollouts a step that decided in one or two
+    # steps whether the model kept refining at all (benchmarks/learning_signal).
+    lr_warmup_steps: int = 10
     kl_coef: float = 0.04  # 0 disables the reference model (saves one forward pass a step)
     kl_type: str = "low_var_kl"
     clip_ratio: float = 0.2
@@ -190,6 +195,8 @@ class LocalTrainConfig:
         for section, name in (("algo", "micro_batch_size"), ("algo", "ppo_epochs"), ("warmup", "batch_size"), ("warmup", "n_traces")):
             if getattr(getattr(self, section), name) < 1:
                 problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
+        if a.lr_warmup_steps < 0:
+            problems.append(f"algo.lr_warmup_steps must be >= 0, got {a.lr_warmup_steps}")
         if a.kl_coef < 0 or not a.clip_ratio > 0 or not a.max_grad_norm > 0:
             problems.append("algo.kl_coef must be >= 0, algo.clip_ratio and algo.max_grad_norm > 0")
         if a.kl_type.removesuffix("+") not in kl_types:

@@ -121,6 +121,15 @@ def fill_logprobs(model, ref_model, data: DataProto, algo: AlgoConfig, temperatu
         data.batch["ref_log_prob"] = torch.cat(refs)
 
 
+def rl_learning_rate(lr: float, rl_step: int, warmup_steps: int) -> float:
+    """The learning rate of RL step ``rl_step`` (1-based): ``lr`` ramped linearly over the first
+    ``warmup_steps`` steps (verl's constant schedule with warm-up, without its zero-lr first
+    step), then held."""
+    if warmup_steps <= 0:
+        return lr
+    return lr * min(1.0, max(rl_step, 1) / warmup_steps)
+
+
 def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float) -> dict[str, float]:
     """PPO-clip update over ``data`` (ppo_epochs × micro-batches, one optimizer step per epoch)."""
     if algo.skip_zero_adv:

@@ -35,7 +35,7 @@ from recipe.hf_generate import SamplingParams
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.policy_update import TrainRollout, build_batch, sft_loss, update_policy
+from recipe.local_engine.policy_update import TrainRollout, build_batch, rl_learning_rate, sft_loss, update_policy
 from recipe.local_engine.rollout import generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
@@ -161,6 +161,14 @@ class LocalPasrTrainer:
         self.optimizer_phase = phase
         lr = self.cfg.warmup.lr if phase == "warmup" else self.cfg.algo.lr
         return torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+
+    def _set_rl_lr(self, step: int) -> float:
+        """``algo.lr`` ramped linearly over the first ``algo.lr_warmup_steps`` RL steps. Set from
+        the step number before every update, so a resumed run needs no scheduler state."""
+        lr = rl_learning_rate(self.cfg.algo.lr, step - self.cfg.warmup.steps, self.cfg.algo.lr_warmup_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def _restore(self, latest: Path | None) -> None:
         """Optimizer, RNG and step of checkpoint ``latest`` (its weights are already loaded).
@@ -398,8 +406,11 @@ class LocalPasrTrainer:
                 phase = "warmup" if step <= cfg.warmup.steps else self.rl_phase
                 if self.optimizer is None or self.optimizer_phase != phase:
                     self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the RL phase
+                lr = self._set_rl_lr(step) if phase != "warmup" else None
                 steps = {"warmup": self.warmup_step, "pasr": self.pasr_step, "rrr": self.rrr_step}
                 m = steps[phase](step)
+                if lr is not None:
+                    m["actor/lr"] = lr
                 self.step = step
                 self._log(step, phase, m)
                 bar.update(1)
