@@ -13,8 +13,8 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Took 100 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 32, the PASR / control pair
-45, the paper row 23); a CPU with bf16 matmuls is faster.
+Takes about two hours on a 2-core AVX2-only x86 in fp32 (warm-up stage 32 min, the PASR /
+control pair 45-58, the paper row about 20); a CPU with bf16 matmuls is faster.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from benchmarks.training_stages import (
 )
 from eval.significance import paired_counts, sign_test
 
-# The recipe's default PASR reward for the embedded model (no overrides: tie 0, margin, restating
-# refines count as no refine), and the paper's. Both start from the same warm-up checkpoint and
+# The recipe's default PASR setup for the embedded model (no overrides: tie 0, margin, restating
+# refines count as no refine, the RL lr ramped over 10 steps), and the paper's reward. Both start from the same warm-up checkpoint and
 # differ only in these keys.
 PASR_DEFAULT: list[str] = []
 PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign"]

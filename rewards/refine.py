@@ -49,7 +49,8 @@ such a rollout's refine reward is changed, by ``empty_mode`` (outcome ``empty``)
   for a wrong one, so refining is judged by the refines that do something, and a worked check
   that is right earns more than a restatement that is right. After a 60-step warm-up whose
   checks did not help, it did not keep refining alive; after a 160-step one (with the margin
-  compare) it did in two PASR trajectories of three, and it is the local engine's default (README, "Does PASR learn here?").
+  compare) it did in two PASR trajectories of three, and in two of two with the RL lr ramped
+  (``algo.lr_warmup_steps``); it is the local engine's default (README, "Does PASR learn here?").
 
 ``tie_value``, ``zeta``, ``empty_value`` and ``empty_mode`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.

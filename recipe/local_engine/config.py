@@ -86,7 +86,8 @@ class WarmupConfig:
     # 160 steps over 400 traces: after 60 steps over 200 the model's checks were no more accurate
     # than its first values (greedy: 116 vs 125 of 300 right), so refining could not help and PASR
     # trained it away on an AVX2 CPU; after 160 over 400 a check fixes twice as often as it breaks
-    # (15 vs 7) and two PASR trajectories of three kept and spread refining (benchmarks/learning_signal)
+    # (15 vs 7) and two PASR trajectories of three kept and spread refining, two of two with the RL
+    # lr ramp below (benchmarks/learning_signal)
     steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
