@@ -44,8 +44,8 @@ from benchmarks.training_stages import (
 from eval.significance import paired_counts, sign_test
 
 # The recipe's default PASR setup for the embedded model (no overrides: tie 0, margin, restating
-# refines count as no refine, the RL lr ramped over 10 steps), and the paper's reward. Both start from the same warm-up checkpoint and
-# differ only in these keys.
+# refines count as no refine, the RL lr ramped over 10 steps), and the paper's reward. Both
+# start from the same warm-up checkpoint and differ only in these keys.
 PASR_DEFAULT: list[str] = []
 PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign"]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")

@@ -162,10 +162,20 @@ class LocalPasrTrainer:
         lr = self.cfg.warmup.lr if phase == "warmup" else self.cfg.algo.lr
         return torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
 
+    def _rl_step(self, step: int) -> int:
+        """Global step ``step`` counted within the RL phase (1 = its first step)."""
+        return step - self.cfg.warmup.steps
+
+    def _step_queries(self, step: int) -> list[Example]:
+        """The training queries of RL step ``step`` (PASR and RRR take the same ones)."""
+        cfg = self.cfg
+        idx = step_indices(len(self.train), cfg.rollout.queries_per_step, self._rl_step(step) - 1, cfg.trainer.seed)
+        return [self.train[i] for i in idx]
+
     def _set_rl_lr(self, step: int) -> float:
         """``algo.lr`` ramped linearly over the first ``algo.lr_warmup_steps`` RL steps. Set from
         the step number before every update, so a resumed run needs no scheduler state."""
-        lr = rl_learning_rate(self.cfg.algo.lr, step - self.cfg.warmup.steps, self.cfg.algo.lr_warmup_steps)
+        lr = rl_learning_rate(self.cfg.algo.lr, self._rl_step(step), self.cfg.algo.lr_warmup_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -323,8 +333,7 @@ class LocalPasrTrainer:
     def pasr_step(self, step: int) -> dict:
         cfg = self.cfg
         self._ensure_ref_model()
-        rl_step = step - cfg.warmup.steps - 1
-        queries: list[Example] = [self.train[i] for i in step_indices(len(self.train), cfg.rollout.queries_per_step, rl_step, cfg.trainer.seed)]
+        queries = self._step_queries(step)
         m: dict = {}
         self.model.eval()
         with timer(m, "gen"):
@@ -360,8 +369,7 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         self._ensure_ref_model()
-        rl_step = step - cfg.warmup.steps - 1
-        queries = [self.train[i] for i in step_indices(len(self.train), cfg.rollout.queries_per_step, rl_step, cfg.trainer.seed)]
+        queries = self._step_queries(step)
         self.model.eval()
         m, records = rrr_step(
             generator=self._generator(), model=self.model, ref_model=self.ref_model, optimizer=self.optimizer,
