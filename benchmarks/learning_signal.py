@@ -47,7 +47,10 @@ from eval.significance import paired_counts, sign_test
 # refines count as no refine, the RL lr ramped over 10 steps), and the paper's reward. Both
 # start from the same warm-up checkpoint and differ only in these keys.
 PASR_DEFAULT: list[str] = []
-PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign"]
+PAPER_EXACT = [
+    "pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign",
+    "pasr.train_plain=false",  # the paper trains the refine rollouts only
+]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
 

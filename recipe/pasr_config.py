@@ -48,7 +48,7 @@ class PromptsConfig:
 @dataclass
 class PasrConfig:
     n_refine: int = 8  # group size: refine-prompted rollouts per query (trained on)
-    n_plain: int = 8  # plain-prompted rollouts per query (baseline only, never trained on)
+    n_plain: int = 8  # plain-prompted rollouts per query (the baseline; trained on only with train_plain)
     tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
     # refine reward of a rollout whose refine spans all add nothing (None: the paper, paid like any
@@ -59,6 +59,10 @@ class PasrConfig:
     # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
     # right less than half the time); see rewards/refine.py
     refine_compare: str = "sign"
+    # also train on the plain rollouts (their own GRPO group per query, reward w_f * format +
+    # w_a * acc). The paper never does: they are the baseline only. They are generated anyway, so
+    # this doubles the rows that learn the task itself; see recipe.scoring.group_scores
+    train_plain: bool = False
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)

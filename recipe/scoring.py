@@ -170,12 +170,13 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
 
     Writes ``refine_reward``, ``refine_outcome``, ``total_reward`` and ``extra["baseline"]`` into
     the refine records (in place). Returns ``(scores, mask)``, one entry per record in order:
-    ``mask`` is True for the rows trained on (refine rows whose judge answered) and ``scores``
-    holds their total reward. Plain rows (a baseline only) and judge errors have mask False; a
+    ``mask`` is True for the rows trained on (refine rows whose judge answered; with
+    ``train_plain`` judged plain rows too) and ``scores`` holds their total reward. Plain rows
+    (by default a baseline only) and judge errors have mask False; a
     judge error's score is the mean score of its group's judged rows (0 when none was judged), a
     placeholder no update uses (masked rows are outside the group statistics and get advantage
     0) that keeps summaries over every row, such as verl's ``critic/score/*``, from reading it
-    as a 0. A plain row's score is 0."""
+    as a 0. An untrained plain row's score is 0."""
     by_query: dict[str, dict[str, list[int]]] = defaultdict(lambda: {REFINE: [], PLAIN: []})
     for i, r in enumerate(records):
         if r.variant not in (REFINE, PLAIN):
@@ -204,7 +205,31 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             rec.extra["baseline"] = pr.baseline
             mask[i] = pr.total is not None
             scores[i] = pr.total if pr.total is not None else placeholder
+        if cfg.train_plain:
+            _score_plain([records[i] for i in plain_idx], plain_idx, cfg, scores, mask)
     return scores, mask
+
+
+def group_uid(record: RolloutRecord) -> str:
+    """The GRPO group a trained record belongs to: its query for refine rollouts, a separate
+    group per query for plain ones (``pasr.train_plain``): their rewards have no refine term,
+    so ranking them against the refine rollouts would teach "do not refine"."""
+    return record.query_id if record.variant == REFINE else f"{record.query_id}/{record.variant}"
+
+
+def _score_plain(plain: Sequence[RolloutRecord], idx: Sequence[int], cfg: PasrConfig, scores: list, mask: list) -> None:
+    """``pasr.train_plain``: a plain rollout's reward is ``w_f * format + w_a * acc`` (no refine
+    term: it was not invited to refine), its total written into the record; judge errors are
+    masked with the group-mean placeholder, as refine rows are."""
+    totals = [
+        None if r.acc is None else cfg.weights.format * r.extra["format_reward"] + cfg.weights.acc * r.acc for r in plain
+    ]
+    judged = [t for t in totals if t is not None]
+    placeholder = sum(judged) / len(judged) if judged else 0.0
+    for i, rec, total in zip(idx, plain, totals):
+        rec.total_reward = total
+        mask[i] = total is not None
+        scores[i] = total if total is not None else placeholder
 
 
 def score_rollouts(rollouts: Sequence[Rollout], judge: Judge, cfg: PasrConfig, **kwargs) -> list[RolloutRecord]:

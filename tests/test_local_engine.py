@@ -137,12 +137,15 @@ class FlakyJudge:
         return [JudgeResult.failed("boom") if i % 3 == 0 else JudgeResult(float(i % 2)) for i, _ in enumerate(items)]
 
 
-def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("train_plain", [False, True])
+def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path, train_plain):
+    """Judged refine rows are trained on, and judged plain rows too with pasr.train_plain."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     cfg = load_config(overrides=[
         f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
         "pasr.n_refine=3", "pasr.n_plain=2", "rollout.max_new_tokens=4", "algo.skip_zero_adv=false",
+        f"pasr.train_plain={str(train_plain).lower()}",
     ])
     trainer = LocalPasrTrainer(cfg, tmp_path / "run")
     trainer.setup()
@@ -154,6 +157,8 @@ def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path):
     assert len(records) == 10 and len(failed) == 4
     assert all(r["judge_error"] == "boom" and r["total_reward"] is None for r in failed)
     assert metrics["pasr/judge_errors"] == 4
-    judged_refine = [r for r in records if r["variant"] == "refine" and r["acc"] is not None]
-    assert metrics["actor/trained_rows"] == len(judged_refine)
+    judged = [r for r in records if r["acc"] is not None and (r["variant"] == "refine" or train_plain)]
+    assert metrics["actor/trained_rows"] == len(judged)
+    assert ("pasr/plain_reward_mean" in metrics) == train_plain
+    assert all((r["total_reward"] is not None) == (r["acc"] is not None) for r in records if r["variant"] == "refine" or train_plain)
     assert {"timing_s/gen", "timing_s/reward", "timing_s/update"} <= set(metrics)

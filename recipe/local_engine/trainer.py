@@ -40,7 +40,7 @@ from recipe.local_engine.rollout import generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
-from recipe.scoring import group_scores, judge_and_record
+from recipe.scoring import group_scores, group_uid, judge_and_record
 
 
 def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
@@ -347,12 +347,13 @@ class LocalPasrTrainer:
                 run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
             )
             scores, mask = group_scores(records, cfg.pasr)
-        # The refine rollouts are the GRPO groups; the mask leaves judge errors out (recipe.scoring).
-        refine = [i for i, r in enumerate(records) if r.variant == REFINE]
-        train = [TrainRollout(gens[i].rollout.query_id, gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in refine]
+        # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
+        # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
+        rows = [i for i, r in enumerate(records) if r.variant == REFINE or cfg.pasr.train_plain]
+        train = [TrainRollout(group_uid(records[i]), gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
         with timer(m, "update"):
-            if any(mask[i] for i in refine):
-                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in refine])
+            if any(mask[i] for i in rows):
+                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in rows])
                 m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
         if cfg.trainer.dump_rollouts:
             write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)

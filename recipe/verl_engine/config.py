@@ -132,6 +132,10 @@ def pasr_config(config) -> PasrConfig:
     cfg = load_pasr_config(_section(config, "pasr"))
     if method_of(config) != "pasr":
         return cfg
+    if cfg.train_plain:
+        # verl's fit() unions the rollout output with the prompts repeated rollout.n times, so
+        # the plain rows cannot join the training batch without a change to that loop
+        raise ConfigError("pasr.train_plain=true is local-engine only for now: the verl engine trains the refine rollouts")
     n = _rollout_n(config, cfg.n_refine)
     if n != cfg.n_refine:
         raise ConfigError(
