@@ -33,7 +33,7 @@ from recipe.pasr_config import PasrConfig
 from rewards.extract import extract_answer
 from rewards.format import TAG_NAMES, check_format
 from rewards.judges.base import Judge, JudgeItem, JudgeResult
-from rewards.pasr import score_group
+from rewards.pasr import plain_rewards, score_group
 
 PASR_TAGS = tuple(f"<{n}>" for n in TAG_NAMES) + tuple(f"</{n}>" for n in TAG_NAMES)
 JUDGE_ERROR = "judge error"  # the error text when a judge failed without saying why
@@ -218,12 +218,10 @@ def group_uid(record: RolloutRecord) -> str:
 
 
 def _score_plain(plain: Sequence[RolloutRecord], idx: Sequence[int], cfg: PasrConfig, scores: list, mask: list) -> None:
-    """``pasr.train_plain``: a plain rollout's reward is ``w_f * format + w_a * acc`` (no refine
-    term: it was not invited to refine), its total written into the record; judge errors are
-    masked with the group-mean placeholder, as refine rows are."""
-    totals = [
-        None if r.acc is None else cfg.weights.format * r.extra["format_reward"] + cfg.weights.acc * r.acc for r in plain
-    ]
+    """``pasr.train_plain``: the plain rollouts' rewards (:func:`rewards.pasr.plain_rewards`)
+    written into their records; judge errors are masked with the group-mean placeholder, as
+    refine rows are."""
+    totals = plain_rewards([r.response for r in plain], [r.acc for r in plain], weights=cfg.weights)
     judged = [t for t in totals if t is not None]
     placeholder = sum(judged) / len(judged) if judged else 0.0
     for i, rec, total in zip(idx, plain, totals):
