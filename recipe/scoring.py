@@ -197,17 +197,30 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             refine_compare=cfg.refine_compare,
             empty_refine_mode=cfg.empty_refine_mode,
         )
-        judged = [pr.total for pr in rewards if pr.total is not None]
-        placeholder = sum(judged) / len(judged) if judged else 0.0
         for i, pr in zip(ref_idx, rewards):
             rec = records[i]
-            rec.refine_reward, rec.refine_outcome, rec.total_reward = pr.refine, pr.refine_outcome, pr.total
+            rec.refine_reward, rec.refine_outcome = pr.refine, pr.refine_outcome
             rec.extra["baseline"] = pr.baseline
-            mask[i] = pr.total is not None
-            scores[i] = pr.total if pr.total is not None else placeholder
-        if cfg.train_plain:
-            _score_plain([records[i] for i in plain_idx], plain_idx, cfg, scores, mask)
+        _train_group(records, ref_idx, [pr.total for pr in rewards], scores, mask)
+        if cfg.train_plain:  # not the paper: see rewards.pasr.plain_rewards
+            plain = [records[i] for i in plain_idx]
+            totals = plain_rewards([r.response for r in plain], [r.acc for r in plain], weights=cfg.weights)
+            _train_group(records, plain_idx, totals, scores, mask)
     return scores, mask
+
+
+def _train_group(
+    records: Sequence[RolloutRecord], idx: Sequence[int], totals: Sequence[float | None], scores: list, mask: list
+) -> None:
+    """Write one GRPO group's total rewards into its records, ``scores`` and ``mask``, under
+    the judge-error policy above: a row without a total is masked, with its group's judged
+    mean as placeholder score."""
+    judged = [t for t in totals if t is not None]
+    placeholder = sum(judged) / len(judged) if judged else 0.0
+    for i, total in zip(idx, totals):
+        records[i].total_reward = total
+        mask[i] = total is not None
+        scores[i] = total if total is not None else placeholder
 
 
 def group_uid(record: RolloutRecord) -> str:
@@ -215,19 +228,6 @@ def group_uid(record: RolloutRecord) -> str:
     group per query for plain ones (``pasr.train_plain``): their rewards have no refine term,
     so ranking them against the refine rollouts would teach "do not refine"."""
     return record.query_id if record.variant == REFINE else f"{record.query_id}/{record.variant}"
-
-
-def _score_plain(plain: Sequence[RolloutRecord], idx: Sequence[int], cfg: PasrConfig, scores: list, mask: list) -> None:
-    """``pasr.train_plain``: the plain rollouts' rewards (:func:`rewards.pasr.plain_rewards`)
-    written into their records; judge errors are masked with the group-mean placeholder, as
-    refine rows are."""
-    totals = plain_rewards([r.response for r in plain], [r.acc for r in plain], weights=cfg.weights)
-    judged = [t for t in totals if t is not None]
-    placeholder = sum(judged) / len(judged) if judged else 0.0
-    for i, rec, total in zip(idx, plain, totals):
-        rec.total_reward = total
-        mask[i] = total is not None
-        scores[i] = total if total is not None else placeholder
 
 
 def score_rollouts(rollouts: Sequence[Rollout], judge: Judge, cfg: PasrConfig, **kwargs) -> list[RolloutRecord]:
