@@ -68,13 +68,14 @@ def eval_row(path: Path) -> dict:
     records = list(iter_records(path))
     refine = [r for r in records if r.variant == REFINE]
     plain = [r for r in records if r.variant == PLAIN]
-    empty_rate, fix_rate = refine_quality_rates(refine)
+    rates = refine_quality_rates(refine)
     row = {
         "format": fmean(r.format_ok for r in refine),
         "acc": fmean(is_correct(r.acc) for r in refine),
         "refine_rate": fmean(r.n_refine > 0 for r in refine),
-        "empty_refine_rate": empty_rate,
-        "refine_fix_rate": fix_rate,
+        "empty_refine_rate": rates.empty,
+        "refine_fix_rate": rates.fix,
+        "draft_acc": rates.draft,  # is the first attempt holding up? (recipe.draft_credit)
         "tokens": fmean(r.response_tokens for r in refine),
         "n": len(refine),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from statistics import fmean
+from typing import NamedTuple
 
 from data.records import PLAIN, REFINE, RolloutRecord
 from rewards.refine_quality import assess_refines, is_correct
@@ -22,11 +23,18 @@ def _mean(values) -> float:
     return float(fmean(values)) if values else 0.0
 
 
-def refine_quality_rates(records: Sequence[RolloutRecord]) -> tuple[float | None, float | None]:
-    """(empty-refine rate per span, refine-fix rate per refining response with a known fix);
-    None where nothing was there to count: "no refine was empty" and "there was no refine"
-    are different findings."""
-    spans = empty = fixes = fix_known = 0
+class RefineRates(NamedTuple):
+    """Refine quality over a set of responses, each None where nothing was there to count:
+    "no refine was empty" and "there was no refine" are different findings."""
+
+    empty: float | None  # empty-refine rate, per refine span
+    fix: float | None  # refine-fix rate, per refining response with a known fix
+    draft: float | None  # draft accuracy: refining responses whose draft (last value before the refine) is right
+
+
+def refine_quality_rates(records: Sequence[RolloutRecord]) -> RefineRates:
+    """The :class:`RefineRates` of ``records`` (definitions: :mod:`rewards.refine_quality`)."""
+    spans = empty = fixes = fix_known = drafts_ok = draft_known = 0
     for r in records:
         if r.n_refine == 0:
             continue
@@ -36,14 +44,27 @@ def refine_quality_rates(records: Sequence[RolloutRecord]) -> tuple[float | None
         if q.fix is not None:
             fix_known += 1
             fixes += int(q.fix)
-    return (empty / spans if spans else None), (fixes / fix_known if fix_known else None)
+        if q.draft_ok is not None:
+            draft_known += 1
+            drafts_ok += int(q.draft_ok)
+
+    def ratio(num: int, den: int) -> float | None:
+        return num / den if den else None
+
+    return RefineRates(ratio(empty, spans), ratio(fixes, fix_known), ratio(drafts_ok, draft_known))
 
 
 def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
-    """Empty-refine rate (per span) and refine-fix rate (per refining response); 0 where
-    undefined, because logging backends want a number every step."""
-    empty, fix = refine_quality_rates(records)
-    return {f"{prefix}/empty_refine_rate": empty or 0.0, f"{prefix}/refine_fix_rate": fix or 0.0}
+    """Empty-refine rate (per span), refine-fix rate and draft accuracy (per refining
+    response); 0 where undefined, because logging backends want a number every step. The draft
+    accuracy shows whether the first attempt holds up while the refines improve (see
+    :mod:`recipe.draft_credit`)."""
+    empty, fix, draft = refine_quality_rates(records)
+    return {
+        f"{prefix}/empty_refine_rate": empty or 0.0,
+        f"{prefix}/refine_fix_rate": fix or 0.0,
+        f"{prefix}/draft_acc": draft or 0.0,
+    }
 
 
 def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:

@@ -20,6 +20,8 @@ from omegaconf.errors import OmegaConfBaseException
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES, EMPTY_MODES
 
+DRAFT_CREDIT_MODES = ("outcome", "value", "span")  # pasr.draft_credit; see recipe.draft_credit
+
 
 @dataclass
 class JudgeConfig:
@@ -63,6 +65,12 @@ class PasrConfig:
     # w_a * acc). The paper never does: they are the baseline only. They are generated anyway, so
     # this doubles the rows that learn the task itself; see recipe.scoring.group_scores
     train_plain: bool = False
+    # outcome (the paper: every token of a response gets its advantage) | value (the draft, the
+    # last number before the first refine, never gets an advantage against its own correctness:
+    # not positive when wrong, not negative when right) | span (the same for every token before
+    # the refine: measured to collapse the embedded model). Not the paper; math with numeric
+    # golds only (elsewhere a no-op); see recipe.draft_credit
+    draft_credit: str = "outcome"
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -78,6 +86,8 @@ class PasrConfig:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
         if self.refine_compare not in COMPARE_MODES:
             problems.append(f"pasr.refine_compare must be {' or '.join(COMPARE_MODES)}, got {self.refine_compare!r}")
+        if self.draft_credit not in DRAFT_CREDIT_MODES:
+            problems.append(f"pasr.draft_credit must be {' or '.join(DRAFT_CREDIT_MODES)}, got {self.draft_credit!r}")
         if self.empty_refine_mode not in EMPTY_MODES:
             problems.append(f"pasr.empty_refine_mode must be {' or '.join(EMPTY_MODES)}, got {self.empty_refine_mode!r}")
         if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):

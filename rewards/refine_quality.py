@@ -34,6 +34,13 @@ first refine span differs from the gold (the model had a wrong value on the tabl
 and ended right). A wrong final answer is never a fix; neither is a response that states no
 number before its first refine (there was no wrong value to fix).
 
+**Draft** (math data). The *draft* of a refining response is that same last number before its
+first refine span: the value the model had before it refined. ``draft_ok`` says whether it equals
+the numeric gold (None when there is no refine, no numeric gold or no number before the first
+refine). It does not depend on the final answer: ``pasr.draft_credit=clip`` uses it to keep a
+wrong draft from being reinforced by the right answer its refine reached
+(:mod:`recipe.draft_credit`).
+
 "Correct" for a judge score is :func:`is_correct`: ``acc >= CORRECT_AT`` (1.0), the same bar the
 training metrics use, so a continuous judge's 0.9 is not counted correct.
 """
@@ -118,6 +125,24 @@ def numbers_in(text: str) -> list[str]:
     return [normalize_number(m) for m in NUMBER_RE.findall(text)]
 
 
+def draft_value_span(response: str) -> tuple[int, int] | None:
+    """Where the draft, the last number before the first ``<refine>``, sits in ``response``
+    (character offsets ``start, end``); None without a refine or without a number before it.
+
+    >>> text = "<think>21 + 57 = 102. <refine>21 + 50 = 71</refine></think><answer>71</answer>"
+    >>> start, end = draft_value_span(text)
+    >>> text[start:end]
+    '102'
+    """
+    tag_at = response.find("<refine>")
+    if tag_at < 0:
+        return None
+    last = None
+    for last in NUMBER_RE.finditer(response, 0, tag_at):
+        pass
+    return None if last is None else (last.start(), last.end())
+
+
 def numeric_gold(gold: str | None) -> str | None:
     """The gold answer as a normalised number, or None when it is not a plain number."""
     if gold is None:
@@ -175,6 +200,9 @@ class RefineQuality:
     n_refine: int
     empty: tuple[bool, ...]  # per refine span
     fix: bool | None  # None when not applicable (no refine, no numeric gold, unknown correctness)
+    # the draft (the last number before the first refine span) equals the numeric gold; None
+    # when not applicable (no refine, no numeric gold, no number before the first refine)
+    draft_ok: bool | None = None
 
     @property
     def n_empty(self) -> int:
@@ -227,11 +255,11 @@ def assess_refines(
 
         empty.append(_adds_nothing(span.text, lambda: seen, words_before))
 
-    fix: bool | None = None
     gold_n = numeric_gold(gold)
+    draft_ok = None
+    if gold_n is not None and last_before_first is not None:
+        draft_ok = normalize_number(last_before_first) == gold_n
+    fix: bool | None = None
     if gold_n is not None and correct is not None:
-        if not correct:
-            fix = False
-        else:
-            fix = last_before_first is not None and normalize_number(last_before_first) != gold_n
-    return RefineQuality(len(spans), tuple(empty), fix)
+        fix = bool(correct) and draft_ok is False
+    return RefineQuality(len(spans), tuple(empty), fix, draft_ok)

@@ -114,7 +114,7 @@ def test_multiple_spans_keep_order():
         "<refine>7 + 8 = 15</refine> Done."
     )
     q = assess_refines(resp(think, "15"), "15", True)
-    assert q == RefineQuality(2, (True, False), True)
+    assert q == RefineQuality(2, (True, False), True, draft_ok=False)
     assert q.n_empty == 1
 
 
@@ -136,9 +136,9 @@ def test_broken_format_spans_are_assessed():
     fmt = check_format(text)
     assert not fmt.ok and fmt.n_refine == 1
     q = assess_refines(text, "10", True)
-    assert q == RefineQuality(1, (False,), True)
+    assert q == RefineQuality(1, (False,), True, draft_ok=False)
     text2 = "<think>5 + 5 = 10 <refine>5 + 5 is 10</refine> so 10 <answer>10</answer>"
-    assert assess_refines(text2, "10", True) == RefineQuality(1, (True,), False)
+    assert assess_refines(text2, "10", True) == RefineQuality(1, (True,), False, draft_ok=True)
 
 
 def test_content_words_skip_filler():
@@ -151,12 +151,12 @@ def test_content_words_skip_filler():
 
 def test_fix_when_wrong_value_then_correct_answer():
     think = "12 * 3 = 35. <refine>Check: 12 * 3 is 36, not 35.</refine> So 36 + 4 = 40."
-    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (False,), True)
+    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (False,), True, draft_ok=False)
 
 
 def test_no_fix_when_value_before_refine_was_already_gold():
     think = "81 - 41 = 40. <refine>Check: 81 - 41 is 40, not 40</refine> So 40."
-    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (True,), False)
+    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (True,), False, draft_ok=True)
     # compared in normal form: 40.0 == 40, 1,000 == 1000
     assert assess_refines(resp("so 40.0 <refine>ok 40</refine>"), "40", True).fix is False
     assert assess_refines(resp("so 1000 <refine>ok 1000</refine>"), "1,000", True).fix is False
@@ -198,3 +198,15 @@ def test_precomputed_format_gives_same_result():
 def test_normalize_refine_text():
     assert normalize_refine_text("  Check: 81 - 34 is 57,\n  NOT 1,000.5 ") == "check: <n> - <n> is <n>, not <n>"
     assert normalize_refine_text("x" * 500) == "x" * 200
+
+
+def test_draft_is_judged_whatever_the_final_answer():
+    """The draft verdict does not depend on correctness: a wrong draft stays wrong when the
+    answer is wrong too or unknown, and there is no draft without a number or a numeric gold."""
+    think = "12 * 3 = 35. <refine>Check: 12 * 3 is 36, not 35.</refine> So 36 + 4 = 40."
+    assert assess_refines(resp(think), "40", False).draft_ok is False
+    assert assess_refines(resp(think), "40", None).draft_ok is False
+    assert assess_refines(resp("40 it is. <refine>so 40</refine>"), "40", None).draft_ok is True
+    assert assess_refines(resp("Let me see. <refine>12 * 3 = 36</refine> 40"), "40", True).draft_ok is None
+    assert assess_refines(resp(think), "\\frac{1}{2}", True).draft_ok is None
+    assert assess_refines(resp("no refine, 40"), "40", True).draft_ok is None

@@ -154,6 +154,8 @@ def test_training_refine_group(result):
     # fixes: T1 yes (35 -> 40), T2 no (40 was stated), T6 unknown (judge error), T7 yes (11 -> 10)
     assert (g["n_fix"], g["n_fix_applicable"]) == (2, 3)
     assert g["refine_fix_rate"] == pytest.approx(2 / 3)
+    # drafts, whatever the judge said: T1 35 wrong, T2 40 right, T6 14 wrong (judge error), T7 11 wrong
+    assert (g["n_draft_ok"], g["n_draft_applicable"], g["draft_acc"]) == (1, 4, 0.25)
     assert g["refines_per_response"] == {"0": 1, "1": 3, "2": 1}
     assert g["mean_refines_per_response"] == pytest.approx(1.0)
     assert g["judge_errors"] == 1
@@ -216,7 +218,7 @@ def test_plain_training_group(result):
     _, s = result
     g = s["groups"]["train/runA/plain"]
     assert g["n_responses"] == 3 and g["refine_rate"] == 0.0 and g["empty_refine_rate"] is None
-    assert g["refine_fix_rate"] is None
+    assert g["refine_fix_rate"] is None and g["draft_acc"] is None
     assert g["format"]["failure_reasons"] == {"missing_think": 3} and g["format"]["pass_rate"] == 0.0
     assert g["accuracy"]["mean"] == pytest.approx(1 / 3)
     assert g["think_length_tokens"]["n"] == 0 and g["refine_outcomes"] == {}

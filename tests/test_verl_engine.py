@@ -226,11 +226,11 @@ class ExactJudge:
         return [await self.score(i.question, i.gold, i.answer) for i in items]
 
 
-def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_divisor=4, **kwargs):
+def _manager(inner, tokenizer, prompts, tmp_path, n_refine=3, n_plain=3, size_divisor=4, pasr=None, **kwargs):
     from recipe.pasr_config import load_pasr_config
     from recipe.verl_engine.rollout import PasrRolloutManager
 
-    cfg = load_pasr_config({"n_refine": n_refine, "n_plain": n_plain})
+    cfg = load_pasr_config({"n_refine": n_refine, "n_plain": n_plain, **(pasr or {})})
     return PasrRolloutManager(
         inner,
         tokenizer=tokenizer,
@@ -684,6 +684,34 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     assert verl_adv[[i for i, m in enumerate(local_mask) if not m]].abs().sum() == 0
 
 
+@pytest.mark.parametrize(("mode", "clipped"), [("value", "2"), ("span", "<think>2k")])
+def test_draft_credit_columns_reach_fits_advantage_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path, mode, clipped):
+    """pasr.draft_credit on the verl engine: the rollout writes each refine row's clipped draft
+    tokens and verdict, the columns survive fit()'s union, and its advantage step clips by them."""
+    from recipe.draft_credit import DRAFT_END, DRAFT_SIGN, DRAFT_START
+    from recipe.verl_engine.batch_convert import response_token_ids
+
+    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
+    manager = _manager(inner, tokenizer, prompts, tmp_path, pasr={"draft_credit": mode})
+    out = manager.generate_sequences(_train_gen_batch(gen_batch, 3))
+    manager.close()
+    # R(a) drafts the "2" of "2k" before its <refine>: right for query 1 (gold 2), wrong for 0 and 2
+    assert out.non_tensor_batch[DRAFT_SIGN].tolist() == [-1, -1, 0, 1, 0, 0, 0, -1, 0]
+    start, end, ids = out.non_tensor_batch[DRAFT_START], out.non_tensor_batch[DRAFT_END], response_token_ids(out)
+    for i in (0, 1, 3, 7):
+        assert tokenizer.decode(ids[i][start[i] : end[i]]) == clipped
+    # every scripted draft agrees with its outcome (nothing to clip): the advantages are GRPO's
+    plain = fit_side(out, gen_batch, verl_mods, n=3).batch["advantages"]
+    assert plain[3, start[3] : end[3]].min() > 0
+    # call row 3's right draft wrong: its draft tokens lose their positive advantage, the rest keeps it
+    out.non_tensor_batch[DRAFT_SIGN] = np.array([-1, -1, 0, -1, 0, 0, 0, -1, 0])
+    adv = fit_side(out, gen_batch, verl_mods, n=3).batch["advantages"]
+    a, b = int(start[3]), int(end[3])
+    assert adv[3, a:b].abs().sum() == 0
+    assert torch.equal(adv[3, b : len(ids[3])], plain[3, b : len(ids[3])]) and torch.equal(adv[3, :a], plain[3, :a])
+    assert torch.equal(adv[[0, 1, 2, 4, 5, 6, 7, 8]], plain[[0, 1, 2, 4, 5, 6, 7, 8]])
+
+
 def test_step_metrics_on_the_scripted_step(train_step):
     m = train_step.metrics
     assert m["pasr/format_pass_rate"] == 1.0
@@ -698,6 +726,7 @@ def test_step_metrics_on_the_scripted_step(train_step):
     assert m["pasr/refine_outcome/worse"] == pytest.approx(1 / 9)
     assert m["pasr/refine_outcome/none"] == pytest.approx(4 / 9)
     assert m["pasr/refine_outcome/judge_error"] == pytest.approx(1 / 9)
+    assert m["pasr/draft_acc"] == pytest.approx(1 / 4)  # R(a)'s draft "2" is right for query 1 only
     assert (m["pasr/masked_rows"], m["pasr/plain_rows"]) == (1.0, 9.0)
     assert train_step.manager.pop_metrics() == {}  # handed over once
 

@@ -31,7 +31,7 @@ EXAMPLE_MAX_CHARS = 4000
 KIND_ORDER = {"train": 0, "val": 1, "eval": 2, "other": 3}
 _DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
 # stats.json keys of a group that only mean something for PASR responses (None for RRR groups)
-PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "mean_refines_per_response",
+PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "draft_acc", "mean_refines_per_response",
              "format", "accuracy.with_refine", "accuracy.without_refine")
 
 
@@ -98,6 +98,8 @@ class GroupStats:
         self.n_empty = 0
         self.n_fix = 0
         self.n_fix_known = 0
+        self.n_draft_ok = 0  # refining responses whose draft (last value before the refine) is right
+        self.n_draft_known = 0
         self.refines_per_response: Counter[int] = Counter()
         self.position_bins = [0] * POSITION_BINS
         self.position_sum = 0.0
@@ -197,6 +199,9 @@ class GroupStats:
         if q.fix is not None:
             self.n_fix_known += 1
             self.n_fix += q.fix
+        if q.draft_ok is not None:
+            self.n_draft_known += 1
+            self.n_draft_ok += q.draft_ok
 
     def _sample_example(self, rec: dict, facts: ResponseFacts) -> None:
         n, q = facts.n_refine, facts.quality
@@ -251,6 +256,9 @@ class GroupStats:
             "n_fix": self.n_fix,
             "n_fix_applicable": self.n_fix_known,
             "refine_fix_rate": rate(self.n_fix, self.n_fix_known),
+            "n_draft_ok": self.n_draft_ok,
+            "n_draft_applicable": self.n_draft_known,
+            "draft_acc": rate(self.n_draft_ok, self.n_draft_known),
             "refines_per_response": {str(k): v for k, v in sorted(self.refines_per_response.items())},
             "mean_refines_per_response": rate(self.n_spans, self.n),
             "n_refine_field_mismatch": self.n_refine_mismatch,

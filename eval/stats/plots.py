@@ -20,7 +20,7 @@ MAX_METRIC_PANELS = 12
 # metrics.jsonl keys plotted first (the per-step `pasr/*` metrics of recipe/metrics.py)
 PREFERRED_METRICS = (
     "pasr/refine_rate", "pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/empty_refine_rate",
-    "pasr/refine_fix_rate", "pasr/reward_mean", "pasr/refine_reward_mean", "pasr/response_length/mean",
+    "pasr/refine_fix_rate", "pasr/draft_acc", "pasr/reward_mean", "pasr/refine_reward_mean", "pasr/response_length/mean",
     "pasr/refine_tags_per_response", "pasr/judge_errors", "eval/acc",
 )
 OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",

@@ -111,7 +111,9 @@ def _group_section(key: str, g: dict[str, Any], settings: dict[str, Any]) -> lis
     lines.append(f"{g['n_responses']} responses (engine: {engines}); {g['n_refining']} refine at least once "
                  f"({_fmt_rate(g['refine_rate'])}), {g['n_spans']} refine spans, {g['n_empty_spans']} of them empty "
                  f"({_fmt_rate(g['empty_refine_rate'])}); refine fixes {g['n_fix']} of {g['n_fix_applicable']} applicable "
-                 f"({_fmt_rate(g['refine_fix_rate'])}). Judge errors: {g['judge_errors']}.")
+                 f"({_fmt_rate(g['refine_fix_rate'])}); drafts (the last value before the first refine) right "
+                 f"{g['n_draft_ok']} of {g['n_draft_applicable']} ({_fmt_rate(g['draft_acc'])}). "
+                 f"Judge errors: {g['judge_errors']}.")
     if len(g["variants"]) > 1:
         lines.append("")
         lines.append("Record variants: " + ", ".join(f"`{v}` ({c})" for v, c in g["variants"].items()) + ".")

@@ -34,7 +34,7 @@ def evaluate(
         r.dataset = tag
     m = step_metrics(records, prefix="eval")  # refine metrics come from the refine records only
     keep = ("format_pass_rate", "refine_rate", "acc_refine", "refine_tags_per_response", "empty_refine_rate",
-            "refine_fix_rate", "response_length/mean", "judge_errors")
+            "refine_fix_rate", "draft_acc", "response_length/mean", "judge_errors")
     metrics = {f"eval/{k.replace('acc_refine', 'acc')}": m[f"eval/{k}"] for k in keep}
     if plain:
         metrics.update({"eval/plain_format_pass_rate": m["eval/format_pass_rate_plain"], "eval/plain_acc": m["eval/acc_plain"]})

@@ -25,6 +25,7 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
 from recipe.advantages import TRAINED, advantages_on_trained_rows
+from recipe.draft_credit import DRAFT_END, DRAFT_SIGN, DRAFT_START
 from recipe.local_engine.config import AlgoConfig
 from recipe.local_engine.logprobs import PackedBatch, pack, response_logprobs
 
@@ -35,6 +36,11 @@ class TrainRollout:
     prompt_ids: list[int]
     response_ids: list[int]
     reward: float
+    # pasr.draft_credit: the draft's clipped tokens [start, end) and verdict (+1 right, -1 wrong,
+    # 0 none); recipe.draft_credit
+    draft_start: int = 0
+    draft_end: int = 0
+    draft_sign: int = 0
 
 
 def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig, mask: Sequence[bool] | None = None) -> DataProto:
@@ -61,7 +67,13 @@ def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig, mas
             "response_mask": response_mask,
             "token_level_rewards": token_rewards,
         },
-        non_tensors={"uid": np.array([r.uid for r in rollouts], dtype=object), TRAINED: trained},
+        non_tensors={
+            "uid": np.array([r.uid for r in rollouts], dtype=object),
+            TRAINED: trained,
+            DRAFT_START: np.array([r.draft_start for r in rollouts], dtype=np.int64),
+            DRAFT_END: np.array([r.draft_end for r in rollouts], dtype=np.int64),
+            DRAFT_SIGN: np.array([r.draft_sign for r in rollouts], dtype=np.int64),
+        },
     )
 
     def grpo(rows: DataProto) -> DataProto:

@@ -37,10 +37,16 @@ import time
 
 from data.records import PLAIN, REFINE
 from prompts import PromptSet, prompt_version
+from recipe.draft_credit import CLIPPED_MODES
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores
-from recipe.verl_engine.batch_convert import apply_train_scores, apply_validation_scores, rollouts_from_rows
+from recipe.verl_engine.batch_convert import (
+    apply_train_scores,
+    apply_validation_scores,
+    rollouts_from_rows,
+    write_draft_columns,
+)
 from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
 from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings, zero_spread_fraction
 
@@ -87,6 +93,8 @@ class PasrRolloutManager(RolloutWrapper):
         self._check_judge_errors(step, records)
         n = layout.refine_rows
         refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
+        if self.cfg.draft_credit in CLIPPED_MODES:
+            refine_out = write_draft_columns(refine_out, records[:n], self.tokenizer, self.cfg.draft_credit)
         score_s = time.perf_counter() - t0
 
         metrics = step_metrics(records)
