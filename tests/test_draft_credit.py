@@ -95,17 +95,17 @@ def test_draft_columns_from_token_ids_after_a_prefill(mode):
     assert all(col.dtype == np.int64 for col in cols.values())
 
 
-def _rollouts(signs, rewards, start=1, end=3, length=6):
-    return [
-        TrainRollout("q", [1, 2], list(range(10, 10 + length)), reward, draft_start=start, draft_end=end, draft_sign=sign)
-        for sign, reward in zip(signs, rewards)
-    ]
+def _batch(signs, rewards, start=1, end=3, length=6, mask=None):
+    """One GRPO group whose rows all have their draft at tokens [start, end)."""
+    rows = [TrainRollout("q", [1, 2], list(range(10, 10 + length)), reward) for reward in rewards]
+    n = len(rows)
+    draft = {DRAFT_START: np.full(n, start), DRAFT_END: np.full(n, end), DRAFT_SIGN: np.array(signs)}
+    return build_batch(rows, 0, AlgoConfig(), mask=mask, draft=draft)
 
 
 def test_build_batch_clips_only_the_draft_tokens_that_contradict_their_draft():
     # one GRPO group: rewards 3, 3, 1, 1 -> advantages +a, +a, -a, -a
-    rows = _rollouts(signs=[-1, 0, 1, 0], rewards=[3.0, 3.0, 1.0, 1.0])
-    adv = build_batch(rows, 0, AlgoConfig()).batch["advantages"]
+    adv = _batch(signs=[-1, 0, 1, 0], rewards=[3.0, 3.0, 1.0, 1.0]).batch["advantages"]
     a = adv[1, 0].item()
     assert a > 0
     # wrong draft reached a right answer: the draft is not reinforced, the rest is
@@ -117,17 +117,16 @@ def test_build_batch_clips_only_the_draft_tokens_that_contradict_their_draft():
 
 
 def test_agreeing_drafts_and_the_outcome_default_are_left_alone():
-    agree = build_batch(_rollouts(signs=[1, -1], rewards=[3.0, 1.0]), 0, AlgoConfig())
-    plain = build_batch(_rollouts(signs=[0, 0], rewards=[3.0, 1.0]), 0, AlgoConfig())
+    agree = _batch(signs=[1, -1], rewards=[3.0, 1.0])
+    plain = _batch(signs=[0, 0], rewards=[3.0, 1.0])
     assert torch.equal(agree.batch["advantages"], plain.batch["advantages"])
     assert agree.meta_info[DRAFT_CLIPPED] == 0
-    clipped = build_batch(_rollouts(signs=[-1, 1], rewards=[3.0, 1.0]), 0, AlgoConfig())
+    clipped = _batch(signs=[-1, 1], rewards=[3.0, 1.0])
     assert clipped.meta_info[DRAFT_CLIPPED] == 2
 
 
 def test_masked_rows_stay_at_zero_and_columns_travel_with_rows():
-    rows = _rollouts(signs=[-1, 1, 1], rewards=[3.0, 1.0, 2.0])
-    data = build_batch(rows, 0, AlgoConfig(), mask=[True, True, False])
+    data = _batch(signs=[-1, 1, 1], rewards=[3.0, 1.0, 2.0], mask=[True, True, False])
     assert len(data) == 2
     assert data.non_tensor_batch[DRAFT_SIGN].tolist() == [-1, 1]
     assert data.non_tensor_batch[DRAFT_START].tolist() == [1, 1] and data.non_tensor_batch[DRAFT_END].tolist() == [3, 3]

@@ -15,7 +15,7 @@ with ``skip_zero_adv``, are skipped: they would only add KL gradient.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,6 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
 from recipe.advantages import TRAINED, advantages_on_trained_rows
-from recipe.draft_credit import DRAFT_END, DRAFT_SIGN, DRAFT_START
 from recipe.local_engine.config import AlgoConfig
 from recipe.local_engine.logprobs import PackedBatch, pack, response_logprobs
 
@@ -36,20 +35,22 @@ class TrainRollout:
     prompt_ids: list[int]
     response_ids: list[int]
     reward: float
-    # pasr.draft_credit: the draft's clipped tokens [start, end) and verdict (+1 right, -1 wrong,
-    # 0 none); recipe.draft_credit
-    draft_start: int = 0
-    draft_end: int = 0
-    draft_sign: int = 0
 
 
-def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig, mask: Sequence[bool] | None = None) -> DataProto:
+def build_batch(
+    rollouts: list[TrainRollout],
+    pad_id: int,
+    algo: AlgoConfig,
+    mask: Sequence[bool] | None = None,
+    draft: Mapping[str, np.ndarray] | None = None,
+) -> DataProto:
     """Pack rollouts and attach outcome rewards and GRPO advantages (verl's estimator).
 
     ``mask`` (from :func:`recipe.scoring.group_scores`; all True when None) marks the rows
     trained on: GRPO's group mean and std are taken over those rows only, as the verl engine
     does (:func:`recipe.advantages.advantages_on_trained_rows`), and the others are not in the
-    returned batch (no loss, no compute)."""
+    returned batch (no loss, no compute). ``draft``: the draft columns of ``pasr.draft_credit``
+    (:func:`recipe.draft_credit.draft_columns`, one entry per rollout), which clip the advantages."""
     packed = pack([r.prompt_ids for r in rollouts], [r.response_ids for r in rollouts], pad_id)
     response_mask = packed.response_mask
     token_rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
@@ -70,9 +71,7 @@ def build_batch(rollouts: list[TrainRollout], pad_id: int, algo: AlgoConfig, mas
         non_tensors={
             "uid": np.array([r.uid for r in rollouts], dtype=object),
             TRAINED: trained,
-            DRAFT_START: np.array([r.draft_start for r in rollouts], dtype=np.int64),
-            DRAFT_END: np.array([r.draft_end for r in rollouts], dtype=np.int64),
-            DRAFT_SIGN: np.array([r.draft_sign for r in rollouts], dtype=np.int64),
+            **(draft or {}),
         },
     )
 

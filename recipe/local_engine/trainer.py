@@ -41,7 +41,7 @@ from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
 from recipe.advantages import DRAFT_CLIPPED
-from recipe.draft_credit import CLIPPED_MODES, DRAFT_END, DRAFT_SIGN, DRAFT_START, draft_columns
+from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
@@ -353,17 +353,16 @@ class LocalPasrTrainer:
         # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
         rows = [i for i, r in enumerate(records) if r.variant == REFINE or cfg.pasr.train_plain]
         train = [TrainRollout(group_uid(records[i]), gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
+        draft = None
         if cfg.pasr.draft_credit in CLIPPED_MODES:
             prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""
-            cols = draft_columns(
+            draft = draft_columns(
                 [records[i] for i in rows], [gens[i].response_ids for i in rows],
                 lambda ids: decode_response(self.tokenizer, ids), cfg.pasr.draft_credit, text_offset=len(prefill),
             )
-            for t, start, end, sign in zip(train, cols[DRAFT_START], cols[DRAFT_END], cols[DRAFT_SIGN]):
-                t.draft_start, t.draft_end, t.draft_sign = int(start), int(end), int(sign)
         with timer(m, "update"):
             if any(mask[i] for i in rows):
-                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in rows])
+                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in rows], draft=draft)
                 if cfg.pasr.draft_credit in CLIPPED_MODES:
                     m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
                 m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
