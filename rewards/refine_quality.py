@@ -37,9 +37,9 @@ number before its first refine (there was no wrong value to fix).
 **Draft** (math data). The *draft* of a refining response is that same last number before its
 first refine span: the value the model had before it refined. ``draft_ok`` says whether it equals
 the numeric gold (None when there is no refine, no numeric gold or no number before the first
-refine). It does not depend on the final answer: ``pasr.draft_credit=clip`` uses it to keep a
-wrong draft from being reinforced by the right answer its refine reached
-(:mod:`recipe.draft_credit`).
+refine). It does not depend on the final answer: ``pasr.draft_credit=value`` uses it to keep a
+wrong draft from being reinforced by the right answer its refine reached, with
+:func:`draft_value_span` for where the number sits (:mod:`recipe.draft_credit`).
 
 "Correct" for a judge score is :func:`is_correct`: ``acc >= CORRECT_AT`` (1.0), the same bar the
 training metrics use, so a continuous judge's 0.9 is not counted correct.

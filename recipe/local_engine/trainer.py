@@ -31,6 +31,8 @@ import torch
 from data.examples import Example
 from data.records import REFINE, write_records
 from prompts import PromptSet, prompt_version
+from recipe.advantages import DRAFT_CLIPPED
+from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.hf_generate import SamplingParams
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine.config import LocalTrainConfig, to_yaml
@@ -40,8 +42,6 @@ from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
-from recipe.advantages import DRAFT_CLIPPED
-from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
@@ -363,7 +363,7 @@ class LocalPasrTrainer:
         with timer(m, "update"):
             if any(mask[i] for i in rows):
                 batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in rows], draft=draft)
-                if cfg.pasr.draft_credit in CLIPPED_MODES:
+                if draft is not None:
                     m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
                 m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
         if cfg.trainer.dump_rollouts:
