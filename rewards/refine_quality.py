@@ -135,12 +135,18 @@ def draft_value_span(response: str) -> tuple[int, int] | None:
     '102'
     """
     tag_at = response.find("<refine>")
-    if tag_at < 0:
-        return None
-    last = None
-    for last in NUMBER_RE.finditer(response, 0, tag_at):
-        pass
+    last = _last_number(response, tag_at) if tag_at >= 0 else None
     return None if last is None else (last.start(), last.end())
+
+
+def _last_number(text: str, end: int) -> re.Match[str] | None:
+    """The last number in ``text[:end]``: the draft, when ``end`` is where the first refine
+    starts. Written once for :func:`draft_value_span` (where the draft sits) and
+    :func:`assess_refines` (whether it is right), so the two always read the same number."""
+    last = None
+    for last in NUMBER_RE.finditer(text, 0, end):
+        pass
+    return last
 
 
 def numeric_gold(gold: str | None) -> str | None:
@@ -230,16 +236,13 @@ def assess_refines(
     seen: set[str] = set()  # numbers stated before the current span
     words: set[str] | None = None  # content words before the current span, built when needed
     words_upto = 0
-    last_before_first: str | None = None
     pos = 0
     empty = []
-    for i, span in enumerate(spans):
+    for span in spans:
         # the text between the previous span's start and this one holds no part of a number
         # that crosses the boundary: both ends sit right after a ">" of a <refine> tag
         found = NUMBER_RE.findall(base, pos, span.start)
         if found:
-            if i == 0:
-                last_before_first = found[-1]
             distinct = set(found)
             seen |= distinct  # plain digit strings are already normal; raw others are harmless extras
             for raw in distinct:
@@ -256,9 +259,8 @@ def assess_refines(
         empty.append(_adds_nothing(span.text, lambda: seen, words_before))
 
     gold_n = numeric_gold(gold)
-    draft_ok = None
-    if gold_n is not None and last_before_first is not None:
-        draft_ok = normalize_number(last_before_first) == gold_n
+    draft = _last_number(base, spans[0].start) if gold_n is not None else None
+    draft_ok = None if draft is None else normalize_number(draft.group()) == gold_n
     fix: bool | None = None
     if gold_n is not None and correct is not None:
         fix = bool(correct) and draft_ok is False
