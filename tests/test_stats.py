@@ -311,6 +311,7 @@ def test_transition_matrix_auto_pair(result):
     assert tr["unjudged"] == ["gsm8k/q5#0"]
     assert (tr["n_pairs"], tr["only_before"], tr["only_after"], tr["net_gain"]) == (5, 1, 0, 1)
     assert tr["acc_before"] == pytest.approx(0.4) and tr["acc_after"] == pytest.approx(0.6)
+    assert tr["p_sign"] == pytest.approx(1.0)  # 2 won, 1 lost: P(split at least this uneven) = 1
     assert tr["by_dataset"]["math500"] == {"wrong->right": 1, "right->right": 0, "wrong->wrong": 0, "right->wrong": 0}
 
 
@@ -321,6 +322,7 @@ def test_report_and_plots(result):
     assert "**`<refine>`**" in report and "**`</refine>`**" in report  # tags highlighted in examples
     assert "3 corrupt line(s) skipped" in report and "step_000001.jsonl:2" in report
     assert "`gsm8k/q1#0`" in report  # transition cell ids
+    assert "net +1 (sign test p = 1)" in report
     expected = {"overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
                 "refine_lengths.png", "refine_outcomes.png", "trend_runA.png", "metrics_runA.png", "transition_1.png"}
     assert set(s["plots"]) == expected
@@ -353,6 +355,7 @@ def test_explicit_pair_and_bad_pair(dumps, tmp_path, capsys):
     assert (tr["before"], tr["after"]) == ("evR:pasr", "evP:plain")
     assert tr["counts"] == {"wrong->right": 1, "right->right": 1, "wrong->wrong": 1, "right->wrong": 2}
     assert tr["query_ids"]["wrong->right"] == ["gsm8k/q4#0"] and s["plots"] == []
+    assert tr["p_sign"] == pytest.approx(1.0)
     capsys.readouterr()
     assert main(args + ["--pair", "nope", "evP"]) == 2
     err = capsys.readouterr().err.strip()
@@ -443,3 +446,16 @@ def test_throughput_benchmark_runs(tmp_path, capsys):
     assert "records/s" in out and "projected for 1,000,000 rollouts" in out
     s = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert s["inputs"]["n_records"] == 60 and s["corrupt_lines"]["count"] == 0
+
+
+def test_transition_sign_test_on_a_lopsided_pair():
+    """Ten wrong->right, none right->wrong, five unchanged: p = 2 * 0.5**10; the ties do not count."""
+    from eval.stats.pairing import PairedOutcomes
+
+    po = PairedOutcomes()
+    for i in range(15):
+        po.add(("before", "plain"), ("gsm8k", f"q{i}", 0), i >= 10)
+        po.add(("after", "pasr"), ("gsm8k", f"q{i}", 0), True)
+    tr = po.transition(("before", "plain"), ("after", "pasr"))
+    assert (tr["net_gain"], tr["counts"]["right->right"]) == (10, 5)
+    assert tr["p_sign"] == pytest.approx(2 * 0.5**10)

@@ -13,6 +13,7 @@ from typing import Any
 
 from data.records import PLAIN
 from eval.stats import StatsInputError
+from eval.significance import sign_test
 from eval.stats.counting import rate
 
 TRANSITION_CELLS = ("wrong->right", "right->right", "wrong->wrong", "right->wrong")
@@ -61,7 +62,10 @@ class PairedOutcomes:
 
     def transition(self, a: System, b: System) -> dict[str, Any]:
         """The transition matrix from system ``a`` (before) to ``b`` (after) over the samples both
-        judged, with the sample ids in each cell."""
+        judged, with the sample ids in each cell, and ``p_sign``: the two-sided exact sign test
+        on the discordant cells (wrong->right against right->wrong), so a net gain of a few
+        questions is not read as a difference. It treats samples as independent, which
+        several samples of one question (``--samples``) are not: there it is indicative only."""
         ta, tb = self.tables[a], self.tables[b]
         cells: dict[str, list[str]] = {c: [] for c in TRANSITION_CELLS}
         by_dataset: dict[str, dict[str, int]] = {}
@@ -90,4 +94,5 @@ class PairedOutcomes:
             "acc_before": rate(len(cells["right->right"]) + len(cells["right->wrong"]), n_pairs),
             "acc_after": rate(len(cells["right->right"]) + len(cells["wrong->right"]), n_pairs),
             "net_gain": len(cells["wrong->right"]) - len(cells["right->wrong"]),
+            "p_sign": sign_test(len(cells["wrong->right"]), len(cells["right->wrong"])),
         }

@@ -347,7 +347,7 @@ def _transition_section(tr: dict[str, Any], plot: str | None) -> list[str]:
     c = tr["counts"]
     lines = [f"### `{tr['before']}` → `{tr['after']}`", ""]
     lines.append(f"{tr['n_pairs']} samples matched by (dataset, query id, sample index); accuracy {_fmt_rate(tr['acc_before'])} → "
-                 f"{_fmt_rate(tr['acc_after'])}, net {tr['net_gain']:+d}. Unjudged pairs: {len(tr['unjudged'])}; "
+                 f"{_fmt_rate(tr['acc_after'])}, net {tr['net_gain']:+d} (sign test p = {tr['p_sign']:.3g}). Unjudged pairs: {len(tr['unjudged'])}; "
                  f"only in before: {tr['only_before']}, only in after: {tr['only_after']}.")
     lines.append("")
     lines += _table(["before \\ after", "right", "wrong"],
