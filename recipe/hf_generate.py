@@ -67,6 +67,32 @@ def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
+def shared_prompt_cache(model, ids: torch.Tensor, mask: torch.Tensor):
+    """The KV cache of every prompt but its last token, computed once per *distinct* prompt and
+    gathered to the rows; None when no prompt repeats (nothing to share).
+
+    A PASR step samples each query's refine prompt ``n_refine`` times and its plain prompt
+    ``n_plain`` times in one batch, and on CPU the prompt's forward pass (about 80 tokens a row,
+    compute-bound) costs as much as tens of decode steps: prefilling 2 prompts a query instead of
+    ``n_refine + n_plain`` rows removes most of it. ``generate`` then only runs the last prompt
+    token; positions follow the left padding as ``generate`` computes them, so each row's
+    tokens see exactly the keys and values an unshared prefill would give them.
+    """
+    if ids.shape[1] < 2:
+        return None
+    rows = torch.cat([ids, mask], dim=1)
+    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    if len(unique) == len(rows):
+        return None
+    u_ids, u_mask = unique[:, : ids.shape[1]], unique[:, ids.shape[1] :]
+    positions = u_mask.long().cumsum(-1) - 1
+    positions.masked_fill_(u_mask == 0, 1)  # what generate() gives padded positions
+    out = model(input_ids=u_ids[:, :-1], attention_mask=u_mask[:, :-1], position_ids=positions[:, :-1], use_cache=True)
+    cache = out.past_key_values
+    cache.batch_select_indices(inverse.to(ids.device))
+    return cache
+
+
 def _cut_at_eos(tokens: list[int], eos_ids: set[int]) -> tuple[list[int], str]:
     for i, t in enumerate(tokens):
         if t in eos_ids:
@@ -103,9 +129,11 @@ def generate_ids(
     for batch in length_batches([len(p) for p in prompt_ids], batch_size):
         ids, mask = _left_pad([list(prompt_ids[i]) for i in batch], pad_id)
         ids, mask = ids.to(model.device), mask.to(model.device)
+        cache = shared_prompt_cache(model, ids, mask)
         out = model.generate(
             input_ids=ids,
             attention_mask=mask,
+            **({"past_key_values": cache} if cache is not None else {}),
             max_new_tokens=params.max_new_tokens,
             eos_token_id=sorted(eos),
             pad_token_id=pad_id,

@@ -102,6 +102,37 @@ def test_update_moves_probability_towards_the_better_response(tiny):
     assert metrics["actor/trained_rows"] == 2 and metrics["actor/skipped_rows"] == 2
 
 
+def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    """A group's rows share one prompt pass in the update: log-probs and gradients are those of a
+    pass per row (float64, so equal up to summation order), with left-padded prompts of other lengths and
+    right-padded responses of other lengths in the same batch."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp_mod
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    prompts = [[5, 6, 7, 8, 9]] * 3 + [[11, 12, 13]] * 2 + [[14, 15, 16, 17, 18, 19]]
+    responses = [[20, 21, 22], [23, 24], [25, 26, 27, 28, 2], [29], [30, 31, 32], [33, 34]]
+    batch = pack(prompts, responses, 0)
+    assert lp_mod._shared_prompt_hidden(model.get_decoder(), batch) is not None
+    assert lp_mod._shared_prompt_hidden(model.get_decoder(), pack([[5, 6], [7, 8]], [[9], [10]], 0)) is None
+
+    def logprobs_and_grads():
+        m = copy.deepcopy(model)
+        lp = response_logprobs(m, batch, temperature=0.9)
+        (lp * torch.arange(1, lp.numel() + 1, dtype=lp.dtype).view_as(lp)).sum().backward()
+        return lp.detach(), {n: q.grad for n, q in m.named_parameters()}
+
+    lp_s, g_s = logprobs_and_grads()
+    monkeypatch.setattr(lp_mod, "_shared_prompt_hidden", lambda body, b: None)  # a prompt pass per row
+    lp_u, g_u = logprobs_and_grads()
+    assert torch.allclose(lp_s, lp_u, atol=1e-10) and (lp_s[batch.response_mask == 0] == 0).all()
+    for name in g_u:  # float64 sums in another order: equal to about 1e-7 of the gradient's scale
+        torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
+
+
 def test_generate_step_layout(tiny):
     from data.examples import Example
     from prompts import PromptSet
@@ -121,6 +152,37 @@ def test_generate_step_layout(tiny):
         assert tok.decode(g.prompt_ids).endswith("<think>")
         if g.rollout.finish_reason == "stop":
             assert g.response_ids[-1] == tok.eos_token_id
+
+
+def test_repeated_prompts_share_one_prefill_and_generate_the_same(tiny, monkeypatch):
+    """A step's repeated prompts are prefilled once each; the rows generate exactly what an
+    unshared prefill gives them (greedy, and sampled from the same seed), prompts of different
+    lengths (left padding) included."""
+    import torch
+
+    import recipe.hf_generate as hf
+    from recipe.hf_generate import SamplingParams, generate_ids
+
+    model, tok = tiny
+    prompts = [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10], [9, 10], [9, 10], [11, 12, 13]]
+    calls = []
+    real = hf.shared_prompt_cache
+    monkeypatch.setattr(hf, "shared_prompt_cache", lambda m, ids, mask: calls.append(len(ids)) or real(m, ids, mask))
+    outs = {}
+    for shared in (True, False):
+        if not shared:
+            monkeypatch.setattr(hf, "shared_prompt_cache", lambda *a: None)
+        greedy = generate_ids(model, tok, prompts, SamplingParams(8, do_sample=False), batch_size=8)
+        torch.manual_seed(3)
+        sampled = generate_ids(model, tok, prompts, SamplingParams(8, temperature=1.0), batch_size=8)
+        outs[shared] = (greedy, sampled)
+    assert outs[True] == outs[False]
+    assert calls == [6, 6]
+    ids, mask = hf._left_pad(prompts, tok.pad_token_id)
+    cache = real(model, ids, mask)
+    assert cache.get_seq_length() == ids.shape[1] - 1 and cache.layers[0].keys.shape[0] == len(prompts)
+    distinct = hf._left_pad([[5, 6, 7], [9, 10, 11]], tok.pad_token_id)
+    assert real(model, *distinct) is None  # nothing repeats: generate prefills as usual
 
 
 class FlakyJudge:
