@@ -32,7 +32,7 @@ from typing import Any
 from data.records import PLAIN, REFINE
 from data.synthetic import DIFFICULTIES, generate_problems
 from data.verl_parquet import write_table_atomic
-from data.warmup_traces import build_samples
+from data.warmup_traces import REFINE_STYLES, build_samples
 from prompts import PromptSet, build_chat
 
 COLUMNS = ("messages", "data_source", "id", "variant", "answer")
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--difficulty", type=int, default=1, choices=DIFFICULTIES, help="arithmetic steps per problem (default 1)")
     parser.add_argument("--refine-fraction", type=float, default=0.6, help="refine-prompt traces that refine (default 0.6)")
-    parser.add_argument("--refine-style", default="check", choices=("check", "fix", "restate"),
+    parser.add_argument("--refine-style", default="check", choices=REFINE_STYLES,
                         help="check: the refine redoes the step in smaller pieces (see data/warmup_traces.py)")
     parser.add_argument("--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)")
     parser.add_argument("--refine-prompt", default="refine_system", help="template name or file (as pasr.prompts.refine)")

@@ -55,6 +55,37 @@ def worked_check(step: Step) -> str:
     return f"{a} {op} {b} = {step.result}"  # one-digit or round numbers: nothing smaller to do
 
 
+def column_check(step: Step) -> str:
+    """The step redone digit by digit, the way it is done on paper: the ones with their carry
+    or borrow, then the tens (everything above the ones digit, so 134 has 13 tens):
+    ``76 - 27``: ``ones 16 - 7 = 9, tens 7 - 2 - 1 = 4`` (the trace's verdict then reads ``so 49``);
+    ``67 + 37``: ``ones 7 + 7 = 14, tens 6 + 3 + 1 = 10`` (``so 104``). A multiplication stays repeated addition (:func:`worked_check`).
+
+    Every equation in it is a one-digit fact (with a borrowed ten, or a tens count below 20):
+    facts a small model knows far more reliably than a two-digit carry or borrow done in one
+    step, so this check is right more often than the first value it checks. That is what makes
+    refining pay: on the embedded model :func:`worked_check`'s pieces (``56 - 7 = 49``) kept the
+    borrow, and its checks were right about as often as first values.
+    """
+    a, b, op = step.a, step.b, step.op
+    if op == "*":
+        return worked_check(step)
+    a_tens, a_ones, b_tens, b_ones = a // 10, a % 10, b // 10, b % 10
+    if op == "+":
+        ones = a_ones + b_ones
+        carry = " + 1" if ones >= 10 else ""
+        tens = a_tens + b_tens + (ones >= 10)
+        return f"ones {a_ones} + {b_ones} = {ones}, tens {a_tens} + {b_tens}{carry} = {tens}"
+    borrow = a_ones < b_ones
+    top = a_ones + 10 if borrow else a_ones
+    tens = a_tens - b_tens - borrow
+    return f"ones {top} - {b_ones} = {top - b_ones}, tens {a_tens} - {b_tens}{' - 1' if borrow else ''} = {tens}"
+
+
+CHECKS = {"check": worked_check, "column": column_check}
+REFINE_STYLES = ("fix", *CHECKS, "restate")  # warmup.refine_style
+
+
 def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, style: str = "fix") -> str:
     """The assistant response for one problem: ``<think>`` steps ``</think><answer>``.
 
@@ -72,13 +103,13 @@ def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, sty
             wrong = _wrong_value(rng, step.result)
             lines.append(f"{_equation(step, step.a, wrong)}.")
             lines.append(f"<refine>{step.a} {step.op} {step.b} is {step.result}, not {wrong}.</refine>")
-        if i == where and style == "check":
+        if i == where and style in CHECKS:
             # Half the checked steps were wrong at first and the check fixes them; half were
             # right and the check confirms, so a refine does not teach "always change the value".
             first = _wrong_value(rng, step.result) if rng.random() < 0.5 else step.result
             verdict = f"so {step.result}, not {first}" if first != step.result else f"so {step.result} is right"
             lines.append(f"{_equation(step, step.a, first)}.")
-            lines.append(f"<refine>{worked_check(step)}, {verdict}.</refine>")
+            lines.append(f"<refine>{CHECKS[style](step)}, {verdict}.</refine>")
             if first == step.result:
                 continue
         lines.append(f"{step.text}.")

@@ -11,7 +11,7 @@ import pytest
 from data.records import PLAIN, REFINE
 from data.synthetic import Step, apply_op, generate_problems
 from prompts import PromptSet
-from data.warmup_traces import build_samples, build_trace, worked_check
+from data.warmup_traces import build_samples, build_trace, column_check, worked_check
 from rewards.format import check_format
 
 EQUATION = re.compile(r"(\d+) ([-+*]) (\d+) = (\d+)")
@@ -26,7 +26,7 @@ def test_plain_prompt_asks_for_the_same_format_without_refine(plain, refine):
     assert "<refine>" in prompts.refine
 
 
-@pytest.mark.parametrize("style", ["fix", "check", "restate"])
+@pytest.mark.parametrize("style", ["fix", "check", "column", "restate"])
 @pytest.mark.parametrize("difficulty", [1, 2, 3])
 def test_every_trace_passes_the_format_reward(style, difficulty):
     problems = generate_problems(40, seed=3, difficulty=difficulty, split="train")
@@ -80,3 +80,48 @@ def test_check_refines_fix_or_confirm_and_every_worked_equation_is_right():
             after = trace.split("</refine>")[1]
             assert after.lstrip().split(".")[0].endswith(f"= {right}")  # reasoning goes on from the fixed value
     assert fixes > 50 and confirms > 50  # both kinds are taught
+
+
+@pytest.mark.parametrize(
+    ("a", "op", "b", "expected"),
+    [
+        (76, "-", 27, "ones 16 - 7 = 9, tens 7 - 2 - 1 = 4"),  # borrow
+        (37, "-", 21, "ones 7 - 1 = 6, tens 3 - 2 = 1"),
+        (67, "+", 37, "ones 7 + 7 = 14, tens 6 + 3 + 1 = 10"),  # carry into a third digit
+        (134, "-", 58, "ones 14 - 8 = 6, tens 13 - 5 - 1 = 7"),  # 134 has 13 tens
+        (37, "-", 29, "ones 17 - 9 = 8, tens 3 - 2 - 1 = 0"),
+        (7, "+", 5, "ones 7 + 5 = 12, tens 0 + 0 + 1 = 1"),
+        (66, "*", 2, "66 + 66 = 132"),  # a multiplication stays repeated addition
+    ],
+)
+def test_column_check(a, op, b, expected):
+    assert column_check(Step(op, a, b, apply_op(op, a, b), "")) == expected
+
+
+COLUMN = re.compile(r"ones (\d+) ([-+]) (\d+) = (\d+), tens (\d+) [-+] (\d+)(?: [-+] 1)? = (\d+)")
+
+
+def test_column_checks_are_one_digit_facts_that_compose_to_the_result():
+    """Every fact in a column check is right, uses one-digit operands (a borrowed ten aside) and
+    the tens and ones it finds read as the step's result: the check can only ever be right."""
+    for p in generate_problems(300, seed=11, difficulty=3, split="train"):
+        for step in p.steps:
+            if step.op == "*":
+                continue
+            top, op, b_ones, ones, a_tens, b_tens, tens = map(int_or_op, COLUMN.fullmatch(column_check(step)).groups())
+            assert b_ones < 10 and top < 20 and a_tens < 20 and b_tens < 20
+            assert apply_op(op, top, b_ones) == ones
+            assert tens * 10 + ones % 10 == step.result
+
+
+def int_or_op(s: str):
+    return s if s in "+-" else int(s)
+
+
+def test_column_refines_fix_or_confirm_from_the_operands_not_the_first_value():
+    rng = random.Random(1)
+    for p in generate_problems(100, seed=4, difficulty=1, split="train"):
+        trace = build_trace(p, rng, refine=True, style="column")
+        span = re.search(r"<refine>(.*?)</refine>", trace).group(1)
+        assert span.startswith(column_check(p.steps[0]))
+        assert re.search(rf"so {p.steps[0].result}(, not \d+| is right)\.$", span), span

@@ -14,6 +14,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from data.warmup_traces import REFINE_STYLES
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
@@ -165,8 +166,8 @@ class LocalTrainConfig:
             problems.append(f"model.dtype must be float32 or bfloat16, got {self.model.dtype!r}")
         if self.model.rollout_dtype not in ("auto", "float32", "bfloat16"):
             problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
-        if self.warmup.refine_style not in ("fix", "check", "restate"):
-            problems.append(f"warmup.refine_style must be fix, check or restate, got {self.warmup.refine_style!r}")
+        if self.warmup.refine_style not in REFINE_STYLES:
+            problems.append(f"warmup.refine_style must be one of {', '.join(REFINE_STYLES)}, got {self.warmup.refine_style!r}")
         for name in ("refine_fraction", "plain_fraction", "reflection_fraction", "retry_fraction"):
             if not 0.0 <= getattr(self.warmup, name) <= 1.0:
                 problems.append(f"warmup.{name} must be in [0, 1]")
