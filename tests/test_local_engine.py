@@ -102,6 +102,38 @@ def test_update_moves_probability_towards_the_better_response(tiny):
     assert metrics["actor/trained_rows"] == 2 and metrics["actor/skipped_rows"] == 2
 
 
+def test_finished_rows_are_dropped_between_calls_with_the_same_tokens(tiny, monkeypatch):
+    """Rows that stopped leave the batch between two generate calls; every row keeps exactly the
+    greedy tokens of one call over the whole batch (rows stopping at different points, one not
+    stopping at all, prompts of other lengths)."""
+    import recipe.hf_generate as hf
+    from recipe.hf_generate import SamplingParams, generate_ids
+
+    model, tok = tiny
+    prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14, 15, 16, 17, 18], [19, 20]]
+    greedy = SamplingParams(12, do_sample=False)
+    free = generate_ids(model, tok, prompts, greedy, batch_size=8)
+    # the random tiny model rarely says EOS: make tokens it does say stop some rows early
+    stops = {free[0][0][1], free[2][0][6]} - set(free[4][0])
+    assert stops, "need a stop token that row 4 never says"
+    monkeypatch.setattr(hf, "eos_token_ids", lambda m, t: stops)
+    batch_sizes = []
+    real_generate = type(model).generate
+
+    def counting_generate(self, *args, **kwargs):
+        batch_sizes.append(kwargs["input_ids"].shape[0])
+        return real_generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "generate", counting_generate)
+    monkeypatch.setattr(hf, "DROP_EVERY", 3)
+    dropped = generate_ids(model, tok, prompts, greedy, batch_size=8)
+    monkeypatch.setattr(hf, "DROP_EVERY", 100)
+    one_call = generate_ids(model, tok, prompts, greedy, batch_size=8)
+    assert dropped == one_call
+    assert any(f == "stop" for _, f in dropped) and dropped[4][1] == "length" and len(dropped[4][0]) == 12
+    assert batch_sizes[0] == 5 and batch_sizes[-2] < 5 and batch_sizes[-1] == 5  # rows left the batch
+
+
 def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
     """A group's rows share one prompt pass in the update: log-probs and gradients are those of a
     pass per row (float64, so equal up to summation order), with left-padded prompts of other lengths and

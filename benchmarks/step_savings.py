@@ -1,0 +1,123 @@
+"""What a local PASR step saves by not computing what it does not need, side by side in one run.
+
+1. **One prompt pass per distinct prompt.** A step samples each query's refine prompt
+   ``n_refine`` times and its plain prompt ``n_plain`` times and trains the refine responses on
+   their one prompt: generation prefills each distinct prompt once
+   (``recipe.hf_generate.shared_prompt_cache``) and the update's log-probs run it once
+   (``recipe.local_engine.logprobs._shared_prompt_hidden``).
+2. **Finished rows leave the batch** (``recipe.hf_generate._generate_dropping_finished``): plain
+   answers stop after about 20 tokens, refining ones after 60-90.
+
+Columns: neither (a prompt pass per row, one ``generate`` call until the longest row stops, as
+before them), 1, 1 + 2. Greedy generation must give identical tokens in all three; the update's
+log-probs equal to fp32 rounding. Sampled steps are timed too (same seed: the tokens differ once
+rows leave the batch, their distribution does not).
+
+    python3 -m benchmarks.step_savings                       # the embedded model, the default step shape
+    python3 -m benchmarks.step_savings --model runs/x/checkpoints/step_000160 --queries 8 --n-plain 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+
+
+SETTINGS = ("neither", "shared prompts", "+ rows dropped")
+
+
+@contextlib.contextmanager
+def setting(name: str):
+    """Switch the savings off as ``name`` says (``neither``: both off), and back on after."""
+    import recipe.hf_generate as hf
+    import recipe.local_engine.logprobs as lp
+
+    saved = hf.shared_prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY
+    if name == "neither":
+        hf.shared_prompt_cache = lambda *a: None
+        lp._shared_prompt_hidden = lambda *a: None
+    if name != "+ rows dropped":
+        hf.DROP_EVERY = 10**6  # one generate call
+    try:
+        yield
+    finally:
+        hf.shared_prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY = saved
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2", help="model path or name (default: the embedded SmolLM2)")
+    parser.add_argument("--queries", type=int, default=4, help="queries in the step (rollout.queries_per_step)")
+    parser.add_argument("--n-refine", type=int, default=4)
+    parser.add_argument("--n-plain", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--micro-batch", type=int, default=8, help="update micro-batch (algo.micro_batch_size)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: the engine's measured choice)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from data.synthetic import generate_problems
+    from prompts import PromptSet
+    from recipe.cpu_dtype import choose_threads
+    from recipe.hf_generate import SamplingParams
+    from recipe.local_engine.logprobs import pack, response_logprobs
+    from recipe.local_engine.rollout import generate_step
+    from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
+
+    torch.set_num_threads(args.threads or choose_threads(torch.get_num_threads()))
+    model, tok, _ = load_model_and_tokenizer(str(resolve_model_path(args.model)), dtype="float32")
+    model.eval()
+    prompts = PromptSet.load(refine="refine_system_short", plain="plain_system_short")
+    queries = [p.as_example() for p in generate_problems(args.queries, seed=5, difficulty=1, split="train")]
+    params = SamplingParams(args.max_new_tokens, 0.9, 1.0, True)
+
+    def generation(sample: bool):
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        p = params if sample else SamplingParams(args.max_new_tokens, do_sample=False)
+        gens = generate_step(model, tok, queries, prompts, args.n_refine, args.n_plain, p, 64, True)
+        return gens, time.perf_counter() - t0
+
+    def update(rows):
+        """log-probs forward + backward over the refine rows, micro-batched as the update does."""
+        model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        out = []
+        for i in range(0, len(rows), args.micro_batch):
+            mb = rows[i : i + args.micro_batch]
+            lp = response_logprobs(model, pack([g.prompt_ids for g in mb], [g.response_ids for g in mb], tok.pad_token_id), 0.9)
+            lp.sum().backward()
+            out.append(lp.detach().sum(-1))
+        return torch.cat(out), time.perf_counter() - t0
+
+    generation(True)  # warm the allocator and kernels once
+    rows = None
+    times: dict[str, dict[str, float]] = {}
+    greedy_tokens, logprobs = {}, {}
+    for name in SETTINGS:
+        with setting(name):
+            sampled, t_sampled = generation(True)
+            greedy, t_greedy = generation(False)
+            rows = rows or [g for g in sampled if g.rollout.variant == "refine"]  # the same rows for every update
+            logprobs[name], t_update = update(rows)
+        greedy_tokens[name] = [g.response_ids for g in greedy]
+        times[name] = {"sampled generation": t_sampled, "greedy generation": t_greedy, "update fwd+bwd": t_update,
+                       "step (sampled + update)": t_sampled + t_update}
+
+    n_tokens = sum(len(g.response_ids) for g in rows)
+    print(f"\none PASR step: {args.queries} queries x ({args.n_refine} refine + {args.n_plain} plain), "
+          f"{len(rows)} refine rows ({n_tokens} tokens) trained; torch threads {torch.get_num_threads()}")
+    print(f"{'seconds':<26}" + "".join(f"{name:>17}" for name in SETTINGS) + f"{'speed-up':>10}")
+    for part in times[SETTINGS[0]]:
+        cells = [times[name][part] for name in SETTINGS]
+        print(f"{part:<26}" + "".join(f"{c:>17.2f}" for c in cells) + f"{cells[0] / cells[-1]:>9.2f}x")
+    same = all(greedy_tokens[name] == greedy_tokens[SETTINGS[0]] for name in SETTINGS)
+    diff = max(float((logprobs[name] - logprobs[SETTINGS[0]]).abs().max()) for name in SETTINGS)
+    print(f"greedy tokens identical in all three: {same}; sequence log-probs differ by at most {diff:.2e}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
