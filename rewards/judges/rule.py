@@ -288,6 +288,15 @@ def verify_one(
         return None, f"verify_error: {type(exc).__name__}: {exc}"[:200]
 
 
+def _warm_worker() -> None:
+    """Pool initializer: import Math-Verify and its parsers and verify one pair, untimed.
+
+    A fresh worker's first pair pays sympy's and the LaTeX parser's imports inside the alarm;
+    on a loaded machine that took over a second and a right ``18.0`` came back as a timeout.
+    The timeout is for a pair that will not verify, not for a worker that is still starting."""
+    verify_one("1", "1", 0)
+
+
 def _verify_chunk(
     pairs: list[tuple[str, str | None]], timeout_s: int, float_rounding: int = FLOAT_ROUNDING
 ) -> list[tuple[float | None, str | None]]:
@@ -344,7 +353,7 @@ class RuleJudge:
             if self._pool is None:
                 import multiprocessing as mp
 
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_warm_worker)
                 # A weak reference to the judge: the hook must not keep it alive.
                 self._exit_hook = _exit_hook(weakref.ref(self))
                 atexit.register(self._exit_hook)
