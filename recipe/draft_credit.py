@@ -20,7 +20,8 @@ draft's get ``min(A, 0)``, a right draft's ``max(A, 0)``. Which tokens:
   collapsed the policy (README): the setup tokens of wrong drafts were only ever pushed down,
   the model began to miscopy operands, and accuracy fell from 0.57 to 0.29 in 40 steps. Kept as
   the measured counter-example.
-* ``outcome`` (the default): every token gets ``A``, as in the paper.
+* ``outcome`` (``PasrConfig``'s default, the verl engine's): every token gets ``A``, as in the
+  paper. The local engine's CPU default is ``value``.
 
 Responses without a refine, without a number before it, or with a gold that is not a plain
 number are left alone, so on open questions the option changes nothing.

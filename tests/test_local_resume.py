@@ -26,7 +26,7 @@ def _args(tiny_model_dir, run_dir):
         f"model.path={tiny_model_dir}", "model.threads=1",
         "warmup.steps=2", "warmup.batch_size=2", "warmup.n_traces=8",
         "trainer.steps=5", "trainer.save_every=1", "trainer.keep_last=2", "trainer.eval_at_start=false",
-        "rollout.queries_per_step=2", "pasr.n_refine=2", "pasr.n_plain=2", "algo.lr_warmup_steps=3",
+        "rollout.queries_per_step=2", "pasr.n_refine=2", "pasr.n_plain=2", "algo.lr=2e-5", "algo.lr_warmup_steps=3",
         "rollout.max_new_tokens=8", "rollout.eval_max_new_tokens=4", "data.eval_size=2", "data.train_size=12",
     ]
 
@@ -65,7 +65,7 @@ def test_uninterrupted_run_layout(reference_run):
     assert _steps(reference_run) == EXPECTED
     lines = [json.loads(x) for x in (reference_run / "metrics.jsonl").read_text().splitlines() if x.strip()]
     lrs = [x["actor/lr"] for x in lines if x["phase"] == "pasr"]
-    base = 2e-5  # algo.lr: ramped over algo.lr_warmup_steps=3 RL steps, then held
+    base = 2e-5  # algo.lr=2e-5: ramped over algo.lr_warmup_steps=3 RL steps, then held
     assert lrs == pytest.approx([base / 3, 2 * base / 3, base, base, base])
     assert sorted(_rollouts(reference_run)) == [f"step_{s:06d}.jsonl" for s in range(3, 8)]
     ckpts = sorted(p.name for p in (reference_run / "checkpoints").glob("step_*"))

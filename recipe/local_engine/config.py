@@ -47,7 +47,10 @@ class DataConfig:
 
 @dataclass
 class RolloutConfig:
-    queries_per_step: int = 4  # B
+    # B: 8 queries x (4 refine + 2 plain) = 48 rollouts a step (the prompt passes are shared, so a
+    # query's extra rollouts cost only their responses); 8 groups give the update more than the
+    # one or two with reward spread that 4 queries often had
+    queries_per_step: int = 8
     max_new_tokens: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
@@ -60,7 +63,10 @@ class RolloutConfig:
 class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
-    lr: float = 2e-5
+    # 1e-5: at 2e-5 thirty PASR steps from the column warm-up moved greedy accuracy nowhere
+    # (0.593 vs 0.600) while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the
+    # same steps reached 0.713 (README "Does PASR learn here?")
+    lr: float = 1e-5
     # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
     # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
     # whatever the gradient's size: on 16 refine rollouts a step that decided in one or two
@@ -92,13 +98,17 @@ class WarmupConfig:
     steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
-    n_traces: int = 400
-    refine_fraction: float = 0.6  # share of refine-prompt traces that contain a refine step
+    n_traces: int = 1280  # one pass over 1280 traces in 160 steps of 8: no trace seen twice
+    refine_fraction: float = 0.4  # share of refine-prompt traces that contain a refine step
     # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
     # restate: the refine only re-checks a right value (what the prototype's empty refines did)
     # check: the refine redoes the step in smaller pieces (76 - 20 = 56, 56 - 7 = 49) and either
     #   fixes a wrong first value or confirms a right one (see data/warmup_traces.py: worked_check)
-    refine_style: str = "check"
+    # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
+    #   every equation a one-digit fact the small model gets right more often than the whole step
+    #   (data/warmup_traces.py: column_check); the default since it gave PASR a check worth
+    #   learning to trust (README "Does PASR learn here?")
+    refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows
     plain_fraction: float = 0.3
@@ -114,7 +124,7 @@ class WarmupConfig:
 
 @dataclass
 class TrainerConfig:
-    steps: int = 60  # PASR (RL) steps after the warm-up
+    steps: int = 30  # PASR (RL) steps after the warm-up
     save_every: int = 10
     keep_last: int = 2
     eval_at_start: bool = True  # base model, before the warm-up
@@ -149,11 +159,13 @@ class LocalTrainConfig:
     # pays +1 right / -1 wrong, an expected 2q - 1 for a refine right with probability q: on a
     # model right less than half the time it punishes refining even where refining helps; a
     # refine that only restates counts as no refine (fixed 0.0), so a right worked check earns
-    # more than a right restatement.
+    # more than a right restatement; and the draft number's tokens keep the outcome advantage only
+    # where it agrees with the draft's own correctness (draft_credit=value), so a check that
+    # repairs a wrong draft does not teach the model to write wrong drafts.
     pasr: PasrConfig = field(
-        default_factory=lambda: PasrConfig(n_refine=4, n_plain=4, tie_value=0.0, refine_compare="margin",
+        default_factory=lambda: PasrConfig(n_refine=4, n_plain=2, tie_value=0.0, refine_compare="margin",
                                            empty_refine_value=0.0, empty_refine_mode="fixed",
-                                           prompts=_cpu_prompts())
+                                           draft_credit="value", prompts=_cpu_prompts())
     )
     rrr: RrrConfig = field(default_factory=RrrConfig)
 
