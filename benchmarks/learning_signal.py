@@ -13,8 +13,8 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Takes about two hours on a 2-core AVX2-only x86 in fp32 (warm-up stage 32 min, the PASR /
-control pair 45-58, the paper row about 20); a CPU with bf16 matmuls is faster.
+Takes about two hours on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
+evaluations, the PASR / control pair 58, the paper row about 40); a CPU with bf16 matmuls is faster.
 """
 
 from __future__ import annotations
@@ -44,12 +44,13 @@ from benchmarks.training_stages import (
 from eval.significance import paired_counts, sign_test
 
 # The recipe's default PASR setup for the embedded model (no overrides: tie 0, margin, restating
-# refines count as no refine, the RL lr ramped over 10 steps), and the paper's reward. Both
-# start from the same warm-up checkpoint and differ only in these keys.
+# refines count as no refine, draft credit on the draft value, lr 1e-5 ramped over 10 steps),
+# and the paper's reward. Both start from the same warm-up checkpoint and differ only in these keys.
 PASR_DEFAULT: list[str] = []
 PAPER_EXACT = [
     "pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign",
     "pasr.train_plain=false",  # the paper trains the refine rollouts only
+    "pasr.draft_credit=outcome",  # the paper: every token gets its rollout's advantage
 ]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
@@ -92,6 +93,15 @@ def correct_by_query(path: Path) -> dict[str, bool]:
     return {r.query_id: is_correct(r.acc) for r in iter_records(path) if r.variant == REFINE}
 
 
+def pair_done(root: Path, pair_file: Path) -> bool:
+    """Whether ``root`` holds a finished PASR / control pair: both evaluated, its wall time kept."""
+    done = all(p.exists() for p in (pair_file, root / "pasr" / "eval" / "final.jsonl",
+                                    root / "control" / "eval" / "control.jsonl"))
+    if not done:
+        print(f"no finished PASR / control pair in {root}: running it")
+    return done
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     method = argparse.ArgumentParser(add_help=False)
@@ -114,6 +124,9 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse-warmup", action="store_true",
                         help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
                              "--run-dir and rerun only what follows it")
+    parser.add_argument("--reuse-pair", action="store_true",
+                        help="with --reuse-warmup: also keep the finished PASR / control pair (both evaluated, "
+                             "its wall time in pair.json) and rerun only the paper-exact row")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
 
@@ -122,14 +135,23 @@ def main(argv=None) -> int:
     root = Path(args.run_dir)
     cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
     reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)
-    dirs = prepare_dirs(root, ("warmup", "pasr", "paper", "control"), keep=("warmup",) if reused else ())
+    pair_file = root / "pair.json"
+    pair_reused = reused and args.reuse_pair and pair_done(root, pair_file)
+    keep = ("warmup", "pasr", "control") if pair_reused else ("warmup",) if reused else ()
+    dirs = prepare_dirs(root, ("warmup", "pasr", "paper", "control"), keep=keep)
 
     # 1. base -> warm-up (one process, this one)
     ckpt, t_warmup = warmup_stage(cfg, dirs["warmup"], reuse=reused)
 
     # 2. PASR and the control side by side, one core each
-    t_pair = method_and_control(args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt,
-                                root / "pasr_phase_done")
+    if pair_reused:
+        print(f"reusing the PASR / control pair in {root}")
+        t_pair = json.loads(pair_file.read_text())["wall_s"]
+    else:
+        pair_file.unlink(missing_ok=True)
+        t_pair = method_and_control(args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt,
+                                    root / "pasr_phase_done")
+        pair_file.write_text(json.dumps({"wall_s": t_pair}) + "\n")
 
     # 3. the paper-exact reward, alone
     join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
@@ -163,6 +185,7 @@ def main(argv=None) -> int:
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
         "warmup_stage_reused": reused,
+        "pair_reused": pair_reused,
         "cpu": cpu_info(),
         "config": {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper},
     }

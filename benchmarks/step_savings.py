@@ -13,8 +13,11 @@ before them), 1, 1 + 2. Greedy generation must give identical tokens in all thre
 log-probs equal to fp32 rounding. Sampled steps are timed too (same seed: the tokens differ once
 rows leave the batch, their distribution does not).
 
-    python3 -m benchmarks.step_savings                       # the embedded model, the default step shape
-    python3 -m benchmarks.step_savings --model runs/x/checkpoints/step_000160 --queries 8 --n-plain 2
+    python3 -m benchmarks.step_savings --model runs/x/checkpoints/step_000160   # a warmed-up model
+    python3 -m benchmarks.step_savings                       # the embedded base model
+
+A warmed-up checkpoint is the honest subject: the base model does not write the format and runs
+every row to ``--max-new-tokens``, so no row stops early and dropping them saves nothing.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ def setting(name: str):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2", help="model path or name (default: the embedded SmolLM2)")
-    parser.add_argument("--queries", type=int, default=4, help="queries in the step (rollout.queries_per_step)")
+    parser.add_argument("--queries", type=int, default=8, help="queries in the step (rollout.queries_per_step)")
     parser.add_argument("--n-refine", type=int, default=4)
-    parser.add_argument("--n-plain", type=int, default=4)
+    parser.add_argument("--n-plain", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--micro-batch", type=int, default=8, help="update micro-batch (algo.micro_batch_size)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: the engine's measured choice)")

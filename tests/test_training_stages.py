@@ -59,6 +59,27 @@ def test_reusing_the_warmup_clears_what_an_interrupted_run_left_in_the_other_sta
     assert (tmp_path / "warmup" / "eval" / "base.jsonl").exists()  # the kept stage is untouched
 
 
+def test_a_finished_pair_is_reused_only_when_both_evaluated_and_timed(tmp_path, capsys):
+    """learning_signal --reuse-pair keeps PASR and the control only when both were evaluated and
+    the pair's wall time was written; the paper row alone is rerun."""
+    from benchmarks.learning_signal import pair_done
+
+    pair_file = tmp_path / "pair.json"
+    for name, dump in (("pasr", "final.jsonl"), ("control", "control.jsonl")):
+        (tmp_path / name / "eval").mkdir(parents=True)
+        (tmp_path / name / "eval" / dump).write_text("{}\n")
+    assert not pair_done(tmp_path, pair_file)  # no wall time: the pair did not finish in a benchmark
+    assert "no finished PASR / control pair" in capsys.readouterr().out
+    pair_file.write_text(json.dumps({"wall_s": 3462}))
+    assert pair_done(tmp_path, pair_file)
+    (tmp_path / "control" / "eval" / "control.jsonl").unlink()  # stopped before the control's evaluation
+    assert not pair_done(tmp_path, pair_file)
+    _finished_warmup(tmp_path / "warmup")
+    (tmp_path / "paper" / "eval").mkdir(parents=True)
+    dirs = prepare_dirs(tmp_path, ("warmup", "pasr", "paper", "control"), keep=("warmup", "pasr", "control"))
+    assert list(dirs["paper"].iterdir()) == [] and (tmp_path / "pasr" / "eval" / "final.jsonl").exists()
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's zombie may wait for a reaper that never comes)."""
     try:
