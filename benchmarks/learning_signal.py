@@ -13,8 +13,8 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Takes about two hours on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
-evaluations, the PASR / control pair 58, the paper row about 40); a CPU with bf16 matmuls is faster.
+Takes about 137 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
+evaluations, the PASR / control pair 58, the paper row 37); a CPU with bf16 matmuls is faster.
 """
 
 from __future__ import annotations
@@ -129,6 +129,8 @@ def main(argv=None) -> int:
                              "its wall time in pair.json) and rerun only the paper-exact row")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
+    if args.reuse_pair and not args.reuse_warmup:
+        parser.error("--reuse-pair keeps a pair trained from a kept warm-up: add --reuse-warmup")
 
     start = time.perf_counter()
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
