@@ -4,7 +4,7 @@ Same process, same model, same questions, same greedy decoding and token budget:
 
 * ``pasr eval hf backend``: :class:`eval.backends.HFBackend` (``recipe.hf_generate``:
   length-grouped, left-padded batches with the KV cache; grouped-query attention without KV
-  copies, :mod:`eval.gqa_attention`);
+  copies, :mod:`recipe.gqa_attention`);
 * ``one at a time``: ``model.generate`` on each question alone, the way a simple eval loop
   does it.
 

@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import time
 
+from benchmarks.step_subject import add_subject_args, load_subject
 
 SETTINGS = ("neither", "shared prompts", "+ rows dropped")
 
@@ -50,30 +51,20 @@ def setting(name: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2", help="model path or name (default: the embedded SmolLM2)")
-    parser.add_argument("--queries", type=int, default=8, help="queries in the step (rollout.queries_per_step)")
+    add_subject_args(parser)
     parser.add_argument("--n-refine", type=int, default=4)
     parser.add_argument("--n-plain", type=int, default=2)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--micro-batch", type=int, default=8, help="update micro-batch (algo.micro_batch_size)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: the engine's measured choice)")
     args = parser.parse_args(argv)
 
     import torch
 
-    from data.synthetic import generate_problems
-    from prompts import PromptSet
-    from recipe.cpu_dtype import choose_threads
     from recipe.hf_generate import SamplingParams
     from recipe.local_engine.logprobs import pack, response_logprobs
     from recipe.local_engine.rollout import generate_step
-    from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
 
-    torch.set_num_threads(args.threads or choose_threads(torch.get_num_threads()))
-    model, tok, _ = load_model_and_tokenizer(str(resolve_model_path(args.model)), dtype="float32")
-    model.eval()
-    prompts = PromptSet.load(refine="refine_system_short", plain="plain_system_short")
-    queries = [p.as_example() for p in generate_problems(args.queries, seed=5, difficulty=1, split="train")]
+    subject = load_subject(args)
+    model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries
     params = SamplingParams(args.max_new_tokens, 0.9, 1.0, True)
 
     def generation(sample: bool):

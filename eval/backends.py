@@ -137,9 +137,9 @@ class HFBackend:
             raise BackendError(f"cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
         self.model.eval()
         if self.attention == "grouped":
-            from eval.gqa_attention import install
+            from recipe.gqa_attention import install
 
-            install(self.model)  # batched decoding without copying the KV cache (see eval/gqa_attention.py)
+            install(self.model)  # batched decoding without copying the KV cache (see recipe/gqa_attention.py)
 
     def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
         from recipe.hf_generate import SamplingParams, generate_chats

@@ -89,7 +89,7 @@ class EvalConfig:
     max_model_len: int | None = None
     dtype: str | None = None
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
-    attention: str = "grouped"  # hf: grouped (GQA without KV copies, eval/gqa_attention.py) | sdpa
+    attention: str = "grouped"  # hf: grouped (GQA without KV copies, recipe/gqa_attention.py) | sdpa
     countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --datasets countdown: data.countdown.LEVELS (3/4/5 numbers)
 
     def gen_params(self) -> GenParams:

@@ -596,7 +596,7 @@ def test_grouped_attention_matches_sdpa(q_len):
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from eval.gqa_attention import grouped_sdpa_forward
+    from recipe.gqa_attention import grouped_sdpa_forward
 
     torch.manual_seed(0)
     b, kv_heads, n_rep, length, d = 3, 2, 3, 9, 8

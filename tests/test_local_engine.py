@@ -259,3 +259,50 @@ def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path, trai
     assert "pasr/draft_acc" in metrics
     assert all((r["total_reward"] is not None) == (r["acc"] is not None) for r in records if r["variant"] == "refine" or train_plain)
     assert {"timing_s/gen", "timing_s/reward", "timing_s/update"} <= set(metrics)
+
+
+def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tmp_path, monkeypatch):
+    """model.attention=grouped (the default) switches the policy to the copy-free grouped-query
+    attention with the same greedy tokens and log-probs as transformers' SDPA; evaluations
+    generate in rollout.eval_batch_size batches, training steps in rollout.gen_batch_size."""
+    import recipe.local_engine.rollout as rollout_mod
+    from recipe.gqa_attention import NAME
+    from recipe.hf_generate import SamplingParams
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    with pytest.raises(ConfigError, match="model.attention"):
+        load_config(overrides=["model.attention=flash"])
+    with pytest.raises(ConfigError, match="rollout.eval_batch_size"):
+        load_config(overrides=["rollout.eval_batch_size=0"])
+    trainers = {}
+    for attention in ("grouped", "sdpa"):
+        cfg = load_config(overrides=[
+            f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
+            "pasr.n_refine=2", "pasr.n_plain=1", "rollout.max_new_tokens=4", "rollout.eval_max_new_tokens=6",
+            "data.eval_size=5", "rollout.gen_batch_size=3", "rollout.eval_batch_size=4", f"model.attention={attention}",
+        ])
+        trainers[attention] = t = LocalPasrTrainer(cfg, tmp_path / attention)
+        t.setup()
+    assert trainers["grouped"].model.config._attn_implementation == NAME
+    assert trainers["sdpa"].model.config._attn_implementation == "sdpa"
+
+    greedy = SamplingParams(max_new_tokens=8, do_sample=False)
+    queries = trainers["grouped"].heldout
+    gens = {a: rollout_mod.generate_step(t.model, t.tokenizer, queries, t.prompts, 1, 1, greedy, 4, True)
+            for a, t in trainers.items()}
+    assert [g.response_ids for g in gens["grouped"]] == [g.response_ids for g in gens["sdpa"]]
+    rows = [(g.prompt_ids, g.response_ids) for g in gens["grouped"]]
+    batch = pack([p for p, _ in rows], [r for _, r in rows], trainers["grouped"].tokenizer.pad_token_id)
+    with torch.no_grad():
+        lp = {a: response_logprobs(t.model, batch) for a, t in trainers.items()}
+    torch.testing.assert_close(lp["grouped"], lp["sdpa"], rtol=1e-5, atol=1e-5)
+
+    sizes = []
+    real = rollout_mod.generate_ids
+    monkeypatch.setattr(rollout_mod, "generate_ids", lambda *a, batch_size, **k: sizes.append(batch_size) or real(*a, batch_size=batch_size, **k))
+    t = trainers["grouped"]
+    t.evals = {}
+    t._evaluate("final")
+    t.optimizer = t._make_optimizer("pasr")
+    t.pasr_step(1)
+    assert sizes == [4, 3]

@@ -19,6 +19,7 @@ from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_str
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+ATTENTIONS = ("grouped", "sdpa")
 
 
 @dataclass
@@ -33,6 +34,10 @@ class ModelConfig:
     # torch intra-op threads; 0 = measure at start-up: all cores if a probe matmul runs faster on
     # them than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait)
     threads: int = 0
+    # grouped | sdpa. grouped: grouped-query attention without copying the KV cache to every
+    # query head (recipe/gqa_attention.py); same tokens, and the copy that transformers' SDPA
+    # path makes under a padding mask is most of a batched decode step on CPU
+    attention: str = "grouped"
 
 
 @dataclass
@@ -57,6 +62,10 @@ class RolloutConfig:
     prefill_think: bool = True  # start refine rollouts with "<think>" (cold-start aid)
     gen_batch_size: int = 64
     eval_max_new_tokens: int = 96
+    # greedy evaluations: a decode step costs nearly as much for 16 rows as for 64 on CPU (the
+    # weights are read once a step), so fewer, wider batches finish a little sooner (6% on 128
+    # refine-prompt problems; benchmarks/local_eval_speed.py); the tokens do not depend on it
+    eval_batch_size: int = 256
 
 
 @dataclass
@@ -187,7 +196,9 @@ class LocalTrainConfig:
             problems.append("warmup.reflection_fraction + warmup.retry_fraction must be <= 1")
         if self.data.difficulty not in (1, 2, 3):
             problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
-        for name in ("queries_per_step", "max_new_tokens", "gen_batch_size"):
+        if self.model.attention not in ATTENTIONS:
+            problems.append(f"model.attention must be {' or '.join(ATTENTIONS)}, got {self.model.attention!r}")
+        for name in ("queries_per_step", "max_new_tokens", "gen_batch_size", "eval_batch_size"):
             if getattr(self.rollout, name) < 1:
                 problems.append(f"rollout.{name} must be >= 1")
         if self.trainer.steps < 0 or self.warmup.steps < 0 or self.trainer.save_every < 1 or self.trainer.keep_last < 1:

@@ -104,6 +104,7 @@ class LocalPasrTrainer:
         latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
         self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
         self.model, self.tokenizer, _ = load_model_and_tokenizer(str(latest or self.model_path), dtype=cfg.model.dtype)
+        self._choose_attention()
         self._choose_dtypes()
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
@@ -132,6 +133,14 @@ class LocalPasrTrainer:
         n = self.cfg.model.threads or choose_threads(torch.get_num_threads())
         torch.set_num_threads(n)
 
+    def _choose_attention(self) -> None:
+        """Grouped-query attention without KV copies (``model.attention=grouped``); the bf16
+        rollout copy and the KL reference are deep copies and inherit it."""
+        from recipe.gqa_attention import install
+
+        grouped = self.cfg.model.attention == "grouped" and install(self.model)
+        self.attention = "grouped" if grouped else self.model.config._attn_implementation
+
     def _choose_dtypes(self) -> None:
         """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``)."""
         from recipe.cpu_dtype import AUTO, resolve_dtype
@@ -144,7 +153,7 @@ class LocalPasrTrainer:
         if choice is not None:
             print(choice.describe(), file=sys.stderr)
         print(f"rollouts in {self.rollout_dtype}, update bf16 autocast {'on' if self.algo.bf16_autocast else 'off'}"
-              f" ({torch.get_num_threads()} torch threads)", file=sys.stderr)
+              f" ({torch.get_num_threads()} torch threads, {self.attention} attention)", file=sys.stderr)
 
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
@@ -275,7 +284,7 @@ class LocalPasrTrainer:
         with timer(m := {}, "eval"):
             metrics, records = self._evaluate_rrr(tag) if cfg.method == "rrr" else evaluate(
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
-                max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
+                max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
                 # the base model follows neither format: its plain answers would cost a full-length
                 # generation per question for a known 0
@@ -293,7 +302,7 @@ class LocalPasrTrainer:
         cfg = self.cfg
         return evaluate_rrr(
             self._generator(), self.tokenizer, self.heldout, self.rrr_prompts, self.judge, cfg.rrr,
-            max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.gen_batch_size,
+            max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
             run_id=self.run_id, step=self.step, tag=tag,
         )
 
@@ -330,6 +339,10 @@ class LocalPasrTrainer:
 
             start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
             self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype))
+            if self.attention == "grouped":
+                from recipe.gqa_attention import install
+
+                install(self.ref_model)
         self.ref_model.eval().requires_grad_(False)
 
     def pasr_step(self, step: int) -> dict:
