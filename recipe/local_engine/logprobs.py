@@ -10,6 +10,11 @@ A PASR step trains ``n_refine`` responses to each query's one prompt, and the pr
 tokens on the CPU presets) is longer than most responses: the prompt is run once per distinct
 prompt and its keys and values are gathered to its rows (:func:`_shared_prompt_hidden`), which
 is the same computation (and gradient) as running it once per row, at about half the cost.
+
+The warm-up's rows rarely share a prompt, and padding them to the longest prompt plus the longest
+response wasted about a quarter of its tokens: :func:`concatenated_response_logprobs` lays them
+end to end in one sequence instead (position ids restart at each row, which transformers turns
+into a block-diagonal causal mask), the same computation without the padding.
 """
 
 from __future__ import annotations
@@ -108,3 +113,32 @@ def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
     ).last_hidden_state
     first = prompt_out.last_hidden_state[inverse, -1:]
     return torch.cat([first, responses[:, :-1]], dim=1)
+
+
+def concatenated_response_logprobs(model, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
+    """Log-probs of every response token (rows in order, tokens in order; 1-D), with the rows'
+    prompt + response sequences laid end to end in one unpadded sequence.
+
+    Each row's position ids start again at 0, so transformers builds a block-diagonal causal
+    mask from them (``find_packed_sequence_indices``; no attention mask is passed): a token
+    sees exactly its own row's earlier tokens, as in a padded batch, and no compute goes to
+    padding.
+    """
+    if len(prompts) != len(responses):
+        raise ValueError("prompts and responses differ in length")
+    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+    ids, positions, predicting, targets = [], [], [], []
+    for p, r in zip(prompts, responses):
+        start = len(ids)
+        ids += [*p, *r]
+        positions += range(len(p) + len(r))
+        predicting += range(start + len(p) - 1, start + len(p) + len(r) - 1)  # position t predicts t + 1
+        targets += r
+    device = next(model.parameters()).device
+    hidden = body(
+        input_ids=torch.tensor([ids], device=device),
+        position_ids=torch.tensor([positions], device=device),
+        use_cache=False,
+    ).last_hidden_state[0]
+    logits = model.get_output_embeddings()(hidden[torch.tensor(predicting, device=device)]).float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1)

@@ -26,7 +26,7 @@ from verl.workers.config import ActorConfig
 
 from recipe.advantages import TRAINED, advantages_on_trained_rows
 from recipe.local_engine.config import AlgoConfig
-from recipe.local_engine.logprobs import PackedBatch, pack, response_logprobs
+from recipe.local_engine.logprobs import PackedBatch, concatenated_response_logprobs, pack, response_logprobs
 
 
 @dataclass
@@ -191,9 +191,9 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
     return out
 
 
-def sft_loss(model, prompts: list[list[int]], responses: list[list[int]], pad_id: int, bf16: bool = False) -> torch.Tensor:
-    """Token-mean negative log-likelihood of responses (the warm-up's loss)."""
-    pb = pack(prompts, responses, pad_id)
+def sft_loss(model, prompts: list[list[int]], responses: list[list[int]], bf16: bool = False) -> torch.Tensor:
+    """Token-mean negative log-likelihood of responses (the warm-up's loss), over the rows laid
+    end to end without padding (:func:`recipe.local_engine.logprobs.concatenated_response_logprobs`)."""
     with autocast(bf16):
-        lp = response_logprobs(model, pb)
-    return core_algos.agg_loss(-lp, pb.response_mask.float(), "token-mean")
+        lp = concatenated_response_logprobs(model, prompts, responses)
+    return core_algos.agg_loss(-lp[None], torch.ones_like(lp)[None], "token-mean")

@@ -307,21 +307,26 @@ class LocalPasrTrainer:
         )
 
     # ---------------------------------------------------------------- steps
-    def warmup_step(self, step: int) -> dict:
+    def warmup_batch(self, step: int) -> tuple[list[list[int]], list[list[int]]]:
+        """Prompt and target token ids (EOS included) of warm-up step ``step``'s rows."""
+        from recipe.hf_generate import render_prompts
+
         cfg = self.cfg.warmup
         idx = step_indices(len(self.warmup_samples), cfg.batch_size, step - 1, cfg.seed)
         samples = [self.warmup_samples[i] for i in idx]
-        from recipe.hf_generate import render_prompts
-
         # A prefill (PASR's "<think>") belongs to the prompt here too, as in the rollouts, or the
         # model learns to write a second "<think>" (recipe.local_engine.warmup_data).
         prompts = [render_prompts(self.tokenizer, [s.chat], s.prefill)[0] for s in samples]
         eos = self.tokenizer.eos_token_id
         responses = [self.tokenizer(s.target, add_special_tokens=False)["input_ids"] + [eos] for s in samples]
+        return prompts, responses
+
+    def warmup_step(self, step: int) -> dict:
+        prompts, responses = self.warmup_batch(step)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
-            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.algo.bf16_autocast)
+            loss = sft_loss(self.model, prompts, responses, self.algo.bf16_autocast)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             self.optimizer.step()
