@@ -15,6 +15,10 @@
 
 Takes about 137 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
 evaluations, the PASR / control pair 58, the paper row 37); a CPU with bf16 matmuls is faster.
+That was measured before the local engine generated with grouped-query attention and ran the
+warm-up's loss without padding (greedy evaluation up to 1.64x faster, a step's generation
+1.16x, the warm-up 1.08x: benchmarks/local_eval_speed, benchmarks/warmup_speed); the whole
+benchmark has not been timed again since.
 """
 
 from __future__ import annotations

@@ -140,6 +140,7 @@ class LocalPasrTrainer:
 
         grouped = self.cfg.model.attention == "grouped" and install(self.model)
         self.attention = "grouped" if grouped else self.model.config._attn_implementation
+        print(f"attention: {self.attention}", file=sys.stderr)
 
     def _choose_dtypes(self) -> None:
         """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``)."""
@@ -153,7 +154,7 @@ class LocalPasrTrainer:
         if choice is not None:
             print(choice.describe(), file=sys.stderr)
         print(f"rollouts in {self.rollout_dtype}, update bf16 autocast {'on' if self.algo.bf16_autocast else 'off'}"
-              f" ({torch.get_num_threads()} torch threads, {self.attention} attention)", file=sys.stderr)
+              f" ({torch.get_num_threads()} torch threads)", file=sys.stderr)
 
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
