@@ -2,9 +2,11 @@
 
 A warm-up batch pads every row to the longest prompt plus the longest target: on the local
 defaults (8 rows a step, refine- and plain-prompt traces, targets of about 10 to 90 tokens)
-about a quarter of its tokens were padding. ``recipe.local_engine.policy_update.sft_loss`` now
-lays the rows end to end in one sequence (position ids restart at each row; transformers masks
-each row off from the others) and computes the same loss without them.
+about a quarter of its tokens were padding. ``recipe.local_engine.policy_update.sft_loss`` can
+lay the rows end to end in one sequence (position ids restart at each row; transformers masks
+each row off from the others) and compute the same loss without them, at the price of attention
+over the whole sequence; it does so where a FLOP count says it pays
+(``recipe.local_engine.logprobs.end_to_end_pays``).
 
 Both columns run the forward and backward pass of the same warm-up steps (the trainer's own
 batches, ``LocalPasrTrainer.warmup_batch``) on the same model; the losses must agree.
@@ -30,7 +32,7 @@ def main(argv=None) -> int:
     import torch
 
     from recipe.local_engine.config import load_config
-    from recipe.local_engine.logprobs import pack, response_logprobs
+    from recipe.local_engine.logprobs import end_to_end_pays
     from recipe.local_engine.policy_update import sft_loss
     from recipe.local_engine.trainer import LocalPasrTrainer
 
@@ -42,12 +44,10 @@ def main(argv=None) -> int:
     model.train()
 
     def padded_loss(prompts, responses):
-        batch = pack(prompts, responses, pad)
-        lp = response_logprobs(model, batch)
-        return -(lp * batch.response_mask).sum() / batch.response_mask.sum()
+        return sft_loss(model, prompts, responses, pad, layout="padded")
 
     def end_to_end_loss(prompts, responses):
-        return sft_loss(model, prompts, responses)
+        return sft_loss(model, prompts, responses, pad, layout="end_to_end")
 
     columns = {"padded batch": padded_loss, "end to end": end_to_end_loss}
     seconds = dict.fromkeys(columns, 0.0)
@@ -72,6 +72,8 @@ def main(argv=None) -> int:
     print(f"{'':<26}" + "".join(f"{name:>16}" for name in columns) + f"{'speed-up':>10}")
     first, last = (seconds[name] for name in columns)
     print(f"{'forward + backward, s':<26}" + "".join(f"{seconds[n]:>16.1f}" for n in columns) + f"{first / last:>9.2f}x")
+    chosen = sum(end_to_end_pays(model.config, *batch) for batch in batches)
+    print(f"the trainer (sft_loss layout=auto) lays {chosen} of these {args.steps} batches end to end")
     gap = max(abs(a - b) for a, b in zip(*losses.values()))
     print(f"losses differ by at most {gap:.1e} (mean loss {sum(losses['end to end']) / args.steps:.4f})")
     return 0 if gap < 1e-4 else 1

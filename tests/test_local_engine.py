@@ -187,12 +187,7 @@ def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_di
 
     def loss_and_grads(padded: bool):
         m = copy.deepcopy(model)
-        if padded:  # the padded batch's token-mean NLL
-            batch = pack(prompts, responses, 0)
-            lp = response_logprobs(m, batch)
-            loss = -(lp * batch.response_mask).sum() / batch.response_mask.sum()
-        else:
-            loss = sft_loss(m, prompts, responses)
+        loss = sft_loss(m, prompts, responses, 0, layout="padded" if padded else "end_to_end")
         loss.backward()
         return loss.detach(), {n: q.grad for n, q in m.named_parameters()}
 
@@ -204,6 +199,22 @@ def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_di
     torch.testing.assert_close(loss_c, loss_p, rtol=0, atol=1e-10)
     for name in g_p:  # the padded batch runs its repeated prompt once (logprobs._shared_prompt_hidden): about 1e-7
         torch.testing.assert_close(g_c[name], g_p[name], rtol=1e-6, atol=1e-6 * float(g_p[name].abs().max()), msg=name)
+
+
+def test_warmup_layout_is_chosen_by_cost():
+    """Short rows of mixed lengths go end to end (the padding costs more than the attention over
+    one sequence); long rows of one length stay padded (nothing to save, quadratic attention)."""
+    from transformers import AutoConfig
+
+    from recipe.local_engine.logprobs import end_to_end_pays
+    from recipe.model_loading import resolve_model_path
+
+    smollm = AutoConfig.from_pretrained(resolve_model_path("smollm2"))
+    mixed = ([[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # the PASR warm-up: one refining trace, short plain ones
+    uniform = ([[1] * 200] * 8, [[2] * 40] * 8)  # Countdown's RRR warm-up: long rows of about one length
+    assert end_to_end_pays(smollm, *mixed)
+    assert not end_to_end_pays(smollm, *uniform)
+    assert not end_to_end_pays(smollm, [[1] * 10] * 2, [[2] * 5] * 2)  # no padding at all: nothing to gain
 
 
 def test_generate_step_layout(tiny):

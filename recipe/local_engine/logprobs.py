@@ -14,7 +14,8 @@ is the same computation (and gradient) as running it once per row, at about half
 The warm-up's rows rarely share a prompt, and padding them to the longest prompt plus the longest
 response wasted about a quarter of its tokens: :func:`concatenated_response_logprobs` lays them
 end to end in one sequence instead (position ids restart at each row, which transformers turns
-into a block-diagonal causal mask), the same computation without the padding.
+into a block-diagonal causal mask), the same computation without the padding, but with attention
+over the whole sequence; :func:`end_to_end_pays` says which of the two costs less for a batch.
 """
 
 from __future__ import annotations
@@ -142,3 +143,24 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
     ).last_hidden_state[0]
     logits = model.get_output_embeddings()(hidden[torch.tensor(predicting, device=device)]).float()
     return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1)
+
+
+def end_to_end_pays(config, prompts: list[list[int]], responses: list[list[int]]) -> bool:
+    """Whether laying these rows end to end costs fewer FLOPs than padding them into a batch.
+
+    End to end drops the padding (the linear layers' cost is per token) but attends over the
+    whole sequence (quadratic in its length). Counted from the model's shapes: per token
+    ``2 * layers * (2 h^2 + 2 h kv + 3 h ffn)``, per attending pair ``4 * layers * h``; a padded
+    row's attention counts half its square (causal), which matched the measured timings
+    (``benchmarks/warmup_speed``: 1.08x measured, 1.11x counted on the local defaults). Short
+    rows of mixed lengths (the PASR warm-up) gain; long rows of similar lengths (Countdown's
+    RRR warm-up, about 230 tokens) would lose about 1%, so they stay padded.
+    """
+    h, layers = config.hidden_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * getattr(config, "head_dim", h // config.num_attention_heads)
+    per_token = 2 * layers * (2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size)
+    per_pair = 4 * layers * h
+    total = sum(map(len, prompts)) + sum(map(len, responses))
+    width = max(map(len, prompts)) + max(map(len, responses))
+    padded = len(prompts) * width * (per_token + width / 2 * per_pair)
+    return total * (per_token + total * per_pair) < padded

@@ -26,7 +26,13 @@ from verl.workers.config import ActorConfig
 
 from recipe.advantages import TRAINED, advantages_on_trained_rows
 from recipe.local_engine.config import AlgoConfig
-from recipe.local_engine.logprobs import PackedBatch, concatenated_response_logprobs, pack, response_logprobs
+from recipe.local_engine.logprobs import (
+    PackedBatch,
+    concatenated_response_logprobs,
+    end_to_end_pays,
+    pack,
+    response_logprobs,
+)
 
 
 @dataclass
@@ -191,9 +197,23 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
     return out
 
 
-def sft_loss(model, prompts: list[list[int]], responses: list[list[int]], bf16: bool = False) -> torch.Tensor:
-    """Token-mean negative log-likelihood of responses (the warm-up's loss), over the rows laid
-    end to end without padding (:func:`recipe.local_engine.logprobs.concatenated_response_logprobs`)."""
+def sft_loss(
+    model, prompts: list[list[int]], responses: list[list[int]], pad_id: int, bf16: bool = False, layout: str = "auto"
+) -> torch.Tensor:
+    """Token-mean negative log-likelihood of responses (the warm-up's loss). ``layout``:
+    ``end_to_end`` (rows laid end to end without padding,
+    :func:`recipe.local_engine.logprobs.concatenated_response_logprobs`), ``padded``, or
+    ``auto``: whichever costs less for this batch (:func:`recipe.local_engine.logprobs.end_to_end_pays`).
+    Both give the same loss."""
+    if layout not in ("auto", "end_to_end", "padded"):
+        raise ValueError(f"layout must be auto, end_to_end or padded, got {layout!r}")
+    if layout == "auto":
+        layout = "end_to_end" if end_to_end_pays(model.config, prompts, responses) else "padded"
     with autocast(bf16):
-        lp = concatenated_response_logprobs(model, prompts, responses)
-    return core_algos.agg_loss(-lp[None], torch.ones_like(lp)[None], "token-mean")
+        if layout == "end_to_end":
+            lp = concatenated_response_logprobs(model, prompts, responses)[None]
+            mask = torch.ones_like(lp)
+        else:
+            pb = pack(prompts, responses, pad_id)
+            lp, mask = response_logprobs(model, pb), pb.response_mask.float()
+    return core_algos.agg_loss(-lp, mask, "token-mean")

@@ -327,7 +327,7 @@ class LocalPasrTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
-            loss = sft_loss(self.model, prompts, responses, self.algo.bf16_autocast)
+            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.algo.bf16_autocast)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             self.optimizer.step()
