@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from recipe.gqa_attention import ATTENTIONS
+
 
 def one_at_a_time(model, tokenizer, chats, max_new_tokens: int) -> tuple[int, float, list[str]]:
     import torch
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=32, help="hf backend batch size (default 32, as pasr eval)")
     ap.add_argument("--threads", type=int, help="torch threads for both sides (default: torch's choice)")
-    ap.add_argument("--attention", default="grouped", choices=("grouped", "sdpa"),
+    ap.add_argument("--attention", default="grouped", choices=ATTENTIONS,
                     help="hf backend attention (default grouped, as pasr eval)")  # fmt: skip
     args = ap.parse_args(argv)
 

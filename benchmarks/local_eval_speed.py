@@ -4,14 +4,14 @@
    with a padding mask, transformers' SDPA path expands the cached keys and values from the 3
    KV heads to all 9 query heads in every layer at every decode step; the grouped path does not.
 2. **Wide evaluation batches** (``rollout.eval_batch_size``, 256): a decode step of
-   SmolLM2-135M costs about as much for 16 rows as for 64 on CPU (the 540 MB of fp32 weights
-   are read once a step), so evaluating in one or two batches instead of five takes far fewer
-   steps.
+   SmolLM2-135M costs nearly as much for 16 rows as for 64 on CPU (the 540 MB of fp32 weights
+   are read once a step), so fewer batches take fewer steps; measured, this adds little
+   (README "Cheaper steps on CPU").
 
 Columns for a greedy evaluation, ``sdpa, batch 64`` (before), ``grouped, batch 64``,
 ``grouped, batch 256``, with the refine prompt only (as ``learning_signal`` evaluates its RL
-rows) and with both prompts (as the trainer's evaluations do by default); then one PASR step's sampled generation (8 x (4 + 2), one batch) with
-sdpa and grouped attention from the same seed. The greedy tokens must be identical in every
+rows) and with both prompts (as the trainer's evaluations do by default); then one PASR step's
+sampled generation (8 x (4 + 2), one batch) with sdpa and grouped attention from the same seed. The greedy tokens must be identical in every
 column, the sampled ones in both.
 
     python3 -m benchmarks.local_eval_speed --model runs/x/checkpoints/step_000160   # a warmed-up model
@@ -39,19 +39,13 @@ def main(argv=None) -> int:
     import torch
 
     from data.synthetic import generate_problems
-    from recipe.gqa_attention import install
+    from recipe.gqa_attention import use_attention
     from recipe.hf_generate import SamplingParams
     from recipe.local_engine.rollout import generate_step
 
     subject = load_subject(args)
     model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries
     heldout = [p.as_example() for p in generate_problems(args.problems, seed=11, difficulty=1, split="test")]
-
-    def use(attention: str) -> None:
-        if attention == "grouped":
-            install(model)
-        else:
-            model.set_attn_implementation("sdpa")
 
     def run(examples, n_refine, n_plain, params, batch_size):
         torch.manual_seed(0)
@@ -66,11 +60,11 @@ def main(argv=None) -> int:
     for label, n_plain in (("refine prompt only", 0), ("refine + plain prompt", 1)):
         evals[label] = {}
         for attention, batch in EVAL_SETTINGS:
-            use(attention)
+            use_attention(model, attention)
             evals[label][(attention, batch)] = run(heldout, 1, n_plain, greedy, batch)
     steps = {}
     for attention in ("sdpa", "grouped"):
-        use(attention)
+        use_attention(model, attention)
         steps[attention] = run(queries, 4, 2, sampled, 64)
 
     print(f"\ngreedy evaluation of {args.problems} problems, seconds; torch threads {torch.get_num_threads()}")

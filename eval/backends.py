@@ -95,8 +95,10 @@ class HFBackend:
         attention: str = "grouped",
         seed: int = 0,
     ):
-        if attention not in ("grouped", "sdpa"):
-            raise BackendError(f"unknown attention {attention!r}: grouped or sdpa")
+        from recipe.gqa_attention import ATTENTIONS
+
+        if attention not in ATTENTIONS:
+            raise BackendError(f"unknown attention {attention!r}: {' or '.join(ATTENTIONS)}")
         self.model_spec = model
         self.batch_size = batch_size
         self.threads = threads
@@ -136,10 +138,9 @@ class HFBackend:
         except (OSError, ValueError) as exc:  # hub name offline, not a model folder, ...
             raise BackendError(f"cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
         self.model.eval()
-        if self.attention == "grouped":
-            from recipe.gqa_attention import install
+        from recipe.gqa_attention import use_attention
 
-            install(self.model)  # batched decoding without copying the KV cache (see recipe/gqa_attention.py)
+        use_attention(self.model, self.attention)  # grouped: batched decoding without copying the KV cache
 
     def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
         from recipe.hf_generate import SamplingParams, generate_chats

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from recipe.gqa_attention import ATTENTIONS
+
 DESCRIPTION = """\
 Evaluate a model on GSM8K, MATH-500, AIME24 or Countdown with PASR, Reflect-Retry or a
 baseline, or compare runs.
@@ -91,7 +93,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int,
                    help="hf on CPU: torch threads (default: torch's choice; on a busy shared CPU, 1 can be "
                    "several times faster)")  # fmt: skip
-    g.add_argument("--attention", default="grouped", metavar="{grouped,sdpa}",
+    g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
                    help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
                    "in padded batches, same results, faster; sdpa: transformers' own")  # fmt: skip
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")

@@ -14,12 +14,14 @@ the same keys with exactly the same mask, so the result is the same attention; o
 blocking differs. Without a mask (one unpadded sequence) the standard SDPA path is used.
 
 :func:`install` registers it with transformers' attention interface and switches a loaded
-model to it; ``pasr eval --backend hf`` does this by default.
+model to it; :func:`use_attention` is how ``pasr eval --backend hf`` and the local engine
+choose (``--attention`` / ``model.attention``, grouped by default).
 """
 
 from __future__ import annotations
 
 NAME = "pasr_sdpa_grouped"
+ATTENTIONS = ("grouped", "sdpa")  # what the local engine and `pasr eval --backend hf` accept
 
 
 def grouped_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
@@ -69,3 +71,15 @@ def install(model) -> bool:
     except (ValueError, TypeError, ImportError, AttributeError):
         return False
     return getattr(model.config, "_attn_implementation", None) == NAME
+
+
+def use_attention(model, attention: str) -> str:
+    """Switch a loaded model to ``attention`` (one of :data:`ATTENTIONS`) and say what it runs
+    now: ``grouped`` where the model uses SDPA with grouped KV heads (else it keeps its own),
+    ``sdpa`` switches a grouped model back to transformers' SDPA."""
+    if attention == "grouped":
+        install(model)
+    elif model.config._attn_implementation == NAME:
+        model.set_attn_implementation("sdpa")
+    implementation = model.config._attn_implementation
+    return "grouped" if implementation == NAME else implementation

@@ -318,7 +318,9 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
     attention with the same greedy tokens and log-probs as transformers' SDPA; evaluations
     generate in rollout.eval_batch_size batches, training steps in rollout.gen_batch_size."""
     import recipe.local_engine.rollout as rollout_mod
-    from recipe.gqa_attention import NAME
+    import copy
+
+    from recipe.gqa_attention import NAME, use_attention
     from recipe.hf_generate import SamplingParams
     from recipe.local_engine.trainer import LocalPasrTrainer
 
@@ -337,6 +339,10 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
         t.setup()
     assert trainers["grouped"].model.config._attn_implementation == NAME
     assert trainers["sdpa"].model.config._attn_implementation == "sdpa"
+    assert trainers["grouped"].attention == "grouped" and trainers["sdpa"].attention == "sdpa"
+    spare = copy.deepcopy(trainers["grouped"].model)  # switching back and forth (benchmarks/local_eval_speed)
+    assert use_attention(spare, "sdpa") == "sdpa" and spare.config._attn_implementation == "sdpa"
+    assert use_attention(spare, "grouped") == "grouped" and spare.config._attn_implementation == NAME
 
     greedy = SamplingParams(max_new_tokens=8, do_sample=False)
     queries = trainers["grouped"].heldout

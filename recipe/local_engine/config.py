@@ -16,10 +16,10 @@ from omegaconf import OmegaConf
 
 from data.warmup_traces import REFINE_STYLES
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
+from recipe.gqa_attention import ATTENTIONS
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
-ATTENTIONS = ("grouped", "sdpa")
 
 
 @dataclass

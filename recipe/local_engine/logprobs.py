@@ -65,7 +65,7 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> to
 
     Matches verl's actor: logits are divided by the sampling temperature before the softmax.
     """
-    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+    body = _decoder(model)
     p = batch.prompt_width
     r = batch.responses.shape[1]
     predicting = _shared_prompt_hidden(body, batch)
@@ -78,13 +78,24 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> to
         ).last_hidden_state
         predicting = hidden[:, p - 1 : p + r - 1]  # position t predicts token t + 1
     valid = batch.response_mask.bool()
-    logits = model.get_output_embeddings()(predicting[valid]).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    token_lp = torch.log_softmax(logits, dim=-1).gather(-1, batch.responses[valid].unsqueeze(-1)).squeeze(-1)
+    token_lp = _token_logprobs(model, predicting[valid], batch.responses[valid], temperature)
     out = torch.zeros(batch.responses.shape, dtype=token_lp.dtype, device=token_lp.device)
     out[valid] = token_lp
     return out
+
+
+def _decoder(model):
+    """The transformer body without the output layer (whose logits are computed only where needed)."""
+    return model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
+
+
+def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probs of ``targets`` from the hidden states that predict them: the output layer and
+    log-softmax over just those rows, in fp32."""
+    logits = model.get_output_embeddings()(predicting).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
 def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
@@ -127,7 +138,6 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
     """
     if len(prompts) != len(responses):
         raise ValueError("prompts and responses differ in length")
-    body = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
     ids, positions, predicting, targets = [], [], [], []
     for p, r in zip(prompts, responses):
         start = len(ids)
@@ -136,13 +146,12 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
         predicting += range(start + len(p) - 1, start + len(p) + len(r) - 1)  # position t predicts t + 1
         targets += r
     device = next(model.parameters()).device
-    hidden = body(
+    hidden = _decoder(model)(
         input_ids=torch.tensor([ids], device=device),
         position_ids=torch.tensor([positions], device=device),
         use_cache=False,
     ).last_hidden_state[0]
-    logits = model.get_output_embeddings()(hidden[torch.tensor(predicting, device=device)]).float()
-    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1)
+    return _token_logprobs(model, hidden[torch.tensor(predicting, device=device)], torch.tensor(targets, device=device))
 
 
 def end_to_end_pays(config, prompts: list[list[int]], responses: list[list[int]]) -> bool:

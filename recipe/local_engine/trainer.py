@@ -136,10 +136,9 @@ class LocalPasrTrainer:
     def _choose_attention(self) -> None:
         """Grouped-query attention without KV copies (``model.attention=grouped``); the bf16
         rollout copy and the KL reference are deep copies and inherit it."""
-        from recipe.gqa_attention import install
+        from recipe.gqa_attention import use_attention
 
-        grouped = self.cfg.model.attention == "grouped" and install(self.model)
-        self.attention = "grouped" if grouped else self.model.config._attn_implementation
+        self.attention = use_attention(self.model, self.cfg.model.attention)
         print(f"attention: {self.attention}", file=sys.stderr)
 
     def _choose_dtypes(self) -> None:
@@ -345,10 +344,9 @@ class LocalPasrTrainer:
 
             start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
             self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype))
-            if self.attention == "grouped":
-                from recipe.gqa_attention import install
+            from recipe.gqa_attention import use_attention
 
-                install(self.ref_model)
+            use_attention(self.ref_model, self.cfg.model.attention)
         self.ref_model.eval().requires_grad_(False)
 
     def pasr_step(self, step: int) -> dict:
