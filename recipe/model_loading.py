@@ -103,6 +103,21 @@ def resolve_model_path(spec: str) -> str:
     return spec
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(requested: str) -> str:
+    """``cpu`` or ``cuda`` for ``model.device``: ``auto`` takes the GPU when torch sees one, so the
+    same command trains on a laptop's CPU or a workstation's GPU; a named one is taken as is."""
+    import torch
+
+    if requested not in DEVICES:
+        raise ValueError(f"device must be {', '.join(DEVICES)}, got {requested!r}")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
 def load_model_and_tokenizer(spec: str, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer, resolved_path); the tokenizer pads on the left for batched generation."""
     import torch

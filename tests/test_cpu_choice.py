@@ -1,5 +1,5 @@
-"""CPU dtype and thread choice by measurement (timings mocked: tests play any CPU), and the
-trainer honouring an explicit override."""
+"""CPU dtype and thread choice by measurement (timings mocked: tests play any CPU), the device
+choice (model.device), and the trainer honouring an explicit override."""
 
 from __future__ import annotations
 
@@ -86,3 +86,80 @@ def test_rollout_dtype_is_validated():
 
     with pytest.raises(ConfigError, match="model.rollout_dtype"):
         load_config(overrides=["model.rollout_dtype=float16"])
+
+
+# ---------------------------------------------------------------- device (model.device)
+
+
+def test_resolve_device(monkeypatch):
+    from recipe.model_loading import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cpu") == "cpu"  # a named device is taken as is, GPU or not
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("tpu")
+
+
+def test_device_is_validated():
+    from recipe.local_engine.config import load_config
+    from recipe.pasr_config import ConfigError
+
+    with pytest.raises(ConfigError, match="model.device"):
+        load_config(overrides=["model.device=tpu"])
+
+
+@pytest.mark.parametrize(
+    ("rollout_dtype", "autocast", "want_dtype", "want_autocast"),
+    [
+        ("auto", None, "float32", False),  # auto on a GPU: the master dtype, no autocast
+        ("bfloat16", True, "bfloat16", True),  # explicit settings still win
+    ],
+)
+def test_gpu_skips_the_cpu_probe(monkeypatch, tmp_path, rollout_dtype, autocast, want_dtype, want_autocast):
+    from recipe.local_engine.config import load_config
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    def probe():
+        raise AssertionError("the CPU matmul probe ran for a GPU run")
+
+    monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", probe)
+    overrides = ["model.device=cuda", f"model.rollout_dtype={rollout_dtype}"]
+    overrides += [] if autocast is None else [f"algo.bf16_autocast={autocast}"]
+    trainer = LocalPasrTrainer(load_config(overrides=overrides), run_dir=tmp_path)
+    trainer._choose_dtypes()
+    assert trainer.device == "cuda"
+    assert trainer.rollout_dtype == want_dtype and trainer.algo.bf16_autocast is want_autocast
+
+
+class _OnDevice:
+    """A stand-in model that lives on ``device`` (only ``.device`` is read)."""
+
+    def __init__(self, device: str):
+        self.device = torch.device(device)
+
+
+def test_update_batch_moves_to_the_model_and_leaves_the_callers():
+    from recipe.local_engine.policy_update import TrainRollout, build_batch, on_model_device
+    from recipe.local_engine.config import AlgoConfig
+
+    rollouts = [TrainRollout("q", [1, 2], [3, 4, 5], 1.0), TrainRollout("q", [1, 2], [6], 0.0)]
+    data = build_batch(rollouts, pad_id=0, algo=AlgoConfig())
+    assert on_model_device(_OnDevice("cpu"), data) is data  # already there: no copy
+    moved = on_model_device(_OnDevice("meta"), data)
+    assert {t.device.type for t in moved.batch.values()} == {"meta"}
+    assert {t.device.type for t in data.batch.values()} == {"cpu"}  # the caller's batch is untouched
+    assert list(moved.non_tensor_batch["uid"]) == ["q", "q"]
+
+
+def test_packed_batch_moves_whole():
+    from recipe.local_engine.logprobs import pack
+
+    pb = pack([[1, 2], [3]], [[4], [5, 6]], pad_id=0)
+    assert pb.to("cpu") is pb
+    moved = pb.to("meta")
+    assert {t.device.type for t in (moved.input_ids, moved.attention_mask, moved.position_ids, moved.responses,
+                                    moved.response_mask)} == {"meta"}
+    assert moved.prompt_width == pb.prompt_width

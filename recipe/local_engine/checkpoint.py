@@ -21,13 +21,18 @@ LATEST = "latest"
 
 
 def _rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_initialized():  # sampling on a GPU draws from its own generator
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def _set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(ckpt_root: Path, step: int, model, tokenizer, optimizer, state: dict, keep_last: int) -> Path:

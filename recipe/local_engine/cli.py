@@ -38,7 +38,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 RESUMABLE_KEYS = (
     "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.loggers", "trainer.project",
     "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.run_dir",
-    "model.threads", "model.attention", "rollout.gen_batch_size", "rollout.eval_batch_size",
+    "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
 )  # fmt: skip
 
 

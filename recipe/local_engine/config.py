@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from data.warmup_traces import REFINE_STYLES
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
 from recipe.gqa_attention import ATTENTIONS
+from recipe.model_loading import DEVICES
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -38,6 +39,10 @@ class ModelConfig:
     # query head (recipe/gqa_attention.py); same tokens, and the copy that transformers' SDPA
     # path makes under a padding mask is most of a batched decode step on CPU
     attention: str = "grouped"
+    # auto | cpu | cuda: where the policy, its KL reference and every tensor fed to them live.
+    # auto takes the GPU when torch sees one (the CPU dtype probe and thread choice then do not
+    # apply: rollout_dtype auto keeps the master dtype there, bf16_autocast unset is off)
+    device: str = "auto"
 
 
 @dataclass
@@ -196,6 +201,8 @@ class LocalTrainConfig:
             problems.append("warmup.reflection_fraction + warmup.retry_fraction must be <= 1")
         if self.data.difficulty not in (1, 2, 3):
             problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
+        if self.model.device not in DEVICES:
+            problems.append(f"model.device must be {', '.join(DEVICES)}, got {self.model.device!r}")
         if self.model.attention not in ATTENTIONS:
             problems.append(f"model.attention must be {' or '.join(ATTENTIONS)}, got {self.model.attention!r}")
         for name in ("queries_per_step", "max_new_tokens", "gen_batch_size", "eval_batch_size"):

@@ -39,6 +39,13 @@ class PackedBatch:
     def prompt_width(self) -> int:
         return self.input_ids.shape[1] - self.responses.shape[1]
 
+    def to(self, device) -> "PackedBatch":
+        """The same batch on ``device`` (itself when already there): packing happens on the CPU."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        return PackedBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids,
+                                                     self.responses, self.response_mask)))
+
 
 def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> PackedBatch:
     if len(prompts) != len(responses):
@@ -64,8 +71,10 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> to
     """(B, R) log-probs of the response tokens under ``model`` (0 where masked).
 
     Matches verl's actor: logits are divided by the sampling temperature before the softmax.
+    Runs where ``model`` is; so is the result.
     """
     body = _decoder(model)
+    batch = batch.to(model.device)
     p = batch.prompt_width
     r = batch.responses.shape[1]
     predicting = _shared_prompt_hidden(body, batch)

@@ -110,10 +110,19 @@ def actor_config(algo: AlgoConfig, n_rows: int) -> ActorConfig:
     )
 
 
-def autocast(enabled: bool | None):
-    """bf16 autocast on CPU; None (``algo.bf16_autocast`` not yet resolved by the trainer's
-    measurement) means off, the safe choice on any CPU."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(enabled))
+def autocast(enabled: bool | None, device_type: str = "cpu"):
+    """bf16 autocast on ``device_type`` (the model's: ``cpu`` | ``cuda``); None
+    (``algo.bf16_autocast`` not yet resolved by the trainer's measurement) means off, the safe
+    choice on any CPU."""
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=bool(enabled))
+
+
+def on_model_device(model, data: DataProto) -> DataProto:
+    """``data`` with its tensors where ``model`` is (a new DataProto: verl's ``DataProto.to``
+    moves in place, and the caller's batch stays on the CPU for its metrics)."""
+    if next(iter(data.batch.values())).device == model.device:
+        return data
+    return DataProto(batch=data.batch.to(model.device), non_tensor_batch=data.non_tensor_batch, meta_info=data.meta_info)
 
 
 @torch.no_grad()
@@ -127,7 +136,7 @@ def fill_logprobs(model, ref_model, data: DataProto, algo: AlgoConfig, temperatu
     olds, refs = [], []
     for mb in data.split(algo.micro_batch_size):
         pb = _packed(mb)
-        with autocast(algo.bf16_autocast):
+        with autocast(algo.bf16_autocast, model.device.type):
             if algo.ppo_epochs > 1:
                 olds.append(response_logprobs(model, pb, temperature))
             if ref_model is not None and algo.kl_coef > 0:
@@ -158,6 +167,7 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
     else:
         skipped = 0
     model.eval()  # no dropout: log-probs must match the sampling policy
+    data = on_model_device(model, data)
     fill_logprobs(model, ref_model, data, algo, temperature)
     cfg = actor_config(algo, len(data))
     n_tokens = data.batch["response_mask"].sum()
@@ -167,7 +177,7 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
         optimizer.zero_grad(set_to_none=True)
         for mb in data.split(algo.micro_batch_size):
             b = mb.batch
-            with autocast(algo.bf16_autocast):
+            with autocast(algo.bf16_autocast, model.device.type):
                 log_prob = response_logprobs(model, _packed(mb), temperature)
             old_log_prob = b["old_log_probs"] if "old_log_probs" in b.keys() else log_prob.detach()
             pg_loss, pg_metrics = core_algos.compute_policy_loss_vanilla(
@@ -209,11 +219,11 @@ def sft_loss(
         raise ValueError(f"layout must be auto, end_to_end or padded, got {layout!r}")
     if layout == "auto":
         layout = "end_to_end" if end_to_end_pays(model.config, prompts, responses) else "padded"
-    with autocast(bf16):
+    with autocast(bf16, model.device.type):
         if layout == "end_to_end":
             lp = concatenated_response_logprobs(model, prompts, responses)[None]
             mask = torch.ones_like(lp)
         else:
-            pb = pack(prompts, responses, pad_id)
+            pb = pack(prompts, responses, pad_id).to(model.device)
             lp, mask = response_logprobs(model, pb), pb.response_mask.float()
     return core_algos.agg_loss(-lp, mask, "token-mean")

@@ -41,6 +41,7 @@ from recipe.local_engine.policy_update import TrainRollout, build_batch, rl_lear
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
+from recipe.model_loading import resolve_device
 from recipe.metrics import step_metrics
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
@@ -69,6 +70,7 @@ class LocalPasrTrainer:
         self.resume = resume
         self._stop = False
         self.run_id = run_dir.name
+        self.device = resolve_device(cfg.model.device)  # cpu | cuda
 
     # ---------------------------------------------------------------- set-up
     @property
@@ -103,7 +105,9 @@ class LocalPasrTrainer:
         # On resume the weights come straight from the last checkpoint (no base-model load first).
         latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
         self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
-        self.model, self.tokenizer, _ = load_model_and_tokenizer(str(latest or self.model_path), dtype=cfg.model.dtype)
+        self.model, self.tokenizer, _ = load_model_and_tokenizer(
+            str(latest or self.model_path), dtype=cfg.model.dtype, device=self.device
+        )
         self._choose_attention()
         self._choose_dtypes()
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
@@ -142,18 +146,23 @@ class LocalPasrTrainer:
         print(f"attention: {self.attention}", file=sys.stderr)
 
     def _choose_dtypes(self) -> None:
-        """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``)."""
+        """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``).
+        On a GPU the CPU probe says nothing: ``auto`` keeps the master dtype and no autocast
+        (a 135M model's GPU steps are bound by kernel launches, not by matmul precision)."""
         from recipe.cpu_dtype import AUTO, resolve_dtype
 
         m, a = self.cfg.model, self.cfg.algo
         auto = m.rollout_dtype == AUTO or a.bf16_autocast is None
-        choice = resolve_dtype(AUTO) if auto else None
-        self.rollout_dtype = choice.dtype if m.rollout_dtype == AUTO else m.rollout_dtype
-        self.algo = dataclasses.replace(a, bf16_autocast=choice.use_bf16 if a.bf16_autocast is None else a.bf16_autocast)
+        on_cpu = self.device == "cpu"
+        choice = resolve_dtype(AUTO) if auto and on_cpu else None
+        auto_dtype, auto_bf16 = (choice.dtype, choice.use_bf16) if choice is not None else (m.dtype, False)
+        self.rollout_dtype = auto_dtype if m.rollout_dtype == AUTO else m.rollout_dtype
+        self.algo = dataclasses.replace(a, bf16_autocast=auto_bf16 if a.bf16_autocast is None else a.bf16_autocast)
         if choice is not None:
             print(choice.describe(), file=sys.stderr)
+        where = f"{torch.get_num_threads()} torch threads" if on_cpu else self.device
         print(f"rollouts in {self.rollout_dtype}, update bf16 autocast {'on' if self.algo.bf16_autocast else 'off'}"
-              f" ({torch.get_num_threads()} torch threads)", file=sys.stderr)
+              f" ({where})", file=sys.stderr)
 
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
@@ -343,7 +352,7 @@ class LocalPasrTrainer:
             from transformers import AutoModelForCausalLM
 
             start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
-            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype))
+            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(self.device)
             from recipe.gqa_attention import use_attention
 
             use_attention(self.ref_model, self.cfg.model.attention)
