@@ -19,6 +19,13 @@ That was measured before the local engine generated with grouped-query attention
 warm-up's loss without padding (greedy evaluation up to 1.64x faster, a step's generation
 1.16x, the warm-up 1.08x: benchmarks/local_eval_speed, benchmarks/warmup_speed); the whole
 benchmark has not been timed again since.
+
+On one GPU (``model.device=auto`` takes it) the benchmark takes about 6 minutes (an H200, three
+seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the warm-up). There
+the control is not the CPU's: supervised steps are cheap beside generation on a GPU, so in the
+PASR phase's wall time it runs about 500 steps instead of 170. ``--report-only`` rebuilds the
+table and JSON from a run directory brought back from such a machine (``machine.json`` in the
+run directory says where it ran).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
     can_reuse_warmup,
     cpu_info,
+    gpu_name,
     fmt,
     join,
     load,
@@ -131,6 +139,9 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse-pair", action="store_true",
                         help="with --reuse-warmup: also keep the finished PASR / control pair (both evaluated, "
                              "its wall time in pair.json) and rerun only the paper-exact row")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: rebuild the table and --out from the finished run in --run-dir (e.g. "
+                             "one brought back from a GPU machine, where the device returns files, not results)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
     if args.reuse_pair and not args.reuse_warmup:
@@ -140,11 +151,18 @@ def main(argv=None) -> int:
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
     cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
+    config = {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper}
+    if args.report_only:
+        stage = root / "warmup" / "stage.json"
+        timing = {"wall_s": None, "wall_s_warmup_stage": json.loads(stage.read_text())["wall_s"] if stage.exists() else None}
+        write_report(summarize(root, timing, config), Path(args.out))
+        return 0
     reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)
     pair_file = root / "pair.json"
     pair_reused = reused and args.reuse_pair and pair_done(root, pair_file)
     keep = ("warmup", "pasr", "control") if pair_reused else ("warmup",) if reused else ()
     dirs = prepare_dirs(root, ("warmup", "pasr", "paper", "control"), keep=keep)
+    (root / MACHINE).write_text(json.dumps(machine(cfg)) + "\n")
 
     # 1. base -> warm-up (one process, this one)
     ckpt, t_warmup = warmup_stage(cfg, dirs["warmup"], reuse=reused)
@@ -162,6 +180,25 @@ def main(argv=None) -> int:
     # 3. the paper-exact reward, alone
     join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
 
+    timing = {"wall_s": time.perf_counter() - start, "wall_s_warmup_stage": t_warmup,
+              "warmup_stage_reused": reused, "pair_reused": pair_reused}
+    result = summarize(root, timing, config)
+    write_report(result, Path(args.out))
+    return 0
+
+
+MACHINE = "machine.json"  # where a run was trained and evaluated, written when it starts
+
+
+def machine(cfg) -> dict:
+    return {"cpu": cpu_info(), "gpu": gpu_name(cfg)}
+
+
+def summarize(root: Path, timing: dict, config: dict) -> dict:
+    """The benchmark's result from the finished run directory ``root``: rows, paired sign
+    tests, the PASR phase's trends, and where it ran (``--report-only`` rebuilds it from a
+    directory brought back from another machine, e.g. a GPU's)."""
+    dirs = {name: root / name for name in ("warmup", "pasr", "paper", "control")}
     dumps = {
         "base": dirs["warmup"] / "eval" / "base.jsonl",
         "warm-up": dirs["warmup"] / "eval" / "warmup.jsonl",
@@ -180,7 +217,8 @@ def main(argv=None) -> int:
     control_steps = len(phase_steps(dirs["control"], "control"))
     pasr_trends = trends(pasr_steps, ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate",
                                       "pasr/empty_refine_rate"))
-    result = {
+    t_pair = json.loads((root / "pair.json").read_text())["wall_s"]
+    return {
         "rows": rows,
         "p_pasr_vs_warmup": p_value("PASR", "warm-up")["p"],
         "p_pasr_vs_control": p_value("PASR", "control")["p"],
@@ -188,28 +226,29 @@ def main(argv=None) -> int:
         "pairs": {f"{a} vs {b}": p_value(a, b) for a, b in (("PASR", "warm-up"), ("PASR", "control"),
                                                              ("PASR (paper reward)", "warm-up"), ("PASR", "PASR (paper reward)"))},
         "pasr_phase": {"steps": len(pasr_steps), "wall_s": t_pair, "control_steps": control_steps, "trends": pasr_trends},
-        "wall_s": time.perf_counter() - start,
-        "wall_s_warmup_stage": t_warmup,
-        "warmup_stage_reused": reused,
-        "pair_reused": pair_reused,
-        "cpu": cpu_info(),
-        "config": {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper},
+        **timing,
+        # where it ran (None: a run from before the machine was recorded)
+        **(json.loads((root / MACHINE).read_text()) if (root / MACHINE).exists() else {"cpu": None, "gpu": None}),
+        "config": config,
     }
-    out = Path(args.out)
+
+
+def write_report(result: dict, out: Path) -> None:
+    """``result`` as JSON at ``out`` and as a table on stdout."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-
-    print(f"\nheld-out problems: {args.eval_size}; PASR phase {len(pasr_steps)} steps in {t_pair / 60:.1f} min;"
-          f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n")
+    rows, phase = result["rows"], result["pasr_phase"]
+    wall = f"total {result['wall_s'] / 60:.1f} min" if result.get("wall_s") is not None else "total not timed"
+    print(f"\nheld-out problems: {rows['PASR']['n']}; PASR phase {phase['steps']} steps in {phase['wall_s'] / 60:.1f} min;"
+          f" control: {phase['control_steps']} more warm-up steps in the same time; {wall}\n")
     print(f"{'row':<20} " + " ".join(f"{c:>17}" for c in COLS) + f" {'plain acc':>10}")
     for name, row in rows.items():
         print(f"{name:<20} " + " ".join(f"{fmt(row[c]):>17}" for c in COLS) + f" {fmt(row.get('plain_acc')):>10}")
     for pair, v in result["pairs"].items():
         print(f"{pair:<36} wins {v['wins']:>3}  losses {v['losses']:>3}  sign test p = {v['p']:.4f}")
-    for key, v in pasr_trends.items():
+    for key, v in phase["trends"].items():
         print(f"{key:<26} first third {v['first_third']:.3f} -> last third {v['last_third']:.3f}")
     print(f"wrote {out}")
-    return 0
 
 
 

@@ -32,6 +32,7 @@ from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
     can_reuse_warmup,
     cpu_info,
+    gpu_name,
     fmt,
     load,
     method_and_control,
@@ -142,6 +143,7 @@ def main(argv=None) -> int:
         "wall_s_warmup_stage": t_warmup,
         "warmup_stage_reused": reused,
         "cpu": cpu_info(),
+        "gpu": gpu_name(cfg),
         "config": {"preset": args.preset, "common": common, "rrr": args.rrr},
     }
     out = Path(args.out)

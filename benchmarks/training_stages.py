@@ -195,6 +195,15 @@ def cpu_info() -> dict:
             "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()}
 
 
+def gpu_name(cfg) -> str | None:
+    """The GPU a result was trained and evaluated on (``model.device``), None on the CPU."""
+    import torch
+
+    from recipe.model_loading import resolve_device
+
+    return torch.cuda.get_device_name() if resolve_device(cfg.model.device) == "cuda" else None
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

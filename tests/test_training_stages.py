@@ -118,3 +118,53 @@ def test_phase_steps_and_trends(tmp_path):
     assert trends(steps, ("x",)) == {"x": {"first_third": pytest.approx(1.5), "last_third": pytest.approx(5.5)}}
     assert trends([], ("x",)) == {}
     assert trends(steps[:1], ("x",)) == {"x": {"first_third": 1.0, "last_third": 1.0}}
+
+
+def _dump(path: Path, right: list[bool]) -> None:
+    """An evaluation dump: one refine-prompt answer per question, right or wrong as given."""
+    from data.records import REFINE, RolloutRecord, write_records
+    from rewards.format import check_format
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = []
+    for i, ok in enumerate(right):
+        response = f"<think>{i} + 1 = {i + 1}.</think><answer>{i + 1 if ok else 0}</answer>"
+        fmt = check_format(response)
+        records.append(RolloutRecord(
+            run_id="t", query_id=f"q{i}", data_source="synthetic", variant=REFINE, prompt="?", response=response,
+            response_tokens=len(response), format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
+            extracted_answer=str(i + 1 if ok else 0), gold=str(i + 1), acc=1.0 if ok else 0.0,
+        ))
+    write_records(path, records, append=False)
+
+
+def test_report_only_rebuilds_the_result_from_a_finished_run(tmp_path):
+    """--report-only trains nothing: rows, paired sign tests and trends come from the run's dumps,
+    and the machine from the run's machine.json (a GPU run read back here), not from this one."""
+    from benchmarks.learning_signal import MACHINE, main
+
+    n = 10
+    dumps = {"warmup/eval/base.jsonl": [False] * n, "warmup/eval/warmup.jsonl": [True] * 4 + [False] * 6,
+             "pasr/eval/final.jsonl": [True] * 9 + [False], "paper/eval/final.jsonl": [False] * n,
+             "control/eval/control.jsonl": [False] + [True] * 5 + [False] * 3 + [True]}
+    for rel, right in dumps.items():
+        _dump(tmp_path / rel, right)
+    (tmp_path / "pasr" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": 160 + i, "phase": "pasr", "pasr/refine_rate": i / 3, "pasr/acc_refine": 0.5,
+                    "pasr/acc_plain": 0.4, "pasr/refine_fix_rate": 0.1, "pasr/empty_refine_rate": 0.0}) + "\n"
+        for i in range(1, 4)))
+    (tmp_path / "control" / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": 160 + i, "phase": "control"}) + "\n" for i in range(1, 8)))
+    (tmp_path / "pair.json").write_text(json.dumps({"wall_s": 191.5}))
+    (tmp_path / "warmup" / "stage.json").write_text(json.dumps({"wall_s": 60.7}))
+    (tmp_path / MACHINE).write_text(json.dumps({"cpu": {"model": "elsewhere"}, "gpu": "NVIDIA H200"}))
+    out = tmp_path / "result.json"
+    assert main(["--report-only", "--run-dir", str(tmp_path), "--out", str(out), "--eval-size", str(n)]) == 0
+    result = json.loads(out.read_text())
+    assert result["rows"]["warm-up"]["acc"] == pytest.approx(0.4) and result["rows"]["PASR"]["acc"] == pytest.approx(0.9)
+    assert result["pairs"]["PASR vs warm-up"] == {"wins": 5, "losses": 0, "p": pytest.approx(0.0625)}
+    assert result["pairs"]["PASR vs control"]["wins"] == 4 and result["pairs"]["PASR vs control"]["losses"] == 1
+    assert result["pasr_phase"]["steps"] == 3 and result["pasr_phase"]["control_steps"] == 7
+    assert result["pasr_phase"]["trends"]["pasr/refine_rate"]["last_third"] == pytest.approx(1.0)
+    assert result["wall_s"] is None and result["wall_s_warmup_stage"] == 60.7 and result["pasr_phase"]["wall_s"] == 191.5
+    assert result["gpu"] == "NVIDIA H200" and result["cpu"] == {"model": "elsewhere"}
