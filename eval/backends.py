@@ -90,12 +90,13 @@ class HFBackend:
         model: str,
         batch_size: int = 32,
         dtype: str = "auto",  # auto: measured on CPU (recipe/cpu_dtype.py), bfloat16 on an accelerator
-        device: str = "cpu",
+        device: str = "auto",  # auto | cpu | cuda (recipe.model_loading.resolve_device)
         threads: int | None = None,
         attention: str = "grouped",
         seed: int = 0,
     ):
         from recipe.gqa_attention import ATTENTIONS
+        from recipe.model_loading import resolve_device
 
         if attention not in ATTENTIONS:
             raise BackendError(f"unknown attention {attention!r}: {' or '.join(ATTENTIONS)}")
@@ -105,7 +106,7 @@ class HFBackend:
         self.attention = attention
         self.seed = seed
         self.dtype = dtype
-        self.device = device
+        self.device = resolve_device(device)
         self.model = None
         self.tokenizer = None
         self.model_path: str | None = None

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from recipe.gqa_attention import ATTENTIONS
+from recipe.model_loading import DEVICES
 
 DESCRIPTION = """\
 Evaluate a model on GSM8K, MATH-500, AIME24 or Countdown with PASR, Reflect-Retry or a
@@ -96,6 +97,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
                    help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
                    "in padded batches, same results, faster; sdpa: transformers' own")  # fmt: skip
+    g.add_argument("--device", default="auto", choices=DEVICES,
+                   help="hf: auto (default) takes the GPU torch sees, else the CPU")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm")
     g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
@@ -230,6 +233,7 @@ def run(args) -> int:
         dtype=args.dtype,
         threads=args.threads,
         attention=args.attention,
+        device=args.device,
         countdown_difficulty=args.countdown_difficulty,
     )
     try:

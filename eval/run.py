@@ -90,6 +90,7 @@ class EvalConfig:
     dtype: str | None = None
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
     attention: str = "grouped"  # hf: grouped (GQA without KV copies, recipe/gqa_attention.py) | sdpa
+    device: str = "auto"  # hf: auto (the GPU torch sees, else the CPU) | cpu | cuda
     countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --datasets countdown: data.countdown.LEVELS (3/4/5 numbers)
 
     def gen_params(self) -> GenParams:
@@ -529,6 +530,7 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
             cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
             tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
             max_model_len=cfg.max_model_len, threads=cfg.threads, attention=cfg.attention,
+            device=cfg.device,
         )  # fmt: skip
     try:
         backend.load()

@@ -163,3 +163,13 @@ def test_packed_batch_moves_whole():
     assert {t.device.type for t in (moved.input_ids, moved.attention_mask, moved.position_ids, moved.responses,
                                     moved.response_mask)} == {"meta"}
     assert moved.prompt_width == pb.prompt_width
+
+
+def test_eval_hf_backend_resolves_its_device(monkeypatch):
+    from eval.backends import build_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert build_backend("hf", "smollm2").device == "cpu"  # pasr eval's default: auto
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert build_backend("hf", "smollm2").device == "cuda"
+    assert build_backend("hf", "smollm2", device="cpu").device == "cpu"
