@@ -40,11 +40,10 @@ from statistics import fmean
 from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
     can_reuse_warmup,
-    cpu_info,
-    gpu_name,
     fmt,
     join,
     load,
+    machine_info,
     method_and_control,
     phase_steps,
     prepare_dirs,
@@ -52,6 +51,7 @@ from benchmarks.training_stages import (
     spawn,
     trends,
     warmup_stage,
+    warmup_stage_wall_s,
 )
 from eval.significance import paired_counts, sign_test
 
@@ -66,6 +66,8 @@ PAPER_EXACT = [
 ]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
+PAIR_FILE = "pair.json"  # the PASR / control pair's wall time, written when the pair ends
+MACHINE = "machine.json"  # where a run was trained and evaluated (machine_info), written when it starts
 
 
 def eval_row(path: Path) -> dict:
@@ -153,24 +155,22 @@ def main(argv=None) -> int:
     cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
     config = {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper}
     if args.report_only:
-        stage = root / "warmup" / "stage.json"
-        timing = {"wall_s": None, "wall_s_warmup_stage": json.loads(stage.read_text())["wall_s"] if stage.exists() else None}
+        timing = {"wall_s": None, "wall_s_warmup_stage": warmup_stage_wall_s(root / "warmup")}
         write_report(summarize(root, timing, config), Path(args.out))
         return 0
     reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)
-    pair_file = root / "pair.json"
+    pair_file = root / PAIR_FILE
     pair_reused = reused and args.reuse_pair and pair_done(root, pair_file)
     keep = ("warmup", "pasr", "control") if pair_reused else ("warmup",) if reused else ()
     dirs = prepare_dirs(root, ("warmup", "pasr", "paper", "control"), keep=keep)
-    (root / MACHINE).write_text(json.dumps(machine(cfg)) + "\n")
+    (root / MACHINE).write_text(json.dumps(machine_info(cfg)) + "\n")
 
     # 1. base -> warm-up (one process, this one)
     ckpt, t_warmup = warmup_stage(cfg, dirs["warmup"], reuse=reused)
 
     # 2. PASR and the control side by side, one core each
     if pair_reused:
-        print(f"reusing the PASR / control pair in {root}")
-        t_pair = json.loads(pair_file.read_text())["wall_s"]
+        print(f"reusing the PASR / control pair in {root}")  # its wall time stays in pair.json
     else:
         pair_file.unlink(missing_ok=True)
         t_pair = method_and_control(args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt,
@@ -185,13 +185,6 @@ def main(argv=None) -> int:
     result = summarize(root, timing, config)
     write_report(result, Path(args.out))
     return 0
-
-
-MACHINE = "machine.json"  # where a run was trained and evaluated, written when it starts
-
-
-def machine(cfg) -> dict:
-    return {"cpu": cpu_info(), "gpu": gpu_name(cfg)}
 
 
 def summarize(root: Path, timing: dict, config: dict) -> dict:
@@ -217,7 +210,7 @@ def summarize(root: Path, timing: dict, config: dict) -> dict:
     control_steps = len(phase_steps(dirs["control"], "control"))
     pasr_trends = trends(pasr_steps, ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate",
                                       "pasr/empty_refine_rate"))
-    t_pair = json.loads((root / "pair.json").read_text())["wall_s"]
+    t_pair = json.loads((root / PAIR_FILE).read_text())["wall_s"]
     return {
         "rows": rows,
         "p_pasr_vs_warmup": p_value("PASR", "warm-up")["p"],

@@ -31,10 +31,9 @@ from pathlib import Path
 from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
     can_reuse_warmup,
-    cpu_info,
-    gpu_name,
     fmt,
     load,
+    machine_info,
     method_and_control,
     phase_steps,
     prepare_dirs,
@@ -142,8 +141,7 @@ def main(argv=None) -> int:
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
         "warmup_stage_reused": reused,
-        "cpu": cpu_info(),
-        "gpu": gpu_name(cfg),
+        **machine_info(cfg),
         "config": {"preset": args.preset, "common": common, "rrr": args.rrr},
     }
     out = Path(args.out)

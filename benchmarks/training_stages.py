@@ -147,17 +147,26 @@ def warmup_stage(cfg, warmup_dir: Path, reuse: bool) -> tuple[str, float | None]
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     ckpt = str(warmup_checkpoint(warmup_dir, cfg))
-    stage_file = warmup_dir / "stage.json"
     if reuse:
         print(f"reusing the warm-up stage in {warmup_dir} ({ckpt})")
-        return ckpt, json.loads(stage_file.read_text())["wall_s"] if stage_file.exists() else None
+        return ckpt, warmup_stage_wall_s(warmup_dir)
     start = time.perf_counter()
     warm = LocalPasrTrainer(cfg, warmup_dir)
     warm.setup()
     warm.fit()
     wall_s = time.perf_counter() - start
-    stage_file.write_text(json.dumps({"wall_s": wall_s}) + "\n")
+    (warmup_dir / STAGE_FILE).write_text(json.dumps({"wall_s": wall_s}) + "\n")
     return ckpt, wall_s
+
+
+STAGE_FILE = "stage.json"  # the warm-up stage's wall time, beside its run
+
+
+def warmup_stage_wall_s(warmup_dir: Path) -> float | None:
+    """The recorded wall time of the finished warm-up stage in ``warmup_dir`` (None when the run
+    that made it did not record one)."""
+    stage_file = warmup_dir / STAGE_FILE
+    return json.loads(stage_file.read_text())["wall_s"] if stage_file.exists() else None
 
 
 def method_and_control(preset: str, method_overrides: list[str], common: list[str], method_dir: Path,
@@ -195,13 +204,15 @@ def cpu_info() -> dict:
             "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()}
 
 
-def gpu_name(cfg) -> str | None:
-    """The GPU a result was trained and evaluated on (``model.device``), None on the CPU."""
+def machine_info(cfg) -> dict:
+    """Where a result was trained and evaluated: the CPU, and the GPU (``model.device``; None
+    on the CPU)."""
     import torch
 
     from recipe.model_loading import resolve_device
 
-    return torch.cuda.get_device_name() if resolve_device(cfg.model.device) == "cuda" else None
+    gpu = torch.cuda.get_device_name() if resolve_device(cfg.model.device) == "cuda" else None
+    return {"cpu": cpu_info(), "gpu": gpu}
 
 
 def cpu_model() -> str:

@@ -15,9 +15,9 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from data.warmup_traces import REFINE_STYLES
-from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
 from recipe.gqa_attention import ATTENTIONS
 from recipe.model_loading import DEVICES
+from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -40,8 +40,8 @@ class ModelConfig:
     # path makes under a padding mask is most of a batched decode step on CPU
     attention: str = "grouped"
     # auto | cpu | cuda: where the policy, its KL reference and every tensor fed to them live.
-    # auto takes the GPU when torch sees one (the CPU dtype probe and thread choice then do not
-    # apply: rollout_dtype auto keeps the master dtype there, bf16_autocast unset is off)
+    # auto takes the GPU when torch sees one (the CPU dtype probe is then skipped: rollout_dtype
+    # auto keeps the master dtype there, bf16_autocast unset is off; threads still set the CPU's)
     device: str = "auto"
 
 

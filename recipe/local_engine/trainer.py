@@ -41,8 +41,8 @@ from recipe.local_engine.policy_update import TrainRollout, build_batch, rl_lear
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
-from recipe.model_loading import resolve_device
 from recipe.metrics import step_metrics
+from recipe.model_loading import resolve_device
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
