@@ -100,13 +100,16 @@ class HFBackend:
 
         if attention not in ATTENTIONS:
             raise BackendError(f"unknown attention {attention!r}: {' or '.join(ATTENTIONS)}")
+        try:
+            self.device = resolve_device(device)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
         self.model_spec = model
         self.batch_size = batch_size
         self.threads = threads
         self.attention = attention
         self.seed = seed
         self.dtype = dtype
-        self.device = resolve_device(device)
         self.model = None
         self.tokenizer = None
         self.model_path: str | None = None

@@ -525,14 +525,14 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
 def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict, prompts: MethodPrompts,
               settings: dict, done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
     """Generate, judge and append the pending samples, chunk by chunk."""
-    if backend is None:
-        backend = build_backend(
-            cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
-            tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len, threads=cfg.threads, attention=cfg.attention,
-            device=cfg.device,
-        )  # fmt: skip
     try:
+        if backend is None:
+            backend = build_backend(
+                cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
+                tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len, threads=cfg.threads, attention=cfg.attention,
+                device=cfg.device,
+            )  # fmt: skip
         backend.load()
     except BackendError as exc:
         raise EvalError(str(exc)) from None

@@ -108,13 +108,17 @@ DEVICES = ("auto", "cpu", "cuda")
 
 def resolve_device(requested: str) -> str:
     """``cpu`` or ``cuda`` for ``model.device``: ``auto`` takes the GPU when torch sees one, so the
-    same command trains on a laptop's CPU or a workstation's GPU; a named one is taken as is."""
+    same command trains on a laptop's CPU or a workstation's GPU; a named one is taken as is, and
+    ``cuda`` where torch sees none is a ValueError saying so (not a traceback at the first tensor)."""
     import torch
 
     if requested not in DEVICES:
         raise ValueError(f"device must be {', '.join(DEVICES)}, got {requested!r}")
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device cuda asked for, but torch {torch.__version__} sees no GPU (a CPU-only build, or "
+                         "no device visible): use auto or cpu")
     return requested
 
 

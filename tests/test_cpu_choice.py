@@ -96,6 +96,8 @@ def test_resolve_device(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
+    with pytest.raises(ValueError, match="sees no GPU"):  # a clear error, not a traceback at the first tensor
+        resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == "cuda"
     assert resolve_device("cpu") == "cpu"  # a named device is taken as is, GPU or not
@@ -103,12 +105,15 @@ def test_resolve_device(monkeypatch):
         resolve_device("tpu")
 
 
-def test_device_is_validated():
+def test_device_is_validated(monkeypatch):
     from recipe.local_engine.config import load_config
     from recipe.pasr_config import ConfigError
 
     with pytest.raises(ConfigError, match="model.device"):
         load_config(overrides=["model.device=tpu"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="model.device: device cuda asked for, but torch .* sees no GPU"):
+        load_config(overrides=["model.device=cuda"])
 
 
 @pytest.mark.parametrize(
@@ -126,6 +131,7 @@ def test_gpu_skips_the_cpu_probe(monkeypatch, tmp_path, rollout_dtype, autocast,
         raise AssertionError("the CPU matmul probe ran for a GPU run")
 
     monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", probe)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, played on the CPU
     overrides = ["model.device=cuda", f"model.rollout_dtype={rollout_dtype}"]
     overrides += [] if autocast is None else [f"algo.bf16_autocast={autocast}"]
     trainer = LocalPasrTrainer(load_config(overrides=overrides), run_dir=tmp_path)
@@ -166,10 +172,12 @@ def test_packed_batch_moves_whole():
 
 
 def test_eval_hf_backend_resolves_its_device(monkeypatch):
-    from eval.backends import build_backend
+    from eval.backends import BackendError, build_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert build_backend("hf", "smollm2").device == "cpu"  # pasr eval's default: auto
+    with pytest.raises(BackendError, match="sees no GPU"):
+        build_backend("hf", "smollm2", device="cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert build_backend("hf", "smollm2").device == "cuda"
     assert build_backend("hf", "smollm2", device="cpu").device == "cpu"

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from data.warmup_traces import REFINE_STYLES
 from recipe.gqa_attention import ATTENTIONS
-from recipe.model_loading import DEVICES
+from recipe.model_loading import DEVICES, resolve_device
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
@@ -203,6 +203,11 @@ class LocalTrainConfig:
             problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
         if self.model.device not in DEVICES:
             problems.append(f"model.device must be {', '.join(DEVICES)}, got {self.model.device!r}")
+        elif self.model.device == "cuda":
+            try:
+                resolve_device("cuda")
+            except ValueError as exc:
+                problems.append(f"model.device: {exc}")
         if self.model.attention not in ATTENTIONS:
             problems.append(f"model.attention must be {' or '.join(ATTENTIONS)}, got {self.model.attention!r}")
         for name in ("queries_per_step", "max_new_tokens", "gen_batch_size", "eval_batch_size"):
