@@ -24,7 +24,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from recipe.hf_generate import SamplingParams, _left_pad, eos_token_ids
+    from recipe.hf_generate import SamplingParams, eos_token_ids
+    from recipe.prompt_prefill import pad_around_prefixes
     from recipe.local_engine.config import load_config
     from recipe.local_engine.rollout import generate_step
     from recipe.local_engine.trainer import LocalPasrTrainer
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
                              cfg.rollout.gen_batch_size, cfg.rollout.prefill_think)
         engine_s = time.perf_counter() - t0
         engine_tokens = sum(len(g.response_ids) for g in gens)
-        ids, mask = _left_pad([g.prompt_ids for g in gens], tok.pad_token_id)
+        ids, mask = pad_around_prefixes([g.prompt_ids for g in gens], tok.pad_token_id, [0] * len(gens))  # left padding
         torch.manual_seed(0)
         t0 = time.perf_counter()
         with torch.no_grad():

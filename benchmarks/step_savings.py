@@ -3,8 +3,9 @@
 1. **One prompt pass per distinct prompt.** A step samples each query's refine prompt
    ``n_refine`` times and its plain prompt ``n_plain`` times and trains the refine responses on
    their one prompt: generation prefills each distinct prompt once
-   (``recipe.hf_generate.shared_prompt_cache``) and the update's log-probs run it once
-   (``recipe.local_engine.logprobs._shared_prompt_hidden``).
+   (``recipe.hf_generate.prompt_cache``) and the update's log-probs run it once
+   (``recipe.local_engine.logprobs._shared_prompt_hidden``); both also run the prefix the
+   prompts share once (``benchmarks.prompt_prefill_speed`` times that part alone).
 2. **Finished rows leave the batch** (``recipe.hf_generate._generate_dropping_finished``): plain
    answers stop after about 20 tokens, refining ones after 60-90.
 
@@ -37,16 +38,16 @@ def setting(name: str):
     import recipe.hf_generate as hf
     import recipe.local_engine.logprobs as lp
 
-    saved = hf.shared_prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY
+    saved = hf.prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY
     if name == "neither":
-        hf.shared_prompt_cache = lambda *a: None
+        hf.prompt_cache = lambda *a, **k: None
         lp._shared_prompt_hidden = lambda *a: None
     if name != "+ rows dropped":
         hf.DROP_EVERY = 10**6  # one generate call
     try:
         yield
     finally:
-        hf.shared_prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY = saved
+        hf.prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY = saved
 
 
 def main(argv=None) -> int:

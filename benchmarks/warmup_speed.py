@@ -3,13 +3,16 @@
 A warm-up batch pads every row to the longest prompt plus the longest target: on the local
 defaults (8 rows a step, refine- and plain-prompt traces, targets of about 10 to 90 tokens)
 about a quarter of its tokens were padding. ``recipe.local_engine.policy_update.sft_loss`` can
-lay the rows end to end in one sequence (position ids restart at each row; transformers masks
-each row off from the others) and compute the same loss without them, at the price of attention
-over the whole sequence; it does so where a FLOP count says it pays
-(``recipe.local_engine.logprobs.end_to_end_pays``).
+lay the rows end to end in one sequence (each row masked off from the others) and compute the
+same loss without them, at the price of attention over the whole sequence; it does so where a
+FLOP count says it pays (``recipe.local_engine.logprobs.end_to_end_pays``). Every prompt also
+starts with the template and one of two system prompts (about half its tokens): laid end to
+end, each such prefix can come once, with each row seeing its own (:mod:`recipe.prompt_prefill`).
 
-Both columns run the forward and backward pass of the same warm-up steps (the trainer's own
-batches, ``LocalPasrTrainer.warmup_batch``) on the same model; the losses must agree.
+Columns: the padded batch and the rows end to end, each with every prompt whole (before shared
+prefixes), then end to end with shared prefixes (the trainer's choice now). All run the forward
+and backward pass of the same warm-up steps (the trainer's own batches,
+``LocalPasrTrainer.warmup_batch``) on the same model; the losses must agree.
 
     python3 -m benchmarks.warmup_speed                 # the local defaults, 8 steps
     python3 -m benchmarks.warmup_speed --steps 4 warmup.refine_style=check
@@ -43,13 +46,23 @@ def main(argv=None) -> int:
     model, pad = trainer.model, trainer.tokenizer.pad_token_id
     model.train()
 
-    def padded_loss(prompts, responses):
-        return sft_loss(model, prompts, responses, pad, layout="padded")
+    import recipe.local_engine.logprobs as lp
+
+    def whole(layout):
+        """``layout`` with every prompt run whole (no shared prefix)."""
+        def loss(prompts, responses):
+            saved, lp.shared_prefixes = lp.shared_prefixes, lambda rows: [0] * len(rows)
+            try:
+                return sft_loss(model, prompts, responses, pad, layout=layout)
+            finally:
+                lp.shared_prefixes = saved
+        return loss
 
     def end_to_end_loss(prompts, responses):
         return sft_loss(model, prompts, responses, pad, layout="end_to_end")
 
-    columns = {"padded batch": padded_loss, "end to end": end_to_end_loss}
+    columns = {"padded, whole": whole("padded"), "end to end, whole": whole("end_to_end"),
+               "+ shared prefixes": end_to_end_loss}
     seconds = dict.fromkeys(columns, 0.0)
     losses: dict[str, list[float]] = {name: [] for name in columns}
     real = padded = 0
@@ -69,13 +82,14 @@ def main(argv=None) -> int:
 
     print(f"\n{args.steps} warm-up steps of {cfg.warmup.batch_size} rows: {real} tokens, {padded} with padding "
           f"({1 - real / padded:.0%} padding); torch threads {torch.get_num_threads()}")
-    print(f"{'':<26}" + "".join(f"{name:>16}" for name in columns) + f"{'speed-up':>10}")
-    first, last = (seconds[name] for name in columns)
-    print(f"{'forward + backward, s':<26}" + "".join(f"{seconds[n]:>16.1f}" for n in columns) + f"{first / last:>9.2f}x")
+    print(f"{'':<26}" + "".join(f"{name:>20}" for name in columns) + f"{'speed-up':>10}")
+    first, last = seconds[next(iter(columns))], seconds["+ shared prefixes"]
+    print(f"{'forward + backward, s':<26}" + "".join(f"{seconds[n]:>20.1f}" for n in columns) + f"{first / last:>9.2f}x")
     chosen = sum(end_to_end_pays(model.config, *batch) for batch in batches)
     print(f"the trainer (sft_loss layout=auto) lays {chosen} of these {args.steps} batches end to end")
-    gap = max(abs(a - b) for a, b in zip(*losses.values()))
-    print(f"losses differ by at most {gap:.1e} (mean loss {sum(losses['end to end']) / args.steps:.4f})")
+    reference = losses[next(iter(columns))]
+    gap = max(abs(a - b) for values in losses.values() for a, b in zip(values, reference))
+    print(f"losses differ by at most {gap:.1e} (mean loss {sum(reference) / args.steps:.4f})")
     return 0 if gap < 1e-4 else 1
 
 

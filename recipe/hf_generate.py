@@ -1,8 +1,9 @@
 """Batched transformers generation shared by the local engine and ``pasr eval --backend hf``.
 
 Prompts are rendered with the tokenizer's chat template, sorted by length and cut into
-batches so a batch is not padded to one long outlier; each batch is left-padded and generated
-with the KV cache. What comes back keeps the **sampled token ids** (EOS included when the
+batches so a batch is not padded to one long outlier; each batch is padded after the prefix its
+prompts share (the template and system prompt), prefilled with that prefix and each distinct
+prompt run once (:mod:`recipe.prompt_prefill`), and generated with the KV cache. What comes back keeps the **sampled token ids** (EOS included when the
 model stopped), because the local engine trains on exactly those tokens: the reference code
 decoded and re-tokenised text and never trained the stop token.
 """
@@ -13,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from recipe import prompt_prefill
+from recipe.prompt_prefill import pad_around_prefixes, shared_prefixes
 
 
 @dataclass
@@ -57,40 +61,25 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, s in enumerate(seqs):
-        ids[row, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-        mask[row, width - len(s) :] = 1
-    return ids, mask
-
-
-def shared_prompt_cache(model, ids: torch.Tensor, mask: torch.Tensor):
-    """The KV cache of every prompt but its last token, computed once per *distinct* prompt and
-    gathered to the rows; None when no prompt repeats (nothing to share).
+def prompt_cache(model, ids: torch.Tensor, mask: torch.Tensor, shared: int):
+    """The KV cache of every prompt but its last token (``generate`` runs that one), with each
+    distinct prefix (the first ``shared`` columns) and each distinct prompt prefilled once
+    (:func:`recipe.prompt_prefill.prefill`); None when nothing is shared or repeated
+    (``generate`` prefills the batch as it is).
 
     A PASR step samples each query's refine prompt ``n_refine`` times and its plain prompt
-    ``n_plain`` times in one batch, and on CPU the prompt's forward pass (about 80 tokens a row,
-    compute-bound) costs as much as tens of decode steps: prefilling 2 prompts a query instead of
-    ``n_refine + n_plain`` rows removes most of it. ``generate`` then only runs the last prompt
-    token; positions follow the left padding as ``generate`` computes them, so each row's
-    tokens see exactly the keys and values an unshared prefill would give them.
+    ``n_plain`` times in one batch, and every prompt starts with the same template and system
+    prompt (about half its tokens): on CPU the prompt's forward pass (compute-bound) costs as
+    much as tens of decode steps. Positions follow the mask as ``generate`` computes them, so
+    each row's tokens see exactly the keys and values an unshared prefill would give them.
     """
     if ids.shape[1] < 2:
         return None
-    rows = torch.cat([ids, mask], dim=1)
-    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
-    if len(unique) == len(rows):
-        return None
-    u_ids, u_mask = unique[:, : ids.shape[1]], unique[:, ids.shape[1] :]
-    positions = u_mask.long().cumsum(-1) - 1
-    positions.masked_fill_(u_mask == 0, 1)  # what generate() gives padded positions
-    out = model(input_ids=u_ids[:, :-1], attention_mask=u_mask[:, :-1], position_ids=positions[:, :-1], use_cache=True)
-    cache = out.past_key_values
-    cache.batch_select_indices(inverse.to(ids.device))
-    return cache
+    body, ids, mask = prompt_prefill.decoder(model), ids[:, :-1], mask[:, :-1]
+    if ids.shape[1] <= shared:  # each row's last token comes right after its prefix: the prefix region is all there is
+        shared = 0
+    out = prompt_prefill.prefill(body, ids, mask, shared)
+    return None if out is None else out[0]
 
 
 def _cut_at_eos(tokens: list[int], eos_ids: set[int]) -> tuple[list[int], str]:
@@ -176,9 +165,11 @@ def generate_ids(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos))
     results: list[tuple[list[int], str] | None] = [None] * len(prompt_ids)
     for batch in length_batches([len(p) for p in prompt_ids], batch_size):
-        ids, mask = _left_pad([list(prompt_ids[i]) for i in batch], pad_id)
+        rows = [list(prompt_ids[i]) for i in batch]
+        shared = shared_prefixes(rows)
+        ids, mask = pad_around_prefixes(rows, pad_id, shared)
         ids, mask = ids.to(model.device), mask.to(model.device)
-        cache = shared_prompt_cache(model, ids, mask)
+        cache = prompt_cache(model, ids, mask, max(shared))
         new = _generate_dropping_finished(model, ids, mask, cache, params, eos, pad_id)
         for row, i in enumerate(batch):
             results[i] = _cut_at_eos(new[row], eos)

@@ -134,10 +134,11 @@ def test_finished_rows_are_dropped_between_calls_with_the_same_tokens(tiny, monk
     assert batch_sizes[0] == 5 and batch_sizes[-2] < 5 and batch_sizes[-1] == 5  # rows left the batch
 
 
-def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
-    """A group's rows share one prompt pass in the update: log-probs and gradients are those of a
-    pass per row (float64, so equal up to summation order), with left-padded prompts of other lengths and
-    right-padded responses of other lengths in the same batch."""
+def test_shared_prompt_pieces_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    """A group's rows share one prompt pass in the update, and prompts share one pass of their
+    common prefix (two "system prompts" here, and a prompt sharing nothing): log-probs and
+    gradients are those of a pass per row (float64, so equal up to summation order), with prompts
+    of other lengths and right-padded responses of other lengths in the same batch."""
     import copy
 
     from transformers import AutoModelForCausalLM
@@ -145,8 +146,9 @@ def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_mod
     import recipe.local_engine.logprobs as lp_mod
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
-    prompts = [[5, 6, 7, 8, 9]] * 3 + [[11, 12, 13]] * 2 + [[14, 15, 16, 17, 18, 19]]
-    responses = [[20, 21, 22], [23, 24], [25, 26, 27, 28, 2], [29], [30, 31, 32], [33, 34]]
+    sys_a, sys_b = [5, 6, 7, 8], [5, 6, 11]
+    prompts = [sys_a + [9]] * 3 + [sys_b + [12, 13]] * 2 + [sys_a + [14, 15, 16]] + [[17, 18]]
+    responses = [[20, 21, 22], [23, 24], [25, 26, 27, 28, 2], [29], [30, 31, 32], [33, 34], [35, 36, 37]]
     batch = pack(prompts, responses, 0)
     assert lp_mod._shared_prompt_hidden(model.get_decoder(), batch) is not None
     assert lp_mod._shared_prompt_hidden(model.get_decoder(), pack([[5, 6], [7, 8]], [[9], [10]], 0)) is None
@@ -165,12 +167,14 @@ def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_mod
         torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "grouped"])
+@pytest.mark.parametrize("attention", ["sdpa", "grouped", "eager"])
 def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_dir, attention):
     """The warm-up's loss over rows laid end to end without padding equals the loss over the
-    padded batch, and so do its gradients (float64: equal up to summation order): no token
-    attends across rows, positions restart in each row. Prompts and responses of other lengths,
-    a one-token response, a repeated prompt."""
+    padded batch, and so do its gradients (float64: equal up to summation order), and its
+    log-probs those of each row run alone: no token attends across rows, each row sees its
+    shared prefix (laid once; eager attention takes no explicit mask, so there each row is laid
+    whole). Prompts and responses of other lengths, two
+    "system prompts", a prompt sharing nothing, a one-token response, a repeated prompt."""
     import copy
 
     from transformers import AutoModelForCausalLM
@@ -178,12 +182,17 @@ def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_di
     from recipe.gqa_attention import install
     from recipe.local_engine.logprobs import concatenated_response_logprobs
     from recipe.local_engine.policy_update import sft_loss
+    from recipe.prompt_prefill import shared_prefixes
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
     if attention == "grouped":
         assert install(model)
-    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9], [14, 15, 16, 17, 18, 19, 3, 4]]
-    responses = [[20, 21, 22], [23], [25, 26, 27, 28, 2], [29, 30]]
+    elif attention == "eager":
+        model.set_attn_implementation("eager")
+    sys_a, sys_b = [5, 6, 7, 8, 10], [5, 6, 11, 12]
+    prompts = [sys_a + [9], sys_b + [13], sys_a + [9], sys_a + [16, 17, 18, 19, 3, 4], sys_b + [24, 31], [14, 15]]
+    responses = [[20, 21, 22], [23], [25, 26, 27, 28, 2], [29, 30], [32, 33], [34, 35, 36]]
+    assert any(shared_prefixes(prompts))
 
     def loss_and_grads(padded: bool):
         m = copy.deepcopy(model)
@@ -192,11 +201,16 @@ def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_di
         return loss.detach(), {n: q.grad for n, q in m.named_parameters()}
 
     flat = concatenated_response_logprobs(model, prompts, responses)
+    alone = torch.cat([response_logprobs(model, pack([p], [r], 0))[0] for p, r in zip(prompts, responses)])
+    # the log-softmax runs in fp32 (logprobs._token_logprobs): equal to fp32 rounding
+    torch.testing.assert_close(flat, alone, rtol=1e-6, atol=1e-6)
+    if attention == "eager":
+        return  # transformers' eager attention turns a left-padded batch's all-padding rows into NaN
     batch = pack(prompts, responses, 0)
-    torch.testing.assert_close(flat, response_logprobs(model, batch)[batch.response_mask.bool()], rtol=0, atol=1e-10)
+    torch.testing.assert_close(flat, response_logprobs(model, batch)[batch.response_mask.bool()], rtol=1e-6, atol=1e-6)
     loss_c, g_c = loss_and_grads(False)
     loss_p, g_p = loss_and_grads(True)
-    torch.testing.assert_close(loss_c, loss_p, rtol=0, atol=1e-10)
+    torch.testing.assert_close(loss_c, loss_p, rtol=1e-6, atol=1e-6)
     for name in g_p:  # the padded batch runs its repeated prompt once (logprobs._shared_prompt_hidden): about 1e-7
         torch.testing.assert_close(g_c[name], g_p[name], rtol=1e-6, atol=1e-6 * float(g_p[name].abs().max()), msg=name)
 
@@ -210,11 +224,15 @@ def test_warmup_layout_is_chosen_by_cost():
     from recipe.model_loading import resolve_model_path
 
     smollm = AutoConfig.from_pretrained(resolve_model_path("smollm2"))
-    mixed = ([[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # the PASR warm-up: one refining trace, short plain ones
-    uniform = ([[1] * 200] * 8, [[2] * 40] * 8)  # Countdown's RRR warm-up: long rows of about one length
+    smollm._attn_implementation = "sdpa"
+    # the PASR warm-up: one system prompt, distinct questions; one refining trace, short plain ones
+    mixed = ([[1] * 36 + [3 + i] * 35 for i in range(8)], [[2] * 90] + [[2] * 20] * 7)
+    # Countdown's RRR warm-up: long rows of about one length
+    uniform = ([[1] * 30 + [3 + i] * 170 for i in range(8)], [[2] * 40] * 8)
     assert end_to_end_pays(smollm, *mixed)
     assert not end_to_end_pays(smollm, *uniform)
-    assert not end_to_end_pays(smollm, [[1] * 10] * 2, [[2] * 5] * 2)  # no padding at all: nothing to gain
+    assert not end_to_end_pays(smollm, [[1] * 10, [3] * 10], [[2] * 5] * 2)  # no padding at all: nothing to gain
+    assert not end_to_end_pays(smollm, [[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # one prompt: the batch runs it once
 
 
 def test_generate_step_layout(tiny):
@@ -238,35 +256,44 @@ def test_generate_step_layout(tiny):
             assert g.response_ids[-1] == tok.eos_token_id
 
 
-def test_repeated_prompts_share_one_prefill_and_generate_the_same(tiny, monkeypatch):
-    """A step's repeated prompts are prefilled once each; the rows generate exactly what an
-    unshared prefill gives them (greedy, and sampled from the same seed), prompts of different
-    lengths (left padding) included."""
+def test_shared_prefixes_and_repeated_prompts_are_prefilled_once_and_generate_the_same(tiny, monkeypatch):
+    """A batch's shared prompt prefix (two "system prompts" here) and its repeated prompts are
+    prefilled once each; every row generates exactly what an ordinary left-padded prefill gives
+    it (greedy, and sampled from the same seed), prompts of different lengths included."""
     import torch
 
     import recipe.hf_generate as hf
+    from recipe import prompt_prefill
     from recipe.hf_generate import SamplingParams, generate_ids
 
     model, tok = tiny
-    prompts = [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10], [9, 10], [9, 10], [11, 12, 13]]
-    calls = []
-    real = hf.shared_prompt_cache
-    monkeypatch.setattr(hf, "shared_prompt_cache", lambda m, ids, mask: calls.append(len(ids)) or real(m, ids, mask))
+    sys_a, sys_b = [5, 6, 7, 8, 9, 10], [5, 6, 11, 12, 13, 14]
+    prompts = [sys_a + [20, 21], sys_a + [20, 21], sys_a + [22], sys_b + [23, 24, 25], sys_b + [23, 24, 25], sys_b + [26, 27]]
+    prefilled = []
+    real_prefill = prompt_prefill.prefill
+
+    def counting(body, ids, mask, shared):
+        prefilled.append((len(ids), shared))
+        return real_prefill(body, ids, mask, shared)
+
+    monkeypatch.setattr(prompt_prefill, "prefill", counting)
+    real_cache = hf.prompt_cache
     outs = {}
     for shared in (True, False):
-        if not shared:
-            monkeypatch.setattr(hf, "shared_prompt_cache", lambda *a: None)
+        if not shared:  # the ordinary path: left padding, generate prefills every row
+            monkeypatch.setattr(hf, "shared_prefixes", lambda rows: [0] * len(rows))
+            monkeypatch.setattr(hf, "prompt_cache", lambda *a: None)
         greedy = generate_ids(model, tok, prompts, SamplingParams(8, do_sample=False), batch_size=8)
         torch.manual_seed(3)
         sampled = generate_ids(model, tok, prompts, SamplingParams(8, temperature=1.0), batch_size=8)
         outs[shared] = (greedy, sampled)
     assert outs[True] == outs[False]
-    assert calls == [6, 6]
-    ids, mask = hf._left_pad(prompts, tok.pad_token_id)
-    cache = real(model, ids, mask)
+    assert prefilled == [(6, 6), (6, 6)]  # each system prompt once, then the rest of each distinct prompt once
+    ids, mask = prompt_prefill.pad_around_prefixes(prompts, tok.pad_token_id, [6] * len(prompts))
+    cache = real_cache(model, ids, mask, 6)
     assert cache.get_seq_length() == ids.shape[1] - 1 and cache.layers[0].keys.shape[0] == len(prompts)
-    distinct = hf._left_pad([[5, 6, 7], [9, 10, 11]], tok.pad_token_id)
-    assert real(model, *distinct) is None  # nothing repeats: generate prefills as usual
+    distinct = prompt_prefill.pad_around_prefixes([[5, 6, 7], [9, 10, 11]], tok.pad_token_id, [0, 0])
+    assert real_cache(model, *distinct, 0) is None  # nothing shared or repeated: generate prefills as usual
 
 
 class FlakyJudge:

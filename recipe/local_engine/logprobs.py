@@ -6,16 +6,18 @@ the update's time and memory in the prototype. Here the transformer body runs ov
 whole sequence, but the output layer and log-softmax run only over the hidden states that
 predict *valid response tokens*.
 
-A PASR step trains ``n_refine`` responses to each query's one prompt, and the prompt (about 80
-tokens on the CPU presets) is longer than most responses: the prompt is run once per distinct
-prompt and its keys and values are gathered to its rows (:func:`_shared_prompt_hidden`), which
-is the same computation (and gradient) as running it once per row, at about half the cost.
+A PASR step trains ``n_refine`` responses to each query's one prompt, and the prompt (about 72
+tokens on the CPU presets) is longer than most responses: each distinct prompt is run once and
+its keys and values are gathered to its rows (:func:`_shared_prompt_hidden`,
+:mod:`recipe.prompt_prefill`), the same computation (and gradient) as running it once per row,
+at about half the cost.
 
-The warm-up's rows rarely share a prompt, and padding them to the longest prompt plus the longest
-response wasted about a quarter of its tokens: :func:`concatenated_response_logprobs` lays them
-end to end in one sequence instead (position ids restart at each row, which transformers turns
-into a block-diagonal causal mask), the same computation without the padding, but with attention
-over the whole sequence; :func:`end_to_end_pays` says which of the two costs less for a batch.
+The warm-up's rows rarely share a whole prompt, and padding them to the longest prompt plus the
+longest response wasted about a quarter of its tokens: :func:`concatenated_response_logprobs`
+lays them end to end in one sequence instead (their shared prefixes once, then each row, with a
+mask that keeps each row to itself and its prefix), the same computation without the padding,
+but with attention over the whole sequence; :func:`end_to_end_pays` says which of the two costs
+less for a batch.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from recipe.gqa_attention import NAME as GROUPED
+from recipe.prompt_prefill import decoder, prefill, prefill_tokens, shared_prefixes
 
 
 @dataclass
@@ -73,7 +78,7 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> to
     Matches verl's actor: logits are divided by the sampling temperature before the softmax.
     Runs where ``model`` is; so is the result.
     """
-    body = _decoder(model)
+    body = decoder(model)
     batch = batch.to(model.device)
     p = batch.prompt_width
     r = batch.responses.shape[1]
@@ -93,11 +98,6 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> to
     return out
 
 
-def _decoder(model):
-    """The transformer body without the output layer (whose logits are computed only where needed)."""
-    return model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-
-
 def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Log-probs of ``targets`` from the hidden states that predict them: the output layer and
     log-softmax over just those rows, in fp32."""
@@ -109,22 +109,18 @@ def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temp
 
 def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
     """The hidden states that predict the response tokens, (B, R), with each distinct prompt
-    run once: its last hidden state predicts the first response token and its keys and values
-    (gathered to its rows, so gradients from every row add up on the one prompt pass) serve
-    the responses. None when no prompt repeats in the batch."""
+    run once (:func:`recipe.prompt_prefill.prefill`): its last hidden state predicts the first
+    response token and its keys and values (gathered to its rows, so gradients from every row
+    add up on the one pass) serve the responses. None when no prompt repeats in the batch.
+
+    Prefixes shared by distinct prompts are not run once here: a micro-batch holds two or three
+    distinct prompts, and the few tokens that would save cost more than the extra pass
+    (measured: the update 5% slower with them, ``benchmarks/prompt_prefill_speed``)."""
     p = batch.prompt_width
-    prompt_rows = torch.cat([batch.input_ids[:, :p], batch.attention_mask[:, :p]], dim=1)
-    unique, inverse = torch.unique(prompt_rows, dim=0, return_inverse=True)
-    if len(unique) == len(prompt_rows) or p < 1:
+    out = prefill(body, batch.input_ids[:, :p], batch.attention_mask[:, :p], 0) if p >= 1 else None
+    if out is None:
         return None
-    prompt_out = body(
-        input_ids=unique[:, :p],
-        attention_mask=unique[:, p:],
-        position_ids=(unique[:, p:].cumsum(-1) - 1).clamp(min=0),
-        use_cache=True,
-    )
-    cache = prompt_out.past_key_values
-    cache.batch_select_indices(inverse)
+    cache, last = out
     responses = body(
         input_ids=batch.input_ids[:, p:],
         attention_mask=batch.attention_mask,  # the prompt's padding, then the response's
@@ -132,33 +128,57 @@ def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
         past_key_values=cache,
         use_cache=True,
     ).last_hidden_state
-    first = prompt_out.last_hidden_state[inverse, -1:]
-    return torch.cat([first, responses[:, :-1]], dim=1)
+    return torch.cat([last[:, None], responses[:, :-1]], dim=1)
 
 
 def concatenated_response_logprobs(model, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
     """Log-probs of every response token (rows in order, tokens in order; 1-D), with the rows'
     prompt + response sequences laid end to end in one unpadded sequence.
 
-    Each row's position ids start again at 0, so transformers builds a block-diagonal causal
-    mask from them (``find_packed_sequence_indices``; no attention mask is passed): a token
-    sees exactly its own row's earlier tokens, as in a padded batch, and no compute goes to
-    padding.
+    The prefixes the prompts share (:func:`recipe.prompt_prefill.shared_prefixes`: the template
+    and system prompt) come first, once each; then each row's rest of its prompt and its
+    response, position ids continuing from its prefix. An explicit mask lets a token see its
+    own row's earlier tokens and its row's prefix, nothing else: exactly what it sees in a
+    padded batch, with no compute on padding and none on a prefix twice. Where the model's
+    attention takes no such mask (not SDPA) no prefix is shared and each row's position ids
+    start again at 0, which transformers turns into the same block-diagonal mask itself.
     """
     if len(prompts) != len(responses):
         raise ValueError("prompts and responses differ in length")
-    ids, positions, predicting, targets = [], [], [], []
-    for p, r in zip(prompts, responses):
+    masked = getattr(model.config, "_attn_implementation", None) in ("sdpa", GROUPED)
+    shared = shared_prefixes(prompts) if masked else [0] * len(prompts)
+    ids: list[int] = []
+    positions: list[int] = []
+    block: list[int] = []  # which piece each token belongs to: a shared prefix, or a row
+    sees: list[int] = []  # the shared prefix a token may also attend to (-1: none)
+    prefix_block: dict[tuple[int, ...], int] = {}
+    for p, n in zip(prompts, shared):
+        if n and tuple(p[:n]) not in prefix_block:
+            prefix_block[tuple(p[:n])] = len(prefix_block)
+            ids += p[:n]
+            positions += range(n)
+            block += [prefix_block[tuple(p[:n])]] * n
+            sees += [-1] * n
+    predicting, targets = [], []
+    for row, (p, r, n) in enumerate(zip(prompts, responses, shared)):
         start = len(ids)
-        ids += [*p, *r]
-        positions += range(len(p) + len(r))
-        predicting += range(start + len(p) - 1, start + len(p) + len(r) - 1)  # position t predicts t + 1
+        ids += [*p[n:], *r]
+        positions += range(n, len(p) + len(r))
+        block += [len(prefix_block) + row] * (len(p) - n + len(r))
+        sees += [prefix_block[tuple(p[:n])] if n else -1] * (len(p) - n + len(r))
+        predicting += range(start + len(p) - n - 1, start + len(p) - n + len(r) - 1)  # position t predicts t + 1
         targets += r
     device = next(model.parameters()).device
-    hidden = _decoder(model)(
+    kwargs = {}
+    if masked:
+        b, v = torch.tensor(block, device=device), torch.tensor(sees, device=device)
+        causal = torch.ones(len(ids), len(ids), dtype=torch.bool, device=device).tril()
+        kwargs["attention_mask"] = (causal & ((b[None, :] == b[:, None]) | (b[None, :] == v[:, None])))[None, None]
+    hidden = decoder(model)(
         input_ids=torch.tensor([ids], device=device),
         position_ids=torch.tensor([positions], device=device),
         use_cache=False,
+        **kwargs,
     ).last_hidden_state[0]
     return _token_logprobs(model, hidden[torch.tensor(predicting, device=device)], torch.tensor(targets, device=device))
 
@@ -166,19 +186,24 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
 def end_to_end_pays(config, prompts: list[list[int]], responses: list[list[int]]) -> bool:
     """Whether laying these rows end to end costs fewer FLOPs than padding them into a batch.
 
-    End to end drops the padding (the linear layers' cost is per token) but attends over the
-    whole sequence (quadratic in its length). Counted from the model's shapes: per token
-    ``2 * layers * (2 h^2 + 2 h kv + 3 h ffn)``, per attending pair ``4 * layers * h``; a padded
-    row's attention counts half its square (causal), which matched the measured timings
-    (``benchmarks/warmup_speed``: 1.08x measured, 1.11x counted on the local defaults). Short
-    rows of mixed lengths (the PASR warm-up) gain; long rows of similar lengths (Countdown's
-    RRR warm-up, about 230 tokens) would lose about 1%, so they stay padded.
+    End to end runs each shared prompt prefix once where the attention takes an explicit mask
+    (:mod:`recipe.prompt_prefill`) and drops the padding (the linear layers' cost is per
+    token) but attends over the whole sequence (quadratic in its length); the padded batch
+    prefills each distinct prompt once, then pads every response to the longest. Counted
+    from the model's shapes: per token ``2 * layers * (2 h^2 + 2 h kv + 3 h ffn)``, per
+    attending pair ``4 * layers * h``; a padded row's attention counts half its square
+    (causal). Short rows of mixed lengths (the PASR warm-up) gain; long rows of similar lengths
+    (Countdown's RRR warm-up, about 230 tokens) stay padded.
     """
     h, layers = config.hidden_size, config.num_hidden_layers
     kv = config.num_key_value_heads * getattr(config, "head_dim", h // config.num_attention_heads)
     per_token = 2 * layers * (2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size)
     per_pair = 4 * layers * h
-    total = sum(map(len, prompts)) + sum(map(len, responses))
-    width = max(map(len, prompts)) + max(map(len, responses))
-    padded = len(prompts) * width * (per_token + width / 2 * per_pair)
+    masked = getattr(config, "_attn_implementation", None) in ("sdpa", GROUPED)
+    shared = shared_prefixes(prompts) if masked else [0] * len(prompts)
+    prefixes = {tuple(p[:n]) for p, n in zip(prompts, shared) if n}
+    total = sum(map(len, prefixes)) + sum(len(p) - n + len(r) for p, r, n in zip(prompts, responses, shared))
+    p_width, r_width = max(map(len, prompts)), max(map(len, responses))
+    padded = prefill_tokens(prompts, [0] * len(prompts)) * (per_token + p_width / 2 * per_pair)
+    padded += len(prompts) * r_width * (per_token + (p_width + r_width / 2) * per_pair)
     return total * (per_token + total * per_pair) < padded
