@@ -13,12 +13,14 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Takes about 137 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
-evaluations, the PASR / control pair 58, the paper row 37); a CPU with bf16 matmuls is faster.
-That was measured before the local engine generated with grouped-query attention and ran the
-warm-up's loss without padding (greedy evaluation up to 1.64x faster, a step's generation
-1.16x, the warm-up 1.08x: benchmarks/local_eval_speed, benchmarks/warmup_speed); the whole
-benchmark has not been timed again since.
+Took 137 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
+evaluations, the PASR / control pair 58, the paper row 37), before the local engine generated
+with grouped-query attention, ran the warm-up's loss without padding and prefilled shared prompt
+prefixes once (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). On the current
+code the warm-up stage takes 22.4 min there (measured, same evaluation rows) and the first PASR
+steps of the pair 66 s on average (99 s before): about 85 minutes in all, projected (the paper row by
+the same speed-up), not timed whole.
+A CPU with bf16 matmuls is faster.
 
 On one GPU (``model.device=auto`` takes it) the benchmark takes about 6 minutes (an H200, three
 seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the warm-up). There

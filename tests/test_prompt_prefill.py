@@ -40,13 +40,17 @@ def test_prefixes_and_rests_are_padded_apart_and_positions_follow_the_mask():
     assert left.tolist() == [[0, 0, 1, 2, 3], [1, 2, 4, 5, 6]] and left_mask[0].tolist() == [0, 0, 1, 1, 1]
 
 
-def test_prefill_gives_each_row_what_running_it_alone_gives(tiny_model_dir):
+@pytest.mark.parametrize("attention", ["sdpa", "grouped"])
+def test_prefill_gives_each_row_what_running_it_alone_gives(tiny_model_dir, attention):
     """Hidden state of every row's last token, its cached keys, and the gradient of a loss on
     them: equal (to fp32 rounding) whether shared pieces run once or each row runs whole."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from recipe.gqa_attention import use_attention
+
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert use_attention(model, attention) == attention
     body = model.get_decoder()
     sys_a, sys_b = [5, 6, 7, 8, 9, 14, 15], [5, 6, 11, 12, 13]
     rows = [sys_a + [20, 21], sys_a + [20, 21], sys_a + [22], sys_b + [23, 24, 25], sys_b + [26, 27], [40, 41, 42]]
