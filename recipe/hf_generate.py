@@ -1,11 +1,12 @@
 """Batched transformers generation shared by the local engine and ``pasr eval --backend hf``.
 
 Prompts are rendered with the tokenizer's chat template, sorted by length and cut into
-batches so a batch is not padded to one long outlier; each batch is padded after the prefix its
-prompts share (the template and system prompt), prefilled with that prefix and each distinct
-prompt run once (:mod:`recipe.prompt_prefill`), and generated with the KV cache. What comes back keeps the **sampled token ids** (EOS included when the
-model stopped), because the local engine trains on exactly those tokens: the reference code
-decoded and re-tokenised text and never trained the stop token.
+batches so a batch is not padded to one long outlier; each batch is padded after the prefixes
+its prompts share (the template and system prompt), prefilled with each such prefix and each
+distinct prompt run once (:mod:`recipe.prompt_prefill`), and generated with the KV cache. What
+comes back keeps the **sampled token ids** (EOS included when the model stopped), because the
+local engine trains on exactly those tokens: the reference code decoded and re-tokenised text
+and never trained the stop token.
 """
 
 from __future__ import annotations

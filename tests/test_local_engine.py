@@ -134,11 +134,11 @@ def test_finished_rows_are_dropped_between_calls_with_the_same_tokens(tiny, monk
     assert batch_sizes[0] == 5 and batch_sizes[-2] < 5 and batch_sizes[-1] == 5  # rows left the batch
 
 
-def test_shared_prompt_pieces_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
-    """A group's rows share one prompt pass in the update, and prompts share one pass of their
-    common prefix (two "system prompts" here, and a prompt sharing nothing): log-probs and
-    gradients are those of a pass per row (float64, so equal up to summation order), with prompts
-    of other lengths and right-padded responses of other lengths in the same batch."""
+def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    """A group's rows share one prompt pass in the update: log-probs and gradients are those of
+    a pass per row (float64, so equal up to summation order), with prompts that start alike (two
+    "system prompts", not shared here) or share nothing, of other lengths, and right-padded
+    responses of other lengths in the same batch."""
     import copy
 
     from transformers import AutoModelForCausalLM

@@ -114,8 +114,8 @@ def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
     add up on the one pass) serve the responses. None when no prompt repeats in the batch.
 
     Prefixes shared by distinct prompts are not run once here: a micro-batch holds two or three
-    distinct prompts, and the few tokens that would save cost more than the extra pass
-    (measured: the update 5% slower with them, ``benchmarks/prompt_prefill_speed``)."""
+    distinct prompts, and the few tokens that would save cost more than the extra pass (the
+    update ran 5% slower with them, measured while building ``benchmarks/prompt_prefill_speed``)."""
     p = batch.prompt_width
     out = prefill(body, batch.input_ids[:, :p], batch.attention_mask[:, :p], 0) if p >= 1 else None
     if out is None:
@@ -129,6 +129,19 @@ def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
         use_cache=True,
     ).last_hidden_state
     return torch.cat([last[:, None], responses[:, :-1]], dim=1)
+
+
+def takes_explicit_mask(config) -> bool:
+    """Whether the model's attention takes an explicit (4-D boolean) mask: SDPA and its grouped
+    variant do; eager attention, for one, expects an additive one."""
+    return getattr(config, "_attn_implementation", None) in ("sdpa", GROUPED)
+
+
+def end_to_end_prefixes(config, prompts: list[list[int]]) -> list[int]:
+    """Each row's prefix laid once in an end-to-end sequence (:func:`concatenated_response_logprobs`,
+    and what :func:`end_to_end_pays` counts): the shared prefixes where the attention takes the
+    mask that lets rows see them, else none."""
+    return shared_prefixes(prompts) if takes_explicit_mask(config) else [0] * len(prompts)
 
 
 def concatenated_response_logprobs(model, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
@@ -145,8 +158,8 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
     """
     if len(prompts) != len(responses):
         raise ValueError("prompts and responses differ in length")
-    masked = getattr(model.config, "_attn_implementation", None) in ("sdpa", GROUPED)
-    shared = shared_prefixes(prompts) if masked else [0] * len(prompts)
+    masked = takes_explicit_mask(model.config)
+    shared = end_to_end_prefixes(model.config, prompts)
     ids: list[int] = []
     positions: list[int] = []
     block: list[int] = []  # which piece each token belongs to: a shared prefix, or a row
@@ -199,8 +212,7 @@ def end_to_end_pays(config, prompts: list[list[int]], responses: list[list[int]]
     kv = config.num_key_value_heads * getattr(config, "head_dim", h // config.num_attention_heads)
     per_token = 2 * layers * (2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size)
     per_pair = 4 * layers * h
-    masked = getattr(config, "_attn_implementation", None) in ("sdpa", GROUPED)
-    shared = shared_prefixes(prompts) if masked else [0] * len(prompts)
+    shared = end_to_end_prefixes(config, prompts)
     prefixes = {tuple(p[:n]) for p, n in zip(prompts, shared) if n}
     total = sum(map(len, prefixes)) + sum(len(p) - n + len(r) for p, r, n in zip(prompts, responses, shared))
     p_width, r_width = max(map(len, prompts)), max(map(len, responses))
