@@ -13,19 +13,19 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Took 137 minutes on a 2-core AVX2-only x86 in fp32 (warm-up stage 42 min with its two
-evaluations, the PASR / control pair 58, the paper row 37), before the local engine generated
+Took 94 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 26 min with its two
+evaluations, the PASR / control pair 38, the paper row 30); 137 before the local engine generated
 with grouped-query attention, ran the warm-up's loss without padding and prefilled shared prompt
-prefixes once (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). On the current
-code the warm-up stage takes 22.4 min there (measured, same evaluation rows) and the first PASR
-steps of the pair 66 s on average (99 s before): about 85 minutes in all, projected (the paper row by
-the same speed-up), not timed whole.
+prefixes once (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). Those made the
+control's supervised steps cheaper too, so in the same wall time it now runs 192 steps instead
+of 170, which moved its greedy answers from refining (0.76) to not refining: the PASR / control
+comparison depends on where the control's step count lands.
 A CPU with bf16 matmuls is faster.
 
 On one GPU (``model.device=auto`` takes it) the benchmark takes about 6 minutes (an H200, three
 seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the warm-up). There
 the control is not the CPU's: supervised steps are cheap beside generation on a GPU, so in the
-PASR phase's wall time it runs about 500 steps instead of 170. ``--report-only`` rebuilds the
+PASR phase's wall time it runs about 500 steps instead of 170-192. ``--report-only`` rebuilds the
 table and JSON from a run directory brought back from such a machine (``machine.json`` in the
 run directory says where it ran).
 """
