@@ -41,6 +41,7 @@ from statistics import fmean
 
 from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
+    alone_threads,
     can_reuse_warmup,
     fmt,
     join,
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
-    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
+    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP, f"model.threads={alone_threads()}"])
     config = {"preset": args.preset, "common": common, "pasr": args.pasr, "paper": args.paper}
     if args.report_only:
         timing = {"wall_s": None, "wall_s_warmup_stage": warmup_stage_wall_s(root / "warmup")}
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
         pair_file.write_text(json.dumps({"wall_s": t_pair}) + "\n")
 
     # 3. the paper-exact reward, alone
-    join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, 0))
+    join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, alone_threads()))
 
     timing = {"wall_s": time.perf_counter() - start, "wall_s_warmup_stage": t_warmup,
               "warmup_stage_reused": reused, "pair_reused": pair_reused}

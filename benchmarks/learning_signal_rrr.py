@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks.training_stages import (
     EVAL_AT_WARMUP,
+    alone_threads,
     can_reuse_warmup,
     fmt,
     load,
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     common = [f"data.eval_size={args.eval_size}", *args.overrides]
     root = Path(args.run_dir)
-    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP])
+    cfg = load(args.preset, [*common, *EVAL_AT_WARMUP, f"model.threads={alone_threads()}"])
     if cfg.method != "rrr":
         raise SystemExit(f"preset {args.preset} trains method={cfg.method}; this benchmark needs method=rrr")
     reused = can_reuse_warmup(args.reuse_warmup, root / "warmup", cfg)

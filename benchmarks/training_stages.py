@@ -24,6 +24,19 @@ from statistics import fmean
 EVAL_AT_WARMUP = ["trainer.steps=0", "trainer.eval_at_start=true", "trainer.eval_after_warmup=true"]
 
 
+def alone_threads() -> int:
+    """Torch threads for a stage that has the machine to itself: every core, pinned.
+
+    Not probed (``model.threads=0``): the probe times one small matmul, and on a shared VM a
+    moment of host contention makes it pick one thread for the whole stage (the 2-core EPYC's
+    1-vs-2-thread ratio read 0.9-1.0 for about a second, 1.8-2.5 before and after), which would
+    time the probe's luck, not the benchmark.
+    """
+    import torch
+
+    return torch.get_num_threads()
+
+
 def load(preset: str, overrides: list[str]):
     from recipe.local_engine.config import load_config
 
@@ -35,7 +48,7 @@ def run_method(
 ) -> None:
     """The preset's RL steps (whatever ``method`` it names) from the warm-up checkpoint;
     ``stop_file`` is created when training ends (before the final evaluation), which stops the
-    control running beside it. ``threads`` 0: the engine measures (a run alone on the machine)."""
+    control running beside it. ``threads``: 1 beside the control, :func:`alone_threads` alone."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     cfg = load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", f"model.threads={threads}",
