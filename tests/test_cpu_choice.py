@@ -50,6 +50,21 @@ def test_thread_choice():
     assert choose_threads(1, timer=lambda n: 1 / 0) == 1  # nothing to measure
 
 
+def test_thread_choice_sees_past_a_moment_of_contention():
+    """Interleaved rounds, best of each: two contended many-thread probes do not decide the run,
+    a core that stays busy still does."""
+
+    def burst():  # one thread 0.20 s; all threads contended twice, then one clean reading
+        many = iter([0.20, 0.19, 0.11, 0.19, 0.18])
+        return lambda n: 0.20 if n == 1 else next(many)
+
+    assert choose_threads(2, timer=burst()) == 2
+    assert choose_threads(2, timer=burst(), rounds=1) == 1  # what a single probe would have chosen
+    calls = []
+    assert choose_threads(2, timer=lambda n: calls.append(n) or {1: 0.20, 2: 0.19}[n], rounds=3) == 1
+    assert calls == [1, 2, 1, 2, 1, 2]  # in turn, so a burst hits both sides alike
+
+
 def test_real_probe_runs_and_restores_threads():
     before = torch.get_num_threads()
     assert cpu_dtype.time_threads(1, shape=(8, 8, 8), reps=1) >= 0
