@@ -13,19 +13,21 @@
    Paired two-sided sign tests on per-question correctness; one table on stdout and
    ``benchmarks/results/learning_signal.json``.
 
-Took 94 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 26 min with its two
-evaluations, the PASR / control pair 38, the paper row 30); 137 before the local engine generated
-with grouped-query attention, ran the warm-up's loss without padding and prefilled shared prompt
-prefixes once (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). Those made the
-control's supervised steps cheaper too, so in the same wall time it now runs 192 steps instead
-of 170, which moved its greedy answers from refining (0.76) to not refining: the PASR / control
-comparison depends on where the control's step count lands.
+Took 51 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 24 min with its two
+evaluations, the PASR / control pair 15, the paper row 12): the default RL phase is 10 steps,
+which held on two trajectories what 20 and 30 steps did (README). With 30 steps it took 94
+minutes, 137 before the local engine generated with grouped-query attention, ran the warm-up's
+loss without padding and prefilled shared prompt prefixes once (benchmarks/local_eval_speed,
+warmup_speed, prompt_prefill_speed). The control's greedy answers tip between refining and not
+as its steps go (refining at step 330, not at 223 nor 352), so the PASR / control comparison
+depends on where its step count lands. Stages alone on the machine pin every core
+(:func:`~benchmarks.training_stages.alone_threads`).
 A CPU with bf16 matmuls is faster.
 
-On one GPU (``model.device=auto`` takes it) the benchmark takes about 6 minutes (an H200, three
-seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the warm-up). There
-the control is not the CPU's: supervised steps are cheap beside generation on a GPU, so in the
-PASR phase's wall time it runs about 500 steps instead of 170-192. ``--report-only`` rebuilds the
+On one GPU (``model.device=auto`` takes it) the benchmark with 30 PASR steps took about 6 minutes
+(an H200, three seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the
+warm-up). There the control is not the CPU's: supervised steps are cheap beside generation on a
+GPU, so in the PASR phase's wall time it ran about 500 steps where the CPU's ran 170-192. ``--report-only`` rebuilds the
 table and JSON from a run directory brought back from such a machine (``machine.json`` in the
 run directory says where it ran).
 """
