@@ -141,8 +141,9 @@ class WarmupConfig:
 class TrainerConfig:
     # PASR (RL) steps after the warm-up. 10: from the default warm-up, greedy accuracy on the
     # learning-signal benchmark's 300 problems was already where 20 and 30 steps left it (seed 0:
-    # 0.683 at 10, 20 and 30 steps; seed 1: 0.660 at 10, 0.690 at 20 and 30; warm-up 0.600), with
-    # every answer refining, and 10 steps fit that benchmark in the hour on 2 cores (README).
+    # 0.683 at 10, 20 and 30 steps; seed 1: 0.660 at 10, 0.690 at 20 and 30; seed 2: 0.683 at 10;
+    # warm-up 0.600; benchmarks/results/pasr_steps_seeds.json), with every answer refining, and
+    # 10 steps fit that benchmark in the hour on 2 cores (README).
     steps: int = 10
     save_every: int = 10
     keep_last: int = 2
