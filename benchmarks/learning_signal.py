@@ -14,13 +14,13 @@
    ``benchmarks/results/learning_signal.json``.
 
 Took 51 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 24 min with its two
-evaluations, the PASR / control pair 15, the paper row 12): the default RL phase is 10 steps,
-which held what 20 and 30 steps did (README; three trajectories in results/pasr_steps_seeds.json). With 30 steps it took 94
-minutes, 137 before the local engine generated with grouped-query attention, ran the warm-up's
-loss without padding and prefilled shared prompt prefixes once (benchmarks/local_eval_speed,
-warmup_speed, prompt_prefill_speed). The control's greedy answers tip between refining and not
-as its steps go (refining at step 330, not at 223 nor 352), so the PASR / control comparison
-depends on where its step count lands. Stages alone on the machine pin every core
+evaluations, the PASR / control pair 15, the paper row 12): the default RL phase is 10 steps, which
+held what 20 and 30 steps did (README; three trajectories in results/pasr_steps_seeds.json). With 30
+steps it took 94 minutes, 137 before the local engine generated with grouped-query attention, ran
+the warm-up's loss without padding and prefilled shared prompt prefixes once
+(benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). The control's greedy answers tip
+between refining and not as its steps go (refining at step 330, not at 223 nor 352), so the PASR /
+control comparison depends on where its step count lands. Stages alone on the machine pin every core
 (:func:`~benchmarks.training_stages.alone_threads`).
 A CPU with bf16 matmuls is faster.
 
