@@ -26,10 +26,10 @@ A CPU with bf16 matmuls is faster.
 
 On one GPU (``model.device=auto`` takes it) the benchmark with 30 PASR steps took about 6 minutes
 (an H200, three seeds at once: ``trainer.seed=N``, which changes the RL phase's sampling, not the
-warm-up). There the control is not the CPU's: supervised steps are cheap beside generation on a
-GPU, so in the PASR phase's wall time it ran about 500 steps where the CPU's ran 170-192. ``--report-only`` rebuilds the
-table and JSON from a run directory brought back from such a machine (``machine.json`` in the
-run directory says where it ran).
+warm-up). There the control is not the CPU's: supervised steps are cheap beside generation on a GPU,
+so in the PASR phase's wall time it ran about 500 steps where the CPU's ran 170-192.
+``--report-only`` rebuilds the table and JSON from a run directory brought back from such a machine
+(``machine.json`` in the run directory says where it ran).
 """
 
 from __future__ import annotations

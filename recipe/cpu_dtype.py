@@ -113,4 +113,4 @@ def choose_threads(
     one = many = float("inf")
     for _ in range(max(1, rounds)):
         one, many = min(one, timer(1)), min(many, timer(max_threads))
-    return max_threads if 0 < many < float("inf") and one / many >= min_speedup else 1
+    return max_threads if many > 0 and one / many >= min_speedup else 1
