@@ -281,6 +281,13 @@ def _not_utf8(data: bytes, pos: int) -> tuple[str, int]:
     return f"not UTF-8 text (byte 0x{data[pos]:02x} at column {column}); save the file as UTF-8", data.count(b"\n", 0, pos) + 1
 
 
+def _bad_json(exc: json.JSONDecodeError) -> str:
+    """The problem of a line json could not parse. Some of json's messages already end in "at"
+    ("Unterminated string starting at", "Invalid control character at"); the column follows
+    them without a second one."""
+    return f"bad JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
+
+
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
     # Bytes, decoded line by line: a file that is not UTF-8 fails on the line that is not,
     # with its number, instead of a UnicodeDecodeError from deep inside the text reader.
@@ -295,7 +302,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"bad JSON ({exc.msg} at column {exc.colno})", path, lineno) from None
+                raise DataFormatError(_bad_json(exc), path, lineno) from None
             if not isinstance(row, dict):
                 raise DataFormatError(f"expected a JSON object, got {type(row).__name__}", path, lineno)
             yield lineno, row
@@ -323,7 +330,7 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Row]]:
         try:
             row, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise DataFormatError(f"bad JSON ({exc.msg} at column {exc.colno})", path, exc.lineno) from None
+            raise DataFormatError(_bad_json(exc), path, exc.lineno) from None
         if not isinstance(row, dict):
             raise DataFormatError(f"expected a JSON object, got {type(row).__name__}", path, line_of(pos))
         yield line_of(pos), row

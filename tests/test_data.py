@@ -401,3 +401,23 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("eof.jsonl", '{"question": "q', "eof.jsonl:1: bad JSON (Unterminated string starting at column 14)"),
+        ("eol.jsonl", '{"question": "q\n', "eol.jsonl:1: bad JSON (Invalid control character at column 16)"),
+        ("eof.json", '[\n  {"question": "q', "eof.json:2: bad JSON (Unterminated string starting at column 16)"),
+        ("eol.json", '[\n  {"question": "q\n]\n', "eol.json:2: bad JSON (Invalid control character at column 18)"),
+    ],
+)
+def test_bad_json_message_has_no_doubled_word(tmp_path, name, text, message):
+    """json's messages "Unterminated string starting at" and "Invalid control character at"
+    already end in "at": the column follows without a second one (they read "at at column"),
+    in JSONL and in a JSON array alike."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataFormatError) as info:
+        load_examples(str(path))
+    assert str(info.value) == f"{tmp_path}/{message}"
