@@ -23,7 +23,9 @@ Faults, scheduled deterministically:
 
 Actions: ``ok``; ``http500``; ``garbage`` (a 200 reply with no number in it); ``timeout``
 (holds the request ``hang_s`` seconds, past the client's timeout, then answers); ``slow``
-(answers correctly after an extra ``slow_s`` seconds).
+(answers correctly after an extra ``slow_s`` seconds); ``not_utf8`` (a 200 reply whose body,
+declared UTF-8, is not); ``echo_headers`` (an HTTP 500 whose body echoes the request's headers,
+``Authorization`` included, as some debugging proxies do: the API key must not reach a record).
 
 Run it standalone with ``python3 -m benchmarks.fake_openai_server --latency-ms 50``.
 """
@@ -43,7 +45,7 @@ from aiohttp import web
 
 from prompts import load_prompt
 
-ACTIONS = ("ok", "http500", "garbage", "timeout", "slow")
+ACTIONS = ("ok", "http500", "garbage", "timeout", "slow", "not_utf8", "echo_headers")
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 GARBAGE_REPLY = "I cannot grade this answer without more context."
 
@@ -229,6 +231,11 @@ class FakeOpenAIServer:
                 await self._sleep(self.slow_s)
             if action == "http500":
                 return web.json_response({"error": {"message": "injected fault"}}, status=500)
+            if action == "echo_headers":
+                return web.json_response({"error": {"message": "internal error", "headers": dict(request.headers)}}, status=500)
+            if action == "not_utf8":
+                body = b'{"choices": [{"message": {"role": "assistant", "content": "Score: 1 \xff\xfe"}}]}'
+                return web.Response(body=body, content_type="application/json", charset="utf-8")
             if match is None:
                 return web.json_response({"error": {"message": "prompt does not match the judge template"}}, status=400)
             if action == "garbage":

@@ -355,3 +355,54 @@ def test_build_judge(tmp_path):
         build_judge(JudgeConfig(kind="openai"))
     with pytest.raises(ValueError):
         build_judge(JudgeConfig(kind="magic"))
+
+
+# --- a reply that is not UTF-8; the API key never in an error (issue 34) ----------------------------
+
+
+def test_openai_judge_reply_that_is_not_utf8_is_a_retryable_bad_response():
+    """A body that does not decode is a bad reply like any other: retried, then a judge error
+    for that item alone, never an exception that fails the whole batch."""
+    with FakeOpenAIServer(faults={"a": ["not_utf8"], "b": ["not_utf8"] * 3}) as srv:
+        judge = _judge(srv, retries=2)
+        a, b, c = score_sync(judge, [JudgeItem("q", x, x) for x in ("a", "b", "c")])
+        assert a.ok and a.score == 1.0  # the retry got a good reply
+        assert not b.ok and b.score is None and "bad_response" in b.error and "UTF-8" in b.error and "3 attempts" in b.error
+        assert c.ok and c.score == 1.0
+        assert srv.by_answer == {"a": 2, "b": 3, "c": 1} and judge.stats.errors == 1
+
+
+def test_redact_secrets():
+    from rewards.judges.redact import REDACTED, redact_secrets
+
+    key = "tok_9QvX2LmW7bRk4TzN8yHc"
+    assert redact_secrets(f"echo: {key}!", [key]) == f"echo: {REDACTED}!"
+    assert redact_secrets("Authorization: Basic dXNlcjpwYXNz\nnext", []) == f"Authorization: {REDACTED}\nnext"
+    assert redact_secrets('{"authorization": "Bearer abc.def-ghi", "x": 1}') == f'{{"authorization": "{REDACTED}", "x": 1}}'
+    assert redact_secrets("bearer XYZ123/+=, retry") == f"bearer {REDACTED}, retry"
+    assert redact_secrets("x-api-key: abc123 and api_key=def456") == f"x-api-key: {REDACTED} and api_key={REDACTED}"
+    assert redact_secrets("used sk-abcdefghijklmnopqrst1234 here") == f"used {REDACTED} here"
+    assert redact_secrets("sk-proj-Ab3_dE5-fGh7iJk9lMn0") == REDACTED
+    for text in ('http_500: {"error": {"message": "injected fault"}}', "unparsable_score: 'Score: maybe'", "timeout",
+                 "risk-free task-based answer", "transport: ClientConnectorError: Cannot connect to host 127.0.0.1:9"):
+        assert redact_secrets(text, ["EMPTY"]) == text  # nothing secret: untouched
+    assert redact_secrets(redact_secrets(f"Bearer {key}", [key]), [key]) == f"Bearer {REDACTED}"  # idempotent
+
+
+@pytest.mark.parametrize("key", ["sk-proj-4fJ9xQ2mZ7tL1pV8rK3wB6nY0cD5hG", "tok_9QvX2LmW7bRk4TzN8yHcDe3"])
+def test_openai_judge_error_never_holds_the_api_key(key, tmp_path):
+    """A server whose HTTP 500 body echoes the request headers: the judge error that reaches the
+    record (and the dump) says what failed, without the key or any part of it."""
+    from data.records import write_records
+    from recipe.scoring import Rollout, judge_and_record
+
+    with FakeOpenAIServer(faults={"7": ["echo_headers"] * 2}) as srv:
+        judge = _judge(srv, api_key=key, retries=1)
+        rollout = Rollout("q1", "synthetic", "3+4?", "7", "refine", "<answer>7</answer>", 5)
+        (record,) = judge_and_record([rollout], judge, run_id="r", step=1, engine="local")
+        assert srv.last_authorization == f"Bearer {key}" and srv.actions["echo_headers"] == 2
+    assert record.acc is None and "http_500" in record.judge_error
+    write_records(tmp_path / "step.jsonl", [record])
+    text = (tmp_path / "step.jsonl").read_text()
+    leaked = [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in text]
+    assert not leaked, record.judge_error

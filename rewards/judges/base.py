@@ -9,9 +9,11 @@ rollout out of the update.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from rewards.judges.redact import redact_secrets
 
 
 @dataclass(frozen=True)
@@ -21,8 +23,10 @@ class JudgeResult:
     error: str | None = None
 
     @classmethod
-    def failed(cls, error: str) -> "JudgeResult":
-        return cls(score=None, ok=False, error=error)
+    def failed(cls, error: str, secrets: Iterable[str | None] = ()) -> "JudgeResult":
+        """A failure; ``error`` is kept in records and logs, so credentials (``secrets``, and
+        anything shaped like one) are redacted from it here (:mod:`rewards.judges.redact`)."""
+        return cls(score=None, ok=False, error=redact_secrets(error, secrets))
 
 
 @dataclass(frozen=True)

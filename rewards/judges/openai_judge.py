@@ -17,7 +17,8 @@ Failure policy (see ``rewards/judges/base.py``): transport errors, timeouts, HTT
 429/5xx and replies with no readable score are retried with exponential backoff; other 4xx
 (wrong model name, bad request) fail at once since repeating them cannot help. After the last
 attempt the result is ``JudgeResult.failed(reason)`` and ``stats.errors`` counts it; a failure
-is never turned into a score of 0. An answer of ``None`` (the response gave none) or an empty
+is never turned into a score of 0. A reply body that does not decode is a bad reply (retried),
+and the reason never holds the API key (:mod:`rewards.judges.redact`): it is written to disk. An answer of ``None`` (the response gave none) or an empty
 answer is scored 0.0 without a request, as the rule judge does.
 
 Cache: successful scores are kept in memory keyed by (model, prompt version, question, gold,
@@ -46,6 +47,7 @@ import aiohttp
 
 from prompts import load_prompt, prompt_version
 from rewards.judges.base import JudgeItem, JudgeResult
+from rewards.judges.redact import redact_secrets
 
 DUMMY_API_KEY = "EMPTY"  # vLLM accepts any key unless started with --api-key
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -409,27 +411,45 @@ class OpenAIJudge:
             last_error = error
             if not retryable:
                 break
-        return JudgeResult.failed(f"openai judge: {last_error} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+        return JudgeResult.failed(
+            f"openai judge: {last_error} (after {attempts} attempt{'s' if attempts > 1 else ''})",
+            secrets=(self._resolve_api_key(),),
+        )
+
+    def _excerpt(self, text: str, limit: int = 120) -> str:
+        """The start of what a server said, for an error: redacted *before* it is cut, so that
+        an echoed key cut in half cannot slip past (``redact_secrets`` looks for whole keys)."""
+        return redact_secrets(text, (self._resolve_api_key(),))[:limit]
 
     async def _attempt(self, session: aiohttp.ClientSession, body: dict) -> tuple[float | None, str | None, bool]:
-        """(score, error, retryable) for one HTTP attempt."""
+        """(score, error, retryable) for one HTTP attempt. Every error that quotes the server is
+        redacted (:meth:`_excerpt`): the text ends up in records on disk."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 async with session.post(self.url, json=body) as resp:
                     status = resp.status
-                    raw = await resp.text()
+                    charset = resp.charset or "utf-8"  # JSON is UTF-8 (RFC 8259) unless the server says otherwise
+                    payload = await resp.read()
         except TimeoutError:
             return None, "timeout", True
         except aiohttp.ClientError as exc:
-            return None, f"transport: {type(exc).__name__}: {exc}"[:200], True
+            return None, f"transport: {type(exc).__name__}: {self._excerpt(str(exc), 180)}", True
         if status >= 400:
             retryable = status >= 500 or status in _RETRYABLE_STATUS
-            return None, f"http_{status}: {raw[:120]}", retryable
+            return None, f"http_{status}: {self._excerpt(payload.decode('utf-8', errors='replace'))}", retryable
+        try:
+            raw = payload.decode(charset)
+        except (UnicodeDecodeError, LookupError) as exc:
+            # a garbled reply, as retryable as any other bad one; never an exception that
+            # fails the whole batch
+            why = f"{exc.reason} at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else "unknown charset"
+            excerpt = self._excerpt(payload.decode("utf-8", errors="replace"))
+            return None, f"bad_response: the reply body is not {charset.upper()} ({why}): {excerpt!r}", True
         try:
             text = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            return None, f"bad_response: {raw[:120]!r}", True
+            return None, f"bad_response: {self._excerpt(raw)!r}", True
         score = parse_score(text)
         if score is None:
-            return None, f"unparsable_score: {str(text)[:120]!r}", True
+            return None, f"unparsable_score: {self._excerpt(str(text))!r}", True
         return score, None, False
