@@ -1,7 +1,9 @@
 """The one rollout record format: written by both engines and ``pasr eval``, read by ``pasr stats``.
 
 One JSON object per line. Add fields freely (readers ignore unknown ones and default missing
-ones); never rename a field without migrating the readers.
+ones); never rename a field without migrating the readers. A change of what a field means bumps
+:data:`RECORD_VERSION`: readers skip (and count) records of a version they do not know, and
+``--strict`` ones refuse them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 try:  # a dependency of verl (via tensordict); about 3x faster than json on record lines
     import orjson
@@ -74,12 +76,70 @@ class RolloutRecord:
         return cls(**kwargs)
 
 
+# What an error keeps of its reason: a reason may quote the line (a schema version is shown as
+# written), and a reader keeps its errors, so a 200 MB line must not become a 200 MB message.
+MAX_REASON_CHARS = 300
+ERRORS_KEPT = 50  # errors an :class:`ErrorSample` keeps by default (all are counted)
+
+
+def _shorten(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 class RecordFormatError(ValueError):
-    """A corrupt line in a rollout dump, with its file and line number."""
+    """A corrupt line in a rollout dump, with its file and line number (the reason cut to
+    :data:`MAX_REASON_CHARS`)."""
 
     def __init__(self, path: str | Path, line_no: int, reason: str):
+        reason = _shorten(reason)
         super().__init__(f"{path}:{line_no}: {reason}")
         self.path, self.line_no, self.reason = str(path), line_no, reason
+
+
+class UnknownRecordVersion(ValueError):
+    """Raised by :func:`validate_record` for a record whose ``version`` is not :data:`RECORD_VERSION`."""
+
+    def __init__(self, version: Any):
+        self.version = version
+        super().__init__(
+            f"record schema version {_shorten(repr(version), 40)} is unknown to this pasr, which reads version "
+            f"{RECORD_VERSION} (written by a newer pasr?)"
+        )
+
+
+class RecordVersionError(RecordFormatError):
+    """A line holding a record of a schema version this reader does not know. Not corrupt, but
+    not readable either: a version is bumped when a field changes meaning, so reading it as the
+    current one would count silently wrong. ``version`` is the value as written (its repr, cut
+    short, when that is long)."""
+
+    def __init__(self, path: str | Path, line_no: int, exc: UnknownRecordVersion):
+        super().__init__(path, line_no, str(exc))
+        text = repr(exc.version)
+        self.version = exc.version if len(text) <= 40 else _shorten(text, 40)
+
+
+@dataclass
+class ErrorSample:
+    """What a reader keeps of the bad lines it skipped: every one counted, the first ``keep``
+    kept. A list of them all grows with the input (a 200 MB random blob beside a good dump made
+    about half a GB of errors in ``pasr stats``); this stays the same size. Takes errors through
+    ``append``, as a list would."""
+
+    keep: int = ERRORS_KEPT
+    count: int = 0  # every error, of unknown versions too
+    unknown_version: int = 0  # those of records of an unknown schema version
+    first: list[RecordFormatError] = field(default_factory=list)
+    first_unknown_version: RecordVersionError | None = None  # kept even when ``first`` is full of others
+
+    def append(self, err: RecordFormatError) -> None:
+        self.count += 1
+        if isinstance(err, RecordVersionError):
+            self.unknown_version += 1
+            if self.first_unknown_version is None:
+                self.first_unknown_version = err
+        if len(self.first) < self.keep:
+            self.first.append(err)
 
 
 def write_records(path: str | Path, records: Iterable[RolloutRecord], append: bool = True) -> int:
@@ -127,10 +187,14 @@ def validate_record(obj: Any) -> dict[str, Any]:
     their declared types (``acc`` a number or null, ``n_refine`` an integer, ``variant`` a
     string, ...; ``true`` is not an integer here). Without these checks a wrong type would crash
     a reader or count silently wrong; with them it is one reported corrupt line. Unknown fields
-    are allowed (they land in ``extra``).
+    are allowed (they land in ``extra``). A ``version`` other than :data:`RECORD_VERSION` is
+    :class:`UnknownRecordVersion` (a ValueError); a record without one is of the current version.
     """
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
+    version = obj.get("version", RECORD_VERSION)
+    if version != RECORD_VERSION or version.__class__ is not int:  # bool is not a version: True == 1
+        raise UnknownRecordVersion(version)
     if not _REQUIRED <= obj.keys():
         raise TypeError("missing field(s) " + ", ".join(sorted(_REQUIRED - obj.keys())))
     for name, classes, what in _TYPED_FIELDS:
@@ -146,38 +210,73 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+# No rollout record comes near this (a response at its token limit is kilobytes); a longer line
+# is corrupt input (a binary blob, a runaway write), and reading it whole cost over three times
+# its size (a 200 MB line: 722 MB), so it is read past in chunks instead.
+MAX_LINE_BYTES = 16 << 20
+
+
+def line_too_long() -> str:
+    """What a reader says of a line :func:`iter_lines` did not read whole."""
+    return f"line longer than {MAX_LINE_BYTES} bytes"
+
+
+def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None, int]]:
+    """``(line number, line, bytes)`` for every line of a binary file; the line is None when it
+    is longer than :data:`MAX_LINE_BYTES`, which is then read past a chunk at a time, never held
+    whole. ``bytes`` counts what was read, a skipped line's included."""
+    line_no = 0
+    while raw := fh.readline(MAX_LINE_BYTES):
+        line_no += 1
+        if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield line_no, raw, len(raw)
+            continue
+        size = len(raw)
+        while (raw := fh.readline(1 << 20)) and not raw.endswith(b"\n"):
+            size += len(raw)
+        yield line_no, None, size + len(raw)
+
+
 _T = TypeVar("_T")
+ErrorSink = list[RecordFormatError] | ErrorSample  # where a reader puts the lines it skips
 
 
 def _read(
     path: str | Path,
     build: Callable[[Any], _T],
     strict: bool,
-    errors: list[RecordFormatError] | None,
+    errors: ErrorSink | None,
     on_bytes: Callable[[int], None] | None,
 ) -> Iterator[_T]:
     """``build(parsed line)`` for every non-blank line of a dump. Reads bytes, so that a line that
     is not UTF-8 is a corrupt line like any other, and progress can be counted in bytes."""
     pending = 0
     with Path(path).open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
+        for line_no, raw, size in iter_lines(fh):
             if on_bytes is not None:
-                pending += len(raw)
+                pending += size
                 if pending >= 1 << 20:
                     on_bytes(pending)
                     pending = 0
-            if not raw.strip():
+            if raw is None:
+                err = RecordFormatError(path, line_no, line_too_long() + ": not a rollout record")
+            elif not raw.strip():
                 continue
-            try:
-                item = build(_loads(raw))
-            except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError included
-                err = RecordFormatError(path, line_no, f"corrupt rollout record ({exc})")
-                if strict:
-                    raise err from exc
-                if errors is not None:
-                    errors.append(err)
-                continue
-            yield item
+            else:
+                try:
+                    item = build(_loads(raw))
+                except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+                    if isinstance(exc, UnknownRecordVersion):
+                        err = RecordVersionError(path, line_no, exc)
+                    else:
+                        err = RecordFormatError(path, line_no, f"corrupt rollout record ({exc})")
+                else:
+                    yield item
+                    continue
+            if strict:
+                raise err
+            if errors is not None:
+                errors.append(err)
     if on_bytes is not None and pending:
         on_bytes(pending)
 
@@ -186,17 +285,18 @@ def _to_record(obj: Any) -> RolloutRecord:
     return RolloutRecord.from_dict(validate_record(obj))
 
 
-def iter_records(path: str | Path, strict: bool = False, errors: list[RecordFormatError] | None = None) -> Iterator[RolloutRecord]:
+def iter_records(path: str | Path, strict: bool = False, errors: ErrorSink | None = None) -> Iterator[RolloutRecord]:
     """Stream records from a JSONL dump. Corrupt lines (not JSON, not a record, see
-    :func:`validate_record`) raise (``strict``) or are collected in ``errors`` and skipped, each
-    naming its file and line."""
+    :func:`validate_record`) and records of an unknown schema version (:class:`RecordVersionError`)
+    raise (``strict``) or are collected in ``errors`` (a list, or an :class:`ErrorSample` to keep
+    memory bounded) and skipped, each naming its file and line."""
     return _read(path, _to_record, strict, errors, None)
 
 
 def iter_record_dicts(
     path: str | Path,
     strict: bool = False,
-    errors: list[RecordFormatError] | None = None,
+    errors: ErrorSink | None = None,
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`iter_records` without building a :class:`RolloutRecord` per line: the validated

@@ -69,3 +69,61 @@ def test_record_dicts_stream_validated_dicts_and_count_bytes(tmp_path):
     assert sum(seen) == path.stat().st_size
     with pytest.raises(RecordFormatError, match=r"r.jsonl:4"):
         list(iter_record_dicts(path, strict=True))
+
+
+def test_unknown_schema_version_is_refused_strict_and_counted_otherwise(tmp_path):
+    """A record of a schema version this reader does not know may mean other things by the same
+    field names: --strict refuses it, otherwise it is skipped and counted apart from corrupt
+    lines. A record without ``version`` is the current one (the dataclass default)."""
+    from data.records import RECORD_VERSION, ErrorSample
+
+    current = json.loads(_rec(0).to_json())
+    unversioned = {k: v for k, v in current.items() if k != "version"}
+    path = tmp_path / "r.jsonl"
+    lines = [current, dict(current, version=RECORD_VERSION + 1), unversioned, dict(current, version="1"), dict(current, version=True)]
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines) + "{not json\n")
+    with pytest.raises(RecordFormatError, match=rf"r.jsonl:2: .*schema version {RECORD_VERSION + 1}\b"):
+        list(iter_record_dicts(path, strict=True))
+    errors = ErrorSample()
+    assert len(list(iter_record_dicts(path, errors=errors))) == 2
+    assert (errors.count, errors.unknown_version) == (4, 3)
+    assert [e.line_no for e in errors.first] == [2, 4, 5, 6]
+    assert [e.version for e in errors.first[:3]] == [RECORD_VERSION + 1, "1", True]
+
+
+def test_read_errors_are_a_bounded_sample_with_short_reasons(tmp_path):
+    """Corrupt input costs memory in proportion to the sample kept, not to the lines read: the
+    first ``keep`` errors and a count of all, each reason cut short however long the line."""
+    from data.records import MAX_REASON_CHARS, ErrorSample
+
+    giant = dict(json.loads(_rec(0).to_json()), version="v" * 200_000)
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(giant) + "\n" + "{not json\n" * 1000 + _rec(1).to_json() + "\n")
+    errors = ErrorSample(keep=5)
+    assert [d["query_id"] for d in iter_record_dicts(path, errors=errors)] == ["q1"]
+    assert errors.count == 1001 and len(errors.first) == 5
+    assert [e.line_no for e in errors.first] == [1, 2, 3, 4, 5]
+    assert all(len(e.reason) <= MAX_REASON_CHARS for e in errors.first)
+    assert len(str(errors.first[0])) < MAX_REASON_CHARS + len(str(path)) + 20
+    with pytest.raises(RecordFormatError) as info:
+        list(iter_record_dicts(path, strict=True))
+    assert len(str(info.value)) < MAX_REASON_CHARS + len(str(path)) + 20
+
+
+def test_a_line_too_long_for_a_record_is_skipped_without_being_held(tmp_path, monkeypatch):
+    """A line over MAX_LINE_BYTES (a binary blob, a runaway write) is one corrupt line, read past
+    in chunks: reading a 200 MB line whole took over three times its size. The lines after it
+    keep their numbers, and the bytes of all of them are counted for the progress bar."""
+    import data.records as records
+
+    monkeypatch.setattr(records, "MAX_LINE_BYTES", 1000)
+    long_record = _rec(1)
+    long_record.response = "x" * 5000  # valid, but no rollout record is that long here
+    path = tmp_path / "r.jsonl"
+    write_records(path, [_rec(0), long_record, _rec(2)])
+    seen, errors = [], records.ErrorSample()
+    assert [d["query_id"] for d in iter_record_dicts(path, errors=errors, on_bytes=seen.append)] == ["q0", "q2"]
+    assert [(e.line_no, e.reason) for e in errors.first] == [(2, "line longer than 1000 bytes: not a rollout record")]
+    assert sum(seen) == path.stat().st_size
+    with pytest.raises(RecordFormatError, match=r"r.jsonl:2: line longer than 1000 bytes"):
+        list(iter_records(path, strict=True))

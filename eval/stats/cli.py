@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 PROGRESS_AUTO_BYTES = 32 << 20
-MAX_CORRUPT_LISTED = 50  # corrupt lines named in stats.json and the report; all are counted
+MAX_CORRUPT_LISTED = 50  # corrupt lines kept (in memory, stats.json, the report); all are counted
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="rollout dumps: JSONL files or directories (recursive)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory for report.md, stats.json and plots")
-    parser.add_argument("--strict", action="store_true", help="stop at the first corrupt line (exit 2) instead of skipping it")
+    parser.add_argument("--strict", action="store_true",
+                        help="stop at the first corrupt line or record of an unknown schema version (exit 2) instead of skipping it")
     parser.add_argument("--top-k", type=int, default=20, metavar="N", help="most common refine texts listed per group (default 20)")
     parser.add_argument("--examples", type=int, default=3, metavar="N",
                         help="example responses per cell (with/without refine x correct/wrong) per group (default 3)")
@@ -42,7 +43,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _collect(args):
-    from data.records import RecordFormatError, iter_record_dicts
+    from data.records import ErrorSample, RecordFormatError, iter_record_dicts
     from eval.stats import StatsInputError
     from eval.stats.accumulate import Collector
     from eval.stats.discovery import discover, metrics_labels, run_dir
@@ -69,7 +70,7 @@ def _collect(args):
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="pasr stats", file=sys.stderr)
 
     col = Collector(n_examples=args.examples, correct_at=correct_at, seed=args.seed)
-    errors: list[RecordFormatError] = []
+    errors = ErrorSample(keep=MAX_CORRUPT_LISTED)  # bounded however much of the input is corrupt
     run_ids_by_dir: dict[Path, set[str]] = {}
     add = col.add
     try:
@@ -92,7 +93,7 @@ def _collect(args):
 
 def run(args) -> int:
     from eval.stats import StatsInputError
-    from eval.stats.report import render
+    from eval.stats.report import render, skipped_lines
     from recipe.cli import CliError, why_mkdir_failed
 
     t0 = time.perf_counter()
@@ -102,7 +103,7 @@ def run(args) -> int:
         # by mistake is far likelier than a real run that wrote nothing.
         files = f"{len(inputs.records)} file(s) ({', '.join(str(p) for p in inputs.records[:3])}"
         files += ", ...)" if len(inputs.records) > 3 else ")"
-        why = f"{len(errors)} corrupt line(s), first: {errors[0]}" if errors else "they are empty"
+        why = f"{skipped_lines(errors.count, errors.unknown_version)}, first: {errors.first[0]}" if errors.count else "they are empty"
         raise CliError(f"no rollout records in {files}: {why}")
     kinds = {"train": 0, "val": 0, "eval": 0, "other": 0}
     for (kind, *_), g in col.groups.items():
@@ -138,9 +139,10 @@ def run(args) -> int:
             "n_other_records": kinds["other"],
             "duplicate_eval_keys": col.pairs.duplicate_keys,
         },
-        "corrupt_lines": {
-            "count": len(errors),
-            "first": [{"file": e.path, "line": e.line_no, "reason": e.reason} for e in errors[:MAX_CORRUPT_LISTED]],
+        "corrupt_lines": {  # every skipped line, records of an unknown schema version included
+            "count": errors.count,
+            "unknown_version": errors.unknown_version,
+            "first": [{"file": e.path, "line": e.line_no, "reason": e.reason} for e in errors.first],
         },
         "groups": {g.key: g.to_json(args.top_k) for g in col.ordered_groups()},
         "trends": col.trends.train_json(),
@@ -165,7 +167,10 @@ def run(args) -> int:
     (out / "stats.json").write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render(stats), encoding="utf-8")
 
-    note = f", {len(errors)} corrupt line(s) skipped" if errors else ""
+    if errors.unknown_version:
+        print(f"pasr stats: warning: {errors.unknown_version} record(s) of an unknown schema version skipped "
+              f"(first: {errors.first_unknown_version}); --strict refuses them", file=sys.stderr)
+    note = f", {skipped_lines(errors.count, errors.unknown_version)} skipped" if errors.count else ""
     print(f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
           f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s)")
     return 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.records import iter_lines
 from eval.stats import StatsInputError
 
 METRICS_NAME = "metrics.jsonl"
@@ -34,10 +35,12 @@ class Inputs:
 
 
 def _first_object(path: Path) -> tuple[str, Any]:
-    """('ok', obj) for the first non-blank line, ('bad', None) when it does not parse,
-    ('empty', None) for a file without content."""
+    """('ok', obj) for the first non-blank line, ('bad', None) when it does not parse or is too
+    long to be a record (not read whole), ('empty', None) for a file without content."""
     with path.open("rb") as fh:
-        for raw in fh:
+        for _, raw, _ in iter_lines(fh):
+            if raw is None:
+                return "bad", None
             if raw.strip():
                 try:
                     return "ok", json.loads(raw)

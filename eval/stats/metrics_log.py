@@ -11,17 +11,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-from data.records import RecordFormatError
+from data.records import ErrorSink, RecordFormatError, iter_lines, line_too_long
 
 
-def read_metrics(path: Path, strict: bool, errors: list[RecordFormatError]) -> dict[str, Any]:
+def read_metrics(path: Path, strict: bool, errors: ErrorSink) -> dict[str, Any]:
     """Numeric series per key from a ``metrics.jsonl`` (one JSON object per step)."""
     rows: dict[int, dict[str, float]] = {}
     with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            if not raw.strip():
+        for line_no, raw, _ in iter_lines(fh):
+            if raw is not None and not raw.strip():
                 continue
             try:
+                if raw is None:
+                    raise ValueError(line_too_long())
                 obj = json.loads(raw)
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")

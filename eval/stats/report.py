@@ -369,6 +369,15 @@ def _transition_section(tr: dict[str, Any], plot: str | None) -> list[str]:
     return lines
 
 
+def skipped_lines(count: int, unknown_version: int) -> str:
+    """``count`` skipped lines in words, ``unknown_version`` of them records of a schema version
+    this pasr does not read: those are named apart, as they are not corrupt."""
+    parts = [f"{count - unknown_version} corrupt line(s)"] if count > unknown_version else []
+    if unknown_version:
+        parts.append(f"{unknown_version} record(s) of an unknown schema version")
+    return " and ".join(parts)
+
+
 def render(stats: dict[str, Any]) -> str:
     inp = stats["inputs"]
     s = stats["settings"]
@@ -381,7 +390,8 @@ def render(stats: dict[str, Any]) -> str:
     corrupt = stats["corrupt_lines"]
     if corrupt["count"]:
         lines.append("")
-        lines.append(f"**{corrupt['count']} corrupt line(s) skipped** (first {len(corrupt['first'])} listed):")
+        lines.append(f"**{skipped_lines(corrupt['count'], corrupt['unknown_version'])} skipped** "
+                     f"(first {len(corrupt['first'])} listed):")
         lines.append("")
         lines += [f"- `{e['file']}:{e['line']}`: {_escape(e['reason'])}" for e in corrupt["first"]]
     if inp["skipped_files"]:
