@@ -11,6 +11,9 @@ reward functions in ``rewards/`` take every value as an argument.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +80,7 @@ class PasrConfig:
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
 
     def validate(self) -> "PasrConfig":
+        refuse_non_finite(self, "pasr")
         problems = []
         if self.n_refine < 1:
             problems.append(f"pasr.n_refine must be >= 1, got {self.n_refine}")
@@ -103,6 +107,34 @@ class PasrConfig:
 
 class ConfigError(ValueError):
     """A config value or key that is not accepted; the message names it."""
+
+
+def _non_finite_settings(node: Any, prefix: str = "") -> list[str]:
+    """``key=value`` for every NaN or infinite float under ``node`` (a config dataclass, and the
+    dicts and lists in it), keys spelled as overrides (``pasr.weights.acc=inf``)."""
+    if dataclasses.is_dataclass(node):
+        items = [(f.name, getattr(node, f.name)) for f in dataclasses.fields(node)]
+    elif isinstance(node, Mapping):
+        items = list(node.items())
+    elif isinstance(node, (list, tuple)):
+        items = list(enumerate(node))
+    else:
+        return [f"{prefix}={node}"] if isinstance(node, float) and not math.isfinite(node) else []
+    return [bad for key, value in items for bad in _non_finite_settings(value, f"{prefix}.{key}" if prefix else str(key))]
+
+
+def refuse_non_finite(config: Any, prefix: str = "") -> None:
+    """Raise a :class:`ConfigError` naming every non-finite float of ``config`` at once.
+
+    OmegaConf and Hydra read ``nan`` and ``inf`` as floats, and the range checks of the
+    ``validate`` methods are comparisons: ``if x < 0`` lets NaN through (every comparison with NaN
+    is false), ``if not x > 0`` lets infinity through. ``algo.lr=inf`` wrote a NaN checkpoint,
+    ``pasr.weights.format=nan`` skipped every row and exited 0. Run first, so those checks can
+    take every number to be a real one, and over the whole config, so a float key added later is
+    covered without a check of its own."""
+    bad = _non_finite_settings(config, prefix)
+    if bad:
+        raise ConfigError(f"not a finite number (NaN or infinity): {', '.join(bad)}")
 
 
 def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:

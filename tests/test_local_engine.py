@@ -31,6 +31,23 @@ def test_config_layers_and_errors(tmp_path):
     assert load_config(config_file=str(extra)).rollout.max_new_tokens == 12
 
 
+def test_non_finite_settings_are_refused_all_at_once():
+    """NaN passes every range check written as a comparison and infinity every lower bound:
+    algo.lr=inf wrote a NaN checkpoint, pasr.weights.format=nan skipped every row and exited 0.
+    One check over every float key names all of them, in one line."""
+    from recipe.pasr_config import load_pasr_config
+
+    bad = {"algo.lr": "inf", "warmup.lr": "inf", "pasr.weights.format": "nan", "pasr.zeta": "nan",
+           "pasr.tie_value": "nan", "pasr.weights.acc": "inf", "rollout.top_p": "-inf", "pasr.judge.backoff_s": "inf"}
+    with pytest.raises(ConfigError) as exc:
+        load_config(overrides=[f"{key}={value}" for key, value in bad.items()])
+    message = str(exc.value)
+    assert all(f"{key}={value}" in message for key, value in bad.items()) and "\n" not in message, message
+    with pytest.raises(ConfigError, match=r"pasr\.zeta=nan"):  # the section alone, as the verl engine loads it
+        load_pasr_config({"zeta": "nan"})
+    assert load_config(overrides=["algo.lr=2e-5", "pasr.empty_refine_value=null"]).algo.lr == 2e-5
+
+
 def test_rl_learning_rate_ramps_then_holds():
     assert [rl_learning_rate(1e-5, s, 4) for s in (1, 2, 3, 4, 5, 40)] == pytest.approx([2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5])
     assert rl_learning_rate(1e-5, 1, 0) == 1e-5  # 0: no warm-up

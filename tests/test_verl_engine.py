@@ -431,6 +431,9 @@ def test_config_overrides_and_bad_keys():
         pasr_config(_compose(["pasr.train_plain=true"]))
     with pytest.raises(ConfigCompositionException):  # Hydra itself refuses a key without '+'
         _compose(["pasr.bogus=1"])
+    # Hydra types pasr.zeta=nan as a float and passes it on; the shared check names every such key
+    with pytest.raises(ConfigError, match=r"pasr\.zeta=nan, pasr\.weights\.acc=inf"):
+        pasr_config(_compose(["pasr.zeta=nan", "pasr.weights.acc=inf"]))
 
 
 def test_preflight(config):

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from data.warmup_traces import REFINE_STYLES
 from recipe.gqa_attention import ATTENTIONS
 from recipe.model_loading import DEVICES, resolve_device
-from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured
+from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -190,6 +190,7 @@ class LocalTrainConfig:
     rrr: RrrConfig = field(default_factory=RrrConfig)
 
     def validate(self) -> "LocalTrainConfig":
+        refuse_non_finite(self)  # every section at once, pasr.* included, before any range check
         check_method(self.method)
         self.pasr.validate()
         self.rrr.validate()

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured
+from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
 from recipe.rrr_config import RrrConfig, check_method, judge_problem, load_rrr_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -61,6 +61,7 @@ class VerlEngineConfig:
     max_judge_error_rate: float = 0.2
 
     def validate(self) -> "VerlEngineConfig":
+        refuse_non_finite(self, "pasr_verl")
         if not 0.0 <= self.max_judge_error_rate <= 1.0:
             raise ConfigError(f"pasr_verl.max_judge_error_rate must be in [0, 1], got {self.max_judge_error_rate}")
         return self
