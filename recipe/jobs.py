@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -207,11 +208,32 @@ def wait_terminal(client, job_id: str, poll_s: float = 0.5, timeout_s: float | N
         time.sleep(poll_s)
 
 
+# Ray's JobInfo.message for a failed entrypoint: "Job entrypoint command failed with exit code
+# N, last available logs (truncated to 20,000 chars):" then the last lines of the logs (Ray's
+# job_supervisor.py); the clause announces what follows on the next lines.
+_LOGS_FOLLOW = re.compile(r",?\s*last available logs(?: \([^)]*\))?:\s*$")
+
+
+def split_message(message: str | None) -> tuple[str, str, bool]:
+    """(headline, the lines after it, whether those are the job's logs) of a job's status
+    message. Printing only the first line left Ray's headline announcing logs that never came:
+    the headline comes back without that clause, and says plainly when the tail it announced
+    is empty. Other messages (a runtime env that failed to set up, say) keep their lines."""
+    headline, _, rest = (message or "").strip().partition("\n")
+    rest = rest.strip("\n")
+    if not _LOGS_FOLLOW.search(headline):
+        return headline, rest, False
+    headline = _LOGS_FOLLOW.sub("", headline)
+    if not rest.strip():
+        return headline + "; the job left no logs", "", False
+    return headline, rest, True
+
+
 def report_status(client, job_id: str, status: str) -> int:
+    """The job's final line after ``--follow`` (its logs were streamed above it)."""
     message = ""
     try:
-        info = client.get_job_info(job_id)
-        message = (info.message or "").strip().splitlines()[0] if info.message else ""
+        message = split_message(client.get_job_info(job_id).message)[0]
     except Exception:  # status is what matters; the message is a courtesy
         pass
     print(f"pasr: job {job_id} {status}" + (f": {message}" if message else ""), file=sys.stderr)
@@ -274,8 +296,12 @@ def run(args) -> int:
     if cmd == "status":
         status = _call(address, client.get_job_status, job_id)
         info = _call(address, client.get_job_info, job_id)
-        message = (info.message or "").strip()
-        print(f"{job_id}\t{status}" + (f"\t{message.splitlines()[0]}" if message else ""))
+        headline, rest, are_logs = split_message(info.message)
+        print(f"{job_id}\t{status}" + (f"\t{headline}" if headline else ""))
+        if are_logs:
+            print(f"last lines of its logs (all of them: pasr jobs logs {job_id}):")
+        if rest:
+            print(rest)
         return 0
     if cmd == "logs":
         _call(address, client.get_job_status, job_id)  # a clear error for an unknown id

@@ -22,7 +22,9 @@ the RRR rollout needs: ``rollout.n``, a binary judge, prompt room for a retry), 
 ``trainer.default_local_dir`` or ``pasr_verl.rollout_dir`` (in a job it lands in a temporary
 copy of the working dir, so a resubmission silently starts from scratch), and a cluster
 without ``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs (``--no-gpu-check`` skips
-that one). The dashboard must answer. The job id is printed on stdout;
+that one). For the local engine's entrypoint it refuses, the same way, a relative run
+directory (:func:`check_local_run`): the presets' defaults all are, so such a job needs
+``--run-dir /shared/...`` (or ``trainer.run_dir=``). The dashboard must answer. The job id is printed on stdout;
 unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once unless
 ``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
 3 stopped). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
@@ -106,6 +108,84 @@ def check_verl_run(overrides: list[str]):
     return config
 
 
+class _TrainArgParser(argparse.ArgumentParser):
+    """``pasr train``'s own parser, for the arguments after ``--``: a mistake is a one-line
+    CliError here, not a usage message and an exit."""
+
+    def error(self, message: str):
+        raise CliError(f"the pasr train arguments after --: {message}")
+
+
+def _layer_run_dir(layer) -> object:
+    """``trainer.run_dir`` as a config layer (a plain container) writes it, or None."""
+    trainer = layer.get("trainer") if isinstance(layer, dict) else None
+    return trainer.get("run_dir") if isinstance(trainer, dict) else None
+
+
+def check_local_run(argv: list[str], working_dir: Path) -> str:
+    """The run directory ``python3 -m recipe train ARGV`` will write in the job; a CliError
+    unless it is absolute.
+
+    A job runs in a temporary copy of its working dir: a relative run directory lands inside it
+    and is lost with it (checkpoints, metrics, rollouts), and a resubmission starts over. The
+    directory is found as ``pasr train`` finds it: ``--resume``, else ``--run-dir``, else
+    ``trainer.run_dir`` from the overrides over the ``--config`` file (read from the working
+    dir when relative, as the job will) over the preset over the defaults, whose values
+    (``runs/pasr-local``, ``runs/pasr-demo``, ...) are all relative. Only that key is looked up,
+    nothing is validated: the job checks the rest on the cluster, whose GPUs and files this
+    machine may not have. A value with an interpolation (``${...}``) resolves there, so it
+    passes."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    from recipe.local_engine.cli import build_parser as build_train_parser
+    from recipe.local_engine.config import TrainerConfig, preset_path
+    from recipe.pasr_config import ConfigError
+
+    parser = _TrainArgParser(prog="pasr train", add_help=False)
+    build_train_parser(parser)
+    args = parser.parse_args(argv)
+
+    def load(path: Path, what: str):
+        try:
+            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except (OSError, UnicodeDecodeError, YAMLError) as exc:
+            raise CliError(f"{what}: cannot read {path}: {str(exc).splitlines()[0]}") from None
+
+    def layers():  # (value, where it comes from), the one pasr train uses first
+        yield args.resume, "--resume"
+        yield args.run_dir, "--run-dir"
+        try:
+            overrides = OmegaConf.to_container(OmegaConf.from_dotlist([o for o in args.overrides if "=" in o]), resolve=False)
+        except (YAMLError, OmegaConfBaseException) as exc:
+            raise CliError(f"the pasr train overrides after --: {str(exc).splitlines()[0]}") from None
+        yield _layer_run_dir(overrides), "trainer.run_dir="
+        if args.config:
+            config = Path(args.config).expanduser()
+            config = config if config.is_absolute() else working_dir / config
+            if not config.is_file():
+                raise CliError(f"--config {args.config}: no such file in the working dir {working_dir}")
+            yield _layer_run_dir(load(config, "--config")), f"trainer.run_dir in --config {args.config}"
+        try:
+            preset = preset_path(args.preset or "default")
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+        source = f"the default of --preset {args.preset}" if args.preset else "the pasr train default"
+        yield _layer_run_dir(load(preset, "--preset")), source
+        yield TrainerConfig.run_dir, source
+
+    run_dir, source = next((value, where) for value, where in layers() if value is not None)
+    text = str(run_dir)
+    if text.startswith("/") or "${" in text:
+        return text
+    raise CliError(
+        f"the run directory {text} ({source}) is relative: in a Ray job it lands in the job's temporary copy of "
+        "the working directory and is lost with it; pass an absolute --run-dir (or trainer.run_dir=) on storage "
+        "every node sees, e.g. --run-dir /shared/runs/EXP"
+    )
+
+
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = "pasr submit --address URL [options] -- OVERRIDES..."
     from recipe.jobs import add_address_arg
@@ -167,6 +247,8 @@ def run(args) -> int:
     metadata = _metadata(args.engine, args.metadata_json)
     recipe_run = args.engine == "verl" and args.entrypoint is None
     config = check_verl_run(overrides) if recipe_run else None
+    if args.engine == "local" and args.entrypoint is None:
+        check_local_run(overrides, working_dir)
 
     address = normalize_address(args.address)
     quiet_ray_logs()

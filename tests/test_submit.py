@@ -141,6 +141,111 @@ def test_gpu_shortfall_is_per_node():
     assert "has 0 GPU(s)" in gpu_shortfall([0], 1, 8)
 
 
+def test_a_local_run_needs_an_absolute_run_dir(tmp_path):
+    """The local engine's run directory is what `pasr train` would use (--resume, else --run-dir,
+    else trainer.run_dir from the overrides, the --config file, the preset, the defaults): a
+    relative one would be written inside the job's temporary copy of the working dir and lost,
+    so it is refused on one line that says what to pass. A relative --config is read from the
+    working dir, as the job would."""
+    from recipe.cli import CliError
+    from recipe.submit import check_local_run
+
+    (tmp_path / "c.yaml").write_text("trainer:\n  run_dir: from-file\n")
+    refused = [
+        ([], "runs/pasr-local"),
+        (["--preset", "demo"], "runs/pasr-demo"),
+        (["--preset", "demo", "trainer.steps=3", "trainer.run_dir=mine"], "mine"),
+        (["--run-dir", "rel", "trainer.run_dir=/shared/r"], "rel"),
+        (["--config", "c.yaml"], "from-file"),
+        (["--resume", "runs/pasr-demo"], "runs/pasr-demo"),
+        (["--run-dir", "~/runs/x"], "~/runs/x"),  # quoted in the entrypoint: no shell expands it
+    ]
+    for argv, run_dir in refused:
+        with pytest.raises(CliError, match=rf"the run directory {run_dir} .*is relative.*absolute --run-dir") as err:
+            check_local_run(argv, tmp_path)
+        assert "\n" not in str(err.value)
+    assert check_local_run(["--preset", "demo", "--run-dir", "/shared/runs/demo"], tmp_path) == "/shared/runs/demo"
+    assert check_local_run(["--preset", "rrr", "trainer.run_dir=/shared/rrr"], tmp_path) == "/shared/rrr"
+    assert check_local_run(["--config", "c.yaml", "--resume", "/shared/r"], tmp_path) == "/shared/r"
+    (tmp_path / "abs.yaml").write_text("trainer:\n  run_dir: /shared/abs\n")
+    assert check_local_run(["--config", str(tmp_path / "abs.yaml")], tmp_path) == "/shared/abs"
+    with pytest.raises(CliError, match=r"unknown preset 'nope'"):
+        check_local_run(["--preset", "nope"], tmp_path)
+    with pytest.raises(CliError, match=r"--config missing.yaml: no such file in the working dir"):
+        check_local_run(["--config", "missing.yaml"], tmp_path)
+    with pytest.raises(CliError, match=r"unrecognized arguments: --bogus"):
+        check_local_run(["--bogus", "trainer.run_dir=/shared/r"], tmp_path)
+
+
+def test_a_local_submission_with_the_preset_run_dir_is_refused_before_connecting(monkeypatch, capsys):
+    """`pasr submit --engine local -- --preset demo` used to go through and train into the job's
+    temporary working dir; it stops before any request to the cluster."""
+    from recipe import jobs
+    from recipe.cli import main
+
+    def no_cluster(*_args, **_kwargs):
+        raise AssertionError("contacted the cluster")
+
+    monkeypatch.setattr(jobs, "connect", no_cluster)
+    code = main(["submit", "--engine", "local", "--address", "http://127.0.0.1:1", "--working-dir", str(REPO), "--", "--preset", "demo"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("pasr submit: error: the run directory runs/pasr-demo ") and "trainer.run_dir=" in err
+
+
+class FakeJobs:
+    """The few JobSubmissionClient calls `pasr jobs status` makes, answering for one job."""
+
+    def __init__(self, status: str, message: str):
+        from ray.job_submission import JobStatus
+
+        self.status, self.message = JobStatus(status), message
+
+    def get_job_status(self, job_id):
+        return self.status
+
+    def get_job_info(self, job_id):
+        return SimpleNamespace(message=self.message)
+
+
+# Ray's JobInfo.message for a failed entrypoint (job_supervisor.py): a headline, then the log tail
+FAILED_WITH_LOGS = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+
+
+@pytest.mark.parametrize(
+    "message, shown, absent",
+    [
+        (FAILED_WITH_LOGS + "Traceback (most recent call last):\nValueError: boom\n",
+         ["Job entrypoint command failed with exit code 1", "Traceback (most recent call last):\nValueError: boom\n"],
+         ["left no logs"]),
+        (FAILED_WITH_LOGS + "\n  \n", ["Job entrypoint command failed with exit code 1; the job left no logs"], ["Traceback"]),
+        ("Job entrypoint command failed with exit code 1. No logs available.", ["No logs available."], []),
+    ],
+)  # fmt: skip
+def test_status_of_a_failed_job_shows_its_logs_or_says_there_are_none(monkeypatch, capsys, message, shown, absent):
+    """The status line used to end in Ray's "last available logs (...):" with the logs cut off
+    (only the message's first line was printed); the tail follows it now, or the line says plainly
+    that there is none. `--follow`'s final line, after the streamed logs, drops the dangling clause."""
+    from recipe import jobs
+    from recipe.cli import main
+
+    fake = FakeJobs("FAILED", message)
+    monkeypatch.setattr(jobs, "connect", lambda *_args, **_kwargs: fake)
+    assert main(["jobs", "status", "raysubmit_1", "--address", "http://127.0.0.1:1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("raysubmit_1\tFAILED\tJob entrypoint command failed with exit code 1")
+    assert "last available logs" not in out
+    for text in shown:
+        assert text in out
+    for text in absent:
+        assert text not in out
+    assert not out.rstrip("\n").endswith(":")
+    assert jobs.report_status(fake, "raysubmit_1", "FAILED") == 1
+    final = capsys.readouterr().err
+    assert final.startswith("pasr: job raysubmit_1 FAILED: Job entrypoint command failed with exit code 1")
+    assert final.count("\n") == 1 and not final.rstrip().endswith(":")
+
+
 # --------------------------------------------------------------------------- a silent address
 @pytest.fixture
 def silent_server():
