@@ -12,11 +12,13 @@ scores (:mod:`recipe.local_engine.policy_update`, :mod:`recipe.verl_engine.batch
 
 **Judge errors.** A rollout whose judge failed (a timeout, an unparseable reply, a judge that
 raised) has no accuracy (``acc=None``, the error in ``judge_error``) and no total reward; it is
-never scored 0, because a timeout is not a wrong answer. It is masked out of the update (mask
+never scored 0, because a timeout is not a wrong answer. A rollout with no answer to judge is
+a wrong answer (0.0), never a judge error, even when the judge breaks (:func:`judge_answers`). It is masked out of the update (mask
 False: no loss) and left out of its group's GRPO statistics: the group's mean and std are over
 its judged rows only (:mod:`recipe.advantages`). Such rows are counted in ``pasr/judge_errors``.
 A plain rollout whose judge failed is left out of its query's baseline
-(:func:`rewards.refine.plain_baseline`).
+(:func:`rewards.refine.plain_baseline`). When a step's failures stop the run, and how an
+evaluation reports them: :mod:`recipe.judge_errors`.
 """
 
 from __future__ import annotations
@@ -82,9 +84,17 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:500]
 
 
+def has_answer(item: JudgeItem) -> bool:
+    """Whether there is anything to judge: a response with no (or a blank) extracted answer is
+    wrong, 0.0, whatever the judge; every judge scores it so without work (rewards/judges)."""
+    return item.answer is not None and bool(item.answer.strip())
+
+
 async def judge_answers(judge: Judge, items: Sequence[JudgeItem]) -> list[JudgeResult]:
     """Score a batch with ``judge``. A judge that raises, or answers for the wrong number of
-    items, makes every item a judge error: never a crash in the middle of a step, never a 0."""
+    items, makes every item with an answer a judge error (never a crash in the middle of a
+    step, never a 0); the items without one are still wrong answers, 0.0, not judge errors.
+    The error text is redacted (:meth:`JudgeResult.failed`): it goes into records on disk."""
     if not items:
         return []
     try:
@@ -92,7 +102,8 @@ async def judge_answers(judge: Judge, items: Sequence[JudgeItem]) -> list[JudgeR
         if len(results) != len(items):
             raise RuntimeError(f"judge returned {len(results)} results for {len(items)} items")
     except Exception as exc:
-        return [JudgeResult.failed(f"judge failed: {_one_line(exc)}")] * len(items)
+        failed = JudgeResult.failed(f"judge failed: {_one_line(exc)}")
+        return [failed if has_answer(item) else JudgeResult(0.0) for item in items]
     return results
 
 

@@ -188,6 +188,15 @@ def test_eval_metrics_and_outcomes():
     assert outcomes["e"].first_correct is None and outcomes["a"].retried is False
 
 
+def test_eval_metrics_without_a_scored_attempt_have_no_accuracy():
+    """A verifier that failed on every attempt leaves the accuracies unknown (None, shown as
+    "-"), never 0."""
+    from recipe.local_engine.rrr import eval_metrics
+
+    m = eval_metrics([_record("a", ATTEMPT, None, 10), _record("b", ATTEMPT, None, 12)])
+    assert m["eval/first_attempt_acc"] is None and m["eval/acc"] is None and m["eval/judge_errors"] == 2
+
+
 def test_countdown_traces_verify_and_never_eval():
     from data.countdown import generate_problems
     from data.countdown_traces import build_countdown_trace, solution_steps

@@ -128,3 +128,27 @@ def test_local_batch_leaves_masked_rows_out_of_the_group_statistics():
     assert len(batch) == 2
     assert batch.batch["advantages"][:, 0].tolist() == pytest.approx([2**-0.5, -(2**-0.5)], abs=1e-5)
     assert build_batch(rows, 0, AlgoConfig()).batch["advantages"][:, 0].tolist() == pytest.approx([1.0, -1.0, 0.0], abs=1e-5)
+
+
+def test_a_rollout_without_an_answer_is_wrong_even_when_the_judge_breaks():
+    """No answer is a wrong answer (acc 0) with or without a judge: a judge that raises makes
+    the answered rollouts judge errors, never the ones it had nothing to judge."""
+    rollouts = [Rollout(**Q1, variant="refine", text="<think>no idea</think>", n_tokens=3),
+                Rollout(**Q1, variant="refine", text="<think>2+2</think><answer>4</answer>", n_tokens=5, sample_index=1),
+                Rollout(**Q1, variant="refine", text="<answer> </answer>", n_tokens=2, sample_index=2)]  # fmt: skip
+    records = judge_and_record(rollouts, Raises(), run_id="r", step=1, engine="local")
+    assert [(r.acc, r.judge_error) for r in records] == [
+        (0.0, None), (None, "judge failed: ConnectionError: judge host down"), (0.0, None),
+    ]
+
+
+class LeaksItsKey:
+    name = "leaks"
+
+    async def score_many(self, items):
+        raise RuntimeError("POST failed; sent Authorization: Bearer sk-live-abcdefghijklmnop1234")
+
+
+def test_a_judge_exception_is_redacted_before_it_reaches_a_record():
+    (record,) = judge_and_record(_step()[:1], LeaksItsKey(), run_id="r", step=1, engine="local")
+    assert record.judge_error == "judge failed: RuntimeError: POST failed; sent Authorization: [REDACTED]"

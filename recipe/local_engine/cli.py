@@ -37,7 +37,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 # hang on), so the run would no longer be one run; --force accepts it anyway.
 RESUMABLE_KEYS = (
     "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.loggers", "trainer.project",
-    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.run_dir",
+    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.run_dir", "trainer.max_judge_error_rate",
     "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
 )  # fmt: skip
 
@@ -93,6 +93,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
 def run(args) -> int:
     from recipe.cli import CliError
     from recipe.local_engine.config import load_config
+    from recipe.judge_errors import JudgeErrorRateExceeded
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, prepare_run_dir, summarize
     from recipe.pasr_config import ConfigError
 
@@ -119,6 +120,8 @@ def run(args) -> int:
         raise CliError(str(exc)) from None
     try:
         evals = trainer.fit()
+    except JudgeErrorRateExceeded as exc:  # the message says what failed, where the records are and how to resume
+        raise CliError(str(exc)) from None
     except StopRequested:
         print(f"stopped at step {trainer.step}; checkpoint saved. Resume with: pasr train --resume {run_dir}", file=sys.stderr)
         return 130

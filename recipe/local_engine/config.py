@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from data.warmup_traces import REFINE_STYLES
 from recipe.gqa_attention import ATTENTIONS
+from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.model_loading import DEVICES, resolve_device
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
@@ -158,6 +159,10 @@ class TrainerConfig:
     # verl Tracking backends: console | tensorboard | wandb | ... (the progress bar is always on)
     loggers: list[str] = field(default_factory=list)
     dump_rollouts: bool = True
+    # stop the run when the judge failed on more than this fraction of an RL step's rollouts,
+    # after dumping them, instead of training on masked rows; 1.0 never stops (recipe/judge_errors.py;
+    # the verl engine's pasr_verl.max_judge_error_rate)
+    max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
 
 
 def _cpu_prompts() -> PromptsConfig:
@@ -222,6 +227,8 @@ class LocalTrainConfig:
                 problems.append(f"rollout.{name} must be >= 1")
         if self.trainer.steps < 0 or self.warmup.steps < 0 or self.trainer.save_every < 1 or self.trainer.keep_last < 1:
             problems.append("trainer.steps and warmup.steps must be >= 0, save_every and keep_last >= 1")
+        if problem := max_judge_error_rate_problem("trainer.max_judge_error_rate", self.trainer.max_judge_error_rate):
+            problems.append(problem)
         # Everything below used to fail only when first used, some of it after the warm-up had
         # run for minutes (or, for a negative temperature, not at all: it meant greedy).
         r, a, w, d = self.rollout, self.algo, self.warmup, self.data

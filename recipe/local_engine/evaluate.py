@@ -1,5 +1,6 @@
 """Greedy evaluation of the policy on held-out problems during training (start, after the
-warm-up, end): format pass, accuracy, refine rate, empty-refine and refine-fix rates, tokens.
+warm-up, end): format pass, accuracy (over the judged answers, with the judge-error count beside
+it), refine rate, empty-refine and refine-fix rates, tokens.
 
 It scores with the same judge and records as training (variant ``refine``, ``dataset`` set),
 so ``pasr stats`` reads these dumps like any other. ``pasr eval`` is the full evaluation.
@@ -8,9 +9,10 @@ so ``pasr stats`` reads these dumps like any other. ``pasr eval`` is the full ev
 from __future__ import annotations
 
 from data.examples import Example
-from data.records import RolloutRecord
+from data.records import PLAIN, REFINE, RolloutRecord
 from prompts import PromptSet
 from recipe.hf_generate import SamplingParams
+from recipe.judge_errors import judged_accuracy
 from recipe.local_engine.rollout import generate_step
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
@@ -33,9 +35,13 @@ def evaluate(
     for r in records:
         r.dataset = tag
     m = step_metrics(records, prefix="eval")  # refine metrics come from the refine records only
-    keep = ("format_pass_rate", "refine_rate", "acc_refine", "refine_tags_per_response", "empty_refine_rate",
+    keep = ("format_pass_rate", "refine_rate", "refine_tags_per_response", "empty_refine_rate",
             "refine_fix_rate", "draft_acc", "response_length/mean", "judge_errors")
-    metrics = {f"eval/{k.replace('acc_refine', 'acc')}": m[f"eval/{k}"] for k in keep}
+    metrics = {f"eval/{k}": m[f"eval/{k}"] for k in keep}
+    # over the judged answers only, None (shown "-") when none was: eval/judge_errors beside it
+    # says how many were left out (recipe.judge_errors)
+    metrics["eval/acc"] = judged_accuracy(r.acc for r in records if r.variant == REFINE)
     if plain:
-        metrics.update({"eval/plain_format_pass_rate": m["eval/format_pass_rate_plain"], "eval/plain_acc": m["eval/acc_plain"]})
+        metrics.update({"eval/plain_format_pass_rate": m["eval/format_pass_rate_plain"],
+                        "eval/plain_acc": judged_accuracy(r.acc for r in records if r.variant == PLAIN)})
     return metrics, records

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from data.examples import Example
 from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord
 from recipe.hf_generate import SamplingParams, generate_ids, render_prompts
+from recipe.judge_errors import judged_accuracy
 from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import build_batch, update_policy
 from recipe.local_engine.timing import timer
@@ -217,13 +218,14 @@ def query_outcomes(records: Sequence[RolloutRecord]) -> dict[str, QueryOutcome]:
 def eval_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
     """``eval/*`` of an RRR evaluation: first-attempt accuracy, retry accuracy (over retried
     failures whose retry was scored), accuracy after one retry, tokens of all passes per query,
-    reflection length, judge errors. Unscored answers are left out of a rate, never counted 0."""
+    reflection length, judge errors. Unscored answers are left out of a rate, never counted 0;
+    the accuracies are None (no answer scored) when the verifier failed throughout."""
     outcomes = query_outcomes(records).values()
     reflections = [r for r in records if r.variant == REFLECTION]
     return {
-        "eval/first_attempt_acc": mean_or_zero(o.first_correct for o in outcomes if o.first_correct is not None),
+        "eval/first_attempt_acc": judged_accuracy(o.first_correct for o in outcomes),
         "eval/retry_acc": mean_or_zero(is_success(o.retry) for o in outcomes if o.retried and o.retry is not None),
-        "eval/acc": mean_or_zero(o.final_correct for o in outcomes if o.final_correct is not None),
+        "eval/acc": judged_accuracy(o.final_correct for o in outcomes),
         "eval/retried": float(sum(o.retried for o in outcomes)),
         "eval/recovered": float(sum(o.retried and is_success(o.retry) for o in outcomes)),
         "eval/tokens": mean_or_zero(o.tokens for o in outcomes),

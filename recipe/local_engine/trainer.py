@@ -34,6 +34,7 @@ from prompts import PromptSet, prompt_version
 from recipe.advantages import DRAFT_CLIPPED
 from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.hf_generate import SamplingParams
+from recipe.judge_errors import check_judge_error_rate, judge_error_warning
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
@@ -300,6 +301,7 @@ class LocalPasrTrainer:
                 plain=cfg.trainer.eval_plain and tag != "base",
             )
         write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
+        _warn_judge_errors(records, f"evaluation {tag!r}")
         metrics.update(m)
         self._log(self.step, "eval", {"tag": tag, **metrics})
         self.evals[tag] = metrics
@@ -375,6 +377,8 @@ class LocalPasrTrainer:
                 run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
             )
             scores, mask = group_scores(records, cfg.pasr)
+        self._dump_rollouts(step, records)
+        self._check_judge_errors(step, records)  # before the update: a stopped step trains nothing
         # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
         # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
         rows = [i for i, r in enumerate(records) if r.variant == REFINE or cfg.pasr.train_plain]
@@ -392,8 +396,6 @@ class LocalPasrTrainer:
                 if draft is not None:
                     m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
                 m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
-        if cfg.trainer.dump_rollouts:
-            write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)
         m.update(step_metrics(records))
         total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
         m["timing_s/step"] = total
@@ -414,9 +416,28 @@ class LocalPasrTrainer:
             tokenizer=self.tokenizer, queries=queries, prompts=self.rrr_prompts, judge=self.judge,
             rollout=cfg.rollout, rrr=cfg.rrr, algo=self.algo, run_id=self.run_id, step=step,
         )
-        if cfg.trainer.dump_rollouts:
-            write_records(self.run_dir / "rollouts" / f"step_{step:06d}.jsonl", records, append=False)
+        self._dump_rollouts(step, records)
+        # after rrr_step's update, which a stop discards with the step: nothing of it is saved
+        self._check_judge_errors(step, records)
         return m
+
+    def _dump_rollouts(self, step: int, records) -> None:
+        if self.cfg.trainer.dump_rollouts:
+            write_records(self._rollout_dump(step), records, append=False)
+
+    def _rollout_dump(self, step: int) -> Path:
+        return self.run_dir / "rollouts" / f"step_{step:06d}.jsonl"
+
+    def _check_judge_errors(self, step: int, records) -> None:
+        """The verl engine's judge-error stop (:func:`recipe.judge_errors.check_judge_error_rate`,
+        ``trainer.max_judge_error_rate``), after the step's dump; below the limit, a warning
+        when the judge failed at all."""
+        check_judge_error_rate(
+            records, self.cfg.trainer.max_judge_error_rate, step=step, setting="trainer.max_judge_error_rate",
+            judge=self.cfg.pasr.judge, resume=f"resume: pasr train --resume {self.run_dir}",
+            records_at=self._rollout_dump(step) if self.cfg.trainer.dump_rollouts else "not dumped (trainer.dump_rollouts=false)",
+        )
+        _warn_judge_errors(records, f"step {step}")
 
     # ---------------------------------------------------------------- loop
     def _save(self) -> Path:
@@ -514,12 +535,21 @@ def prepare_run_dir(run_dir: Path, resume: bool) -> None:
         raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
 
 
+# the accuracies are over judged answers only (None: nothing judged), so the judge-error count
+# stands beside them (recipe.judge_errors)
 PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
                 ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
-                ("eval/response_length/mean", "tokens")]
+                ("eval/response_length/mean", "tokens"), ("eval/judge_errors", "judge errors")]
 RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
                ("eval/reflection_length/mean", "reflection tokens"),
-               ("eval/tokens", "tokens")]
+               ("eval/tokens", "tokens"), ("eval/judge_errors", "judge errors")]
+COUNT_COLUMNS = ("eval/judge_errors",)
+
+
+def _cell(key: str, value) -> str:
+    if value is None or math.isnan(value):  # None: not measured (no judged answer, or an older run's line)
+        return "-"
+    return f"{value:.0f}" if key in COUNT_COLUMNS else f"{value:.2f}"
 
 
 def summarize(evals: dict[str, dict]) -> str:
@@ -528,6 +558,11 @@ def summarize(evals: dict[str, dict]) -> str:
     cols = RRR_COLUMNS if rrr else PASR_COLUMNS
     lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for tag, m in evals.items():
-        cells = [f"{m[k]:.2f}" if not math.isnan(m[k]) else "-" for k, _ in cols]
-        lines.append(f"| {tag} | " + " | ".join(cells) + " |")
+        lines.append(f"| {tag} | " + " | ".join(_cell(k, m.get(k)) for k, _ in cols) + " |")
     return "\n".join(lines)
+
+
+def _warn_judge_errors(records, what: str) -> None:
+    """Said loudly on stderr, not only counted in metrics.jsonl (recipe.judge_errors)."""
+    if warning := judge_error_warning(records, what):
+        print(f"pasr train: {warning}", file=sys.stderr, flush=True)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
 from recipe.rrr_config import RrrConfig, check_method, judge_problem, load_rrr_config
 
@@ -58,12 +59,12 @@ class VerlEngineConfig:
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
     # stop the run when more than this fraction of a step's rollouts (refine + plain) had a judge
     # error, instead of training on masked rows; 1.0 never stops
-    max_judge_error_rate: float = 0.2
+    max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
 
     def validate(self) -> "VerlEngineConfig":
         refuse_non_finite(self, "pasr_verl")
-        if not 0.0 <= self.max_judge_error_rate <= 1.0:
-            raise ConfigError(f"pasr_verl.max_judge_error_rate must be in [0, 1], got {self.max_judge_error_rate}")
+        if problem := max_judge_error_rate_problem("pasr_verl.max_judge_error_rate", self.max_judge_error_rate):
+            raise ConfigError(problem)
         return self
 
 

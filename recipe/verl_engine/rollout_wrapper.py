@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import RolloutRecord, write_records
+from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_error_rate
 from recipe.pasr_config import JudgeConfig
 from recipe.scoring import judge_and_record_async
 from recipe.verl_engine.plain_rollouts import UID, check_row_order
@@ -37,10 +38,6 @@ from recipe.verl_engine.plain_rollouts import UID, check_row_order
 # trains on (PASR's plain rows, RRR's attempts and retries); added to perf/throughput by
 # recipe.verl_engine.trainer.pasr_throughput_metrics
 UNTRAINED_TOKENS_KEY = "pasr_untrained_token_num"
-
-
-class JudgeErrorRateExceeded(RuntimeError):
-    """A step's judge failed on too many rollouts to train on it."""
 
 
 def zero_spread_fraction(scores: Sequence[float], uids: Sequence[object], tol: float = 1e-9) -> float:
@@ -160,18 +157,12 @@ class RolloutWrapper:
 
     def _check_judge_errors(self, step: int, records) -> None:
         """Stop the run (after the step's dump) when more than ``max_judge_error_rate`` of the
-        judged ``records`` have no score, rather than training on masked rows."""
-        failed = [r for r in records if r.acc is None]
-        rate = len(failed) / len(records) if records else 0.0
-        if rate <= self.max_judge_error_rate:
-            return
+        judged ``records`` have no score, rather than training on masked rows (the policy both
+        engines share: :func:`recipe.judge_errors.check_judge_error_rate`)."""
         where = self.rollout_dir / f"step_{step:06d}.jsonl" if self.rollout_dir else "not dumped (pasr_verl.rollout_dir=null)"
-        judge = self.judge_config
-        raise JudgeErrorRateExceeded(
-            f"step {step}: the judge failed on {len(failed)} of {len(records)} rollouts ({rate:.0%}), more than "
-            f"pasr_verl.max_judge_error_rate={self.max_judge_error_rate:g}; first error: {failed[0].judge_error!r}. "
-            f"Judge: kind={judge.kind} base_url={judge.base_url} model={judge.model}. The step's records: {where}. "
-            "Stopping instead of training on masked rows; fix the judge and resume from the last checkpoint"
+        check_judge_error_rate(
+            records, self.max_judge_error_rate, step=step, setting="pasr_verl.max_judge_error_rate",
+            judge=self.judge_config, records_at=where,
         )
 
     def _dump(self, name: str, records, append: bool = False) -> None:
