@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import RolloutRecord, write_records
-from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_error_rate
+from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_error_rate  # noqa: F401  (raised here; callers import it from this module)
 from recipe.pasr_config import JudgeConfig
 from recipe.scoring import judge_and_record_async
 from recipe.verl_engine.plain_rollouts import UID, check_row_order
