@@ -412,6 +412,29 @@ def _variant(method: str) -> str:
     return {"plain": "plain", "pasr": "refine", REFLECT_RETRY: "attempt"}.get(method, "self_refine:answer")
 
 
+class _ChunkTicks:
+    """Moves the samples bar as sequences finish inside a chunk, not only when the chunk is
+    recorded (a CPU batch of 64 answers sat at 0/64 for over a minute). A finished sequence is
+    one sample for one-pass methods; for methods with later passes (self-refine, reflect-retry)
+    the ticks of the first pass move the bar and it holds one short of the chunk's end until
+    the chunk is recorded, so the count never runs ahead of what is on disk."""
+
+    def __init__(self, bar):
+        self.bar, self.base, self.size, self.moved = bar, 0, 0, 0
+
+    def start(self, size: int) -> None:
+        self.base, self.size, self.moved = self.bar.n, size, 0
+
+    def tick(self, n: int) -> None:
+        step = min(n, max(self.size - 1 - self.moved, 0))
+        if step:
+            self.moved += step
+            self.bar.update(step)
+
+    def finish(self) -> None:
+        self.bar.update(self.base + self.size - self.bar.n)
+
+
 def _progress(total: int, enabled: bool, desc: str):
     from tqdm import tqdm
 
@@ -542,15 +565,17 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
     if cfg.samples > 1 and params.greedy:
         log("pasr eval: warning: --samples > 1 with temperature 0 gives identical samples")
 
+    bar = _progress(len(pending), cfg.progress, cfg.method)
+    ticks = _ChunkTicks(bar)
+
     def generate(chats, max_new_tokens: int | None = None):
         """A pass with its own limit (reflect-retry's reflection) passes ``max_new_tokens``."""
         p = params if max_new_tokens is None else dataclasses.replace(params, max_new_tokens=max_new_tokens)
-        return backend.generate(chats, p)
+        return backend.generate(chats, p, on_finished=ticks.tick)
 
     run_id = f"eval-{Path(cfg.out).name}"
     version = prompts.version(cfg.method)
     chunk_size = cfg.chunk()
-    bar = _progress(len(pending), cfg.progress, cfg.method)
     tokens, t0, consecutive_errors = 0, time.monotonic(), 0
     try:
         for ds in data:
@@ -559,13 +584,14 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
             for start in range(0, len(todo), chunk_size):
                 items = todo[start : start + chunk_size]
                 bar.set_description(f"{cfg.method} {ds}")
+                ticks.start(len(items))
                 produced = _produce_chunk(cfg, items, generate, prompts, judge)
                 records = _records(cfg, judge, run_id, version, items, produced)
                 run_dir.append(records)
                 for it, rec in zip(items, records):
                     done[it.key] = rec
                 tokens += sum(r.response_tokens for r in records)
-                bar.update(len(items))
+                ticks.finish()
                 bar.set_postfix(tok_s=f"{tokens / max(time.monotonic() - t0, 1e-9):.1f}", refresh=False)
                 failures = [p for p in produced if isinstance(p, _GenerationFailure)]
                 consecutive_errors = consecutive_errors + len(failures) if len(failures) == len(items) else 0

@@ -103,7 +103,8 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 DROP_EVERY = 16  # new tokens between two checks for finished rows
 
 
-def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams, eos: set[int], pad_id: int) -> list[list[int]]:
+def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams, eos: set[int], pad_id: int,
+                                on_finished=None) -> list[list[int]]:
     """The new tokens of each row, generated ``DROP_EVERY`` tokens at a time by ``model.generate``;
     rows that have stopped are dropped (with their KV cache) between two calls.
 
@@ -113,6 +114,8 @@ def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams,
     Each call continues from the cache of the last (``generate`` runs only the tokens the cache
     lacks); greedy rows get exactly the tokens one call would give them, sampled rows the same
     distribution (the random draws are spread over fewer rows once some have stopped).
+    ``on_finished(n)`` hears of the rows that stopped in each call, so a progress bar moves with
+    the sequences rather than sitting still until the whole batch is done.
     """
     new: list[list[int]] = [[] for _ in range(ids.shape[0])]
     alive = list(range(ids.shape[0]))
@@ -136,6 +139,8 @@ def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams,
             new[alive[row]] += tokens
             if finish == "length":
                 keep.append(row)
+        if on_finished is not None:
+            on_finished(len(alive) - len(keep) if left > 0 else len(alive))
         if not keep or left <= 0:
             break
         cache = out.past_key_values
@@ -158,8 +163,10 @@ def generate_ids(
     batch_size: int = 16,
     generator_seed: int | None = None,
     on_batch=None,
+    on_finished=None,
 ) -> list[tuple[list[int], str]]:
-    """(response_ids, finish_reason) for each prompt, in input order."""
+    """(response_ids, finish_reason) for each prompt, in input order. ``on_batch(rows, tokens)``
+    after each batch; ``on_finished(n)`` as rows stop (for progress bars)."""
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
     eos = eos_token_ids(model, tokenizer)
@@ -171,7 +178,7 @@ def generate_ids(
         ids, mask = pad_around_prefixes(rows, pad_id, shared)
         ids, mask = ids.to(model.device), mask.to(model.device)
         cache = prompt_cache(model, ids, mask, max(shared))
-        new = _generate_dropping_finished(model, ids, mask, cache, params, eos, pad_id)
+        new = _generate_dropping_finished(model, ids, mask, cache, params, eos, pad_id, on_finished)
         for row, i in enumerate(batch):
             results[i] = _cut_at_eos(new[row], eos)
         if on_batch is not None:
@@ -187,12 +194,13 @@ def generate_chats(
     batch_size: int = 16,
     prefill: str = "",
     on_batch=None,
+    on_finished=None,
 ) -> list[Generation]:
     """Generate one response per chat (repeat a chat in ``chats`` for several samples)."""
     from recipe.scoring import decode_response  # the one decoder of every engine
 
     prompts = render_prompts(tokenizer, chats, prefill)
-    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch)
+    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished)
     return [
         Generation(p, r, prefill + decode_response(tokenizer, r), fr, prefill)
         for p, (r, fr) in zip(prompts, raw)

@@ -37,7 +37,7 @@ class Scripted:
     def load(self) -> None:
         pass
 
-    def generate(self, chats, params: GenParams):
+    def generate(self, chats, params: GenParams, on_finished=None):
         self.calls.append([list(c) for c in chats])
         if self.interrupt_on_call == len(self.calls):
             raise KeyboardInterrupt
@@ -579,6 +579,50 @@ def test_build_backend_rejects_unknown():
         build_backend("tpu", "m")
 
 
+@pytest.mark.parametrize("broken", ["no_weights", "bad_config", "truncated_weights"])
+def test_hf_backend_unloadable_model_is_one_line(broken_model_dirs, broken):
+    """A truncated weights file raised safetensors' own error type, past the OSError handler."""
+    from eval.backends import HFBackend
+
+    path = broken_model_dirs[broken]
+    with pytest.raises(BackendError, match=f"^cannot load model '{path}': ") as exc:
+        HFBackend(str(path), dtype="float32", device="cpu", threads=1).load()
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--temperature", "nan"], "argument --temperature: not a finite number: 'nan'"),
+        (["--temperature", "inf"], "argument --temperature: not a finite number: 'inf'"),
+        (["--top-p", "nan"], "argument --top-p: not a finite number: 'nan'"),
+        (["--judge-timeout", "inf"], "argument --judge-timeout: not a finite number: 'inf'"),
+        (["--gpu-memory-utilization=-inf"], "argument --gpu-memory-utilization: not a finite number: '-inf'"),
+        (["--threads", "-1"], "argument --threads: must be >= 0 (0: torch's choice), got -1"),
+    ],
+)
+def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, needle):
+    """--temperature nan ran to the end and wrote NaN into summary.json; --threads -1 died in
+    torch.set_num_threads with a traceback. Both are argparse errors now, before any work."""
+    import eval.run
+
+    seen = []
+
+    def fake_run_eval(cfg):
+        seen.append(cfg)
+        raise EvalError("stop here")
+
+    monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
+    base = ["eval", "--model", "m", "--datasets", "gsm8k", "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as exc:
+        run_cli([*base, *argv], capsys)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err, err
+    assert not seen
+    rc, _, _ = run_cli([*base, "--temperature", "0.7", "--threads", "0"], capsys)  # finite, and 0 threads: accepted
+    assert rc == 2 and seen[0].temperature == 0.7 and seen[0].threads == 0
+
+
 @pytest.mark.slow
 def test_hf_backend_smollm2_end_to_end(data_env, tmp_path, capsys):
     out = tmp_path / "smol"
@@ -649,3 +693,27 @@ def test_fallback_last_number(data_env, tmp_path):
     )
     assert s0["datasets"]["gsm8k"]["accuracy"] == 0.0 and s1["datasets"]["gsm8k"]["accuracy"] == 1.0
     assert s1["settings"]["fallback_last_number"] is True
+
+
+def test_progress_moves_as_sequences_finish_and_never_runs_ahead_of_the_chunk():
+    """pasr eval's bar ticks per finished sequence inside a chunk, holds one short of the
+    chunk's end until the chunk is recorded, then lands on it exactly."""
+    import io
+
+    from tqdm import tqdm
+
+    from eval.run import _ChunkTicks
+
+    bar = tqdm(total=10, file=io.StringIO())
+    ticks = _ChunkTicks(bar)
+    ticks.start(4)
+    ticks.tick(1)
+    ticks.tick(2)
+    assert bar.n == 3
+    ticks.tick(5)  # a later pass (self-refine) finishing more sequences than the chunk has samples
+    assert bar.n == 3
+    ticks.finish()
+    assert bar.n == 4
+    ticks.start(6)
+    ticks.finish()  # a backend that never ticks
+    assert bar.n == 10

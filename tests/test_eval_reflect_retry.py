@@ -43,7 +43,7 @@ class Scripted:
     def load(self) -> None:
         pass
 
-    def generate(self, chats, params: GenParams):
+    def generate(self, chats, params: GenParams, on_finished=None):
         kinds = [pass_of(c) for c in chats]
         self.calls.append((kinds, params.max_new_tokens))
         self.chats += [list(c) for c in chats]

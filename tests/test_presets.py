@@ -53,9 +53,14 @@ def _check_tiny_run(run: Path) -> None:
     assert stats and (run / "report" / "report.md").is_file()
 
 
-def test_tiny_preset_runs_the_whole_pipeline(tiny_model_dir, tmp_path):
-    """The preset's own sizes and stages on a tiny random model (the real one: the slow test)."""
-    _check_tiny_run(_run_tiny(tmp_path, f"model.path={tiny_model_dir}"))
+def test_tiny_preset_runs_the_whole_pipeline(tiny_model_dir, tmp_path, capsys):
+    """The preset's own sizes and stages on a tiny random model (the real one: the slow test);
+    the run says where it writes before anything else, and each evaluation has a bar."""
+    run = _run_tiny(tmp_path, f"model.path={tiny_model_dir}")
+    _check_tiny_run(run)
+    err = capsys.readouterr().err
+    assert err.lstrip().startswith(f"pasr train: writing {run.resolve()}")
+    assert "eval warmup" in err and "eval final" in err
 
 
 @pytest.mark.slow

@@ -22,14 +22,14 @@ from recipe.scoring import score_rollouts
 def evaluate(
     model, tokenizer, examples: list[Example], prompts: PromptSet, judge, pasr: PasrConfig, *,
     max_new_tokens: int, batch_size: int, prefill_think: bool, run_id: str, step: int, tag: str,
-    plain: bool = False,
+    plain: bool = False, on_finished=None,
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
     """Greedy refine-prompt answers (and plain-prompt ones with ``plain``: is the refine
     reward's baseline answerable, and how does it compare?)."""
     gens = generate_step(
         model, tokenizer, examples, prompts, n_refine=1, n_plain=int(plain),
         params=SamplingParams(max_new_tokens=max_new_tokens, do_sample=False),
-        batch_size=batch_size, prefill_think=prefill_think,
+        batch_size=batch_size, prefill_think=prefill_think, on_finished=on_finished,
     )
     records = score_rollouts([g.rollout for g in gens], judge, pasr, run_id=run_id, step=step, engine="local")
     for r in records:

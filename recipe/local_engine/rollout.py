@@ -36,8 +36,10 @@ def generate_step(
     params: SamplingParams,
     batch_size: int,
     prefill_think: bool,
+    on_finished=None,
 ) -> list[GeneratedRollout]:
-    """All refine and plain rollouts of ``queries`` (refine first within each query)."""
+    """All refine and plain rollouts of ``queries`` (refine first within each query);
+    ``on_finished(n)`` as rollouts finish (:func:`recipe.hf_generate.generate_ids`)."""
     specs = []  # (example, variant, sample_index)
     for ex in queries:
         specs += [(ex, REFINE, k) for k in range(n_refine)] + [(ex, PLAIN, k) for k in range(n_plain)]
@@ -50,7 +52,7 @@ def generate_step(
         # refine (the paper's standard rollouts), so it gets the same prefill.
         rendered[(ex.id, PLAIN)] = render_prompts(tokenizer, [prompts.plain_chat(ex.question)], prefill)[0]
     prompt_ids = [rendered[(ex.id, variant)] for ex, variant, _ in specs]
-    outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size)
+    outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size, on_finished=on_finished)
     result = []
     for (ex, variant, k), p_ids, (r_ids, finish) in zip(specs, prompt_ids, outputs):
         text = prefill + decode_response(tokenizer, r_ids)
