@@ -7,6 +7,7 @@ Heavy modules (torch, transformers, vllm, matplotlib) are imported inside :func:
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from recipe.gqa_attention import ATTENTIONS
@@ -50,6 +51,31 @@ examples:
 METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry")  # eval.methods.METHODS (not imported: --help stays fast)
 
 
+def finite_float(text: str) -> float:
+    """argparse type of every float option: ``float()`` takes ``nan`` and ``inf``, and the range
+    checks of :meth:`eval.run.EvalConfig.validate` are comparisons that NaN passes
+    (``--temperature nan`` ran to the end and wrote NaN into summary.json)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """argparse type of ``--threads``: a count, 0 (or leaving it out) for torch's own choice. A
+    negative count reached ``torch.set_num_threads`` and died there with a RuntimeError traceback."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: torch's choice), got {value}")
+    return value
+
+
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
@@ -79,9 +105,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                    help="vllm (GPU) or hf (transformers, CPU or one GPU); auto: vllm when it is "
                    "installed and a GPU is visible, else hf")  # fmt: skip
     g.add_argument("--max-new-tokens", type=int, default=1500, help="per pass (default 1500, the paper's)")
-    g.add_argument("--temperature", type=float,
+    g.add_argument("--temperature", type=finite_float,
                    help="0 = greedy (default for one sample; 0.6 with --samples K > 1)")  # fmt: skip
-    g.add_argument("--top-p", type=float, help="nucleus sampling when temperature > 0 (default 0.95)")
+    g.add_argument("--top-p", type=finite_float, help="nucleus sampling when temperature > 0 (default 0.95)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
     g.add_argument("--chunk-size", type=int,
@@ -91,8 +117,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
     g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
-    g.add_argument("--threads", type=int,
-                   help="hf on CPU: torch threads (default: torch's choice; on a busy shared CPU, 1 can be "
+    g.add_argument("--threads", type=thread_count,
+                   help="hf on CPU: torch threads (default or 0: torch's choice; on a busy shared CPU, 1 can be "
                    "several times faster)")  # fmt: skip
     g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
                    help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
@@ -100,7 +126,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default="auto", choices=DEVICES,
                    help="hf: auto (default) takes the GPU torch sees, else the CPU")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vllm")
+    g.add_argument("--gpu-memory-utilization", type=finite_float, default=0.9, help="vllm")
     g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
 
     # defaults are training's (rrr.* in recipe/rrr_config.py), filled in by run(): not imported here
@@ -121,7 +147,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-url", help="LLM judge endpoint, e.g. http://host:8000/v1")
     g.add_argument("--judge-model", help="LLM judge model name")
     g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
-    g.add_argument("--judge-timeout", type=float, default=30.0, metavar="SECONDS",
+    g.add_argument("--judge-timeout", type=finite_float, default=30.0, metavar="SECONDS",
                    help="LLM judge: time limit of one request attempt (default 30); a sample whose judge "
                    "fails is recorded as a judge error and re-judged by the next run in the same --out")  # fmt: skip
     g.add_argument("--fallback-last-number", action="store_true",
