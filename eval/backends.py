@@ -56,11 +56,6 @@ class BackendError(RuntimeError):
     """The backend cannot be used (model missing, vllm not installed, ...); one clear line."""
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def resolve_model(spec: str) -> str:
     """:func:`recipe.model_loading.resolve_model_path`, plus one check of ours: a spec that can
     only be a local path (three or more parts, or its parent folder exists here) but is missing
@@ -117,7 +112,7 @@ class HFBackend:
     def load(self) -> None:
         if self.model is not None:
             return
-        from recipe.model_loading import ModelNotFoundError, load_model_and_tokenizer
+        from recipe.model_loading import ModelLoadError, load_model_and_tokenizer
 
         import torch
 
@@ -137,10 +132,8 @@ class HFBackend:
             self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(
                 self.model_spec, dtype=dtype, device=self.device
             )
-        except ModelNotFoundError as exc:
+        except ModelLoadError as exc:  # missing, offline hub name, no weights, broken config.json, ...
             raise BackendError(str(exc)) from None
-        except (OSError, ValueError) as exc:  # hub name offline, not a model folder, ...
-            raise BackendError(f"cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
         self.model.eval()
         from recipe.gqa_attention import use_attention
 
@@ -214,7 +207,9 @@ class VLLMBackend:
         try:
             self.llm = vllm.LLM(model=self.model_path, **self.engine_kwargs)
         except (OSError, ValueError) as exc:
-            raise BackendError(f"vllm cannot load model {self.model_spec!r}: {_first_line(exc)}") from None
+            from recipe.model_loading import first_line
+
+            raise BackendError(f"vllm cannot load model {self.model_spec!r}: {first_line(exc)}") from None
 
     def sampling_params(self, params: GenParams):
         vllm = self._import()

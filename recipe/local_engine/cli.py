@@ -111,12 +111,12 @@ def run(args) -> int:
         raise CliError(str(exc)) from None
 
     from data.examples import DatasetError
-    from recipe.model_loading import ModelNotFoundError
+    from recipe.model_loading import ModelLoadError
 
     trainer = LocalPasrTrainer(cfg, run_dir, resume=bool(args.resume))
     try:
         trainer.setup()
-    except (ModelNotFoundError, DatasetError) as exc:  # DataFormatError included: "file:line: problem"
+    except (ModelLoadError, DatasetError) as exc:  # DataFormatError included: "file:line: problem"
         raise CliError(str(exc)) from None
     try:
         evals = trainer.fit()
