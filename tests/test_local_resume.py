@@ -298,6 +298,49 @@ def test_run_dir_under_a_file(tiny_model_dir, tmp_path, capsys):
     assert rc == 2 and f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize(
+    "phase, overrides, bad_call, needle, last_good",
+    [
+        ("warmup", [], 2, "step 2 (warmup): the warm-up SFT loss is nan", 1),
+        # RL step 2 is global step 4; one micro-batch a step, so the second loss is step 4's
+        ("pasr", ["algo.skip_zero_adv=false"], 2, "step 4 (pasr): the policy loss is nan", 3),
+    ],
+)
+def test_non_finite_loss_stops_the_run_before_its_checkpoint(
+    tiny_model_dir, tmp_path, capsys, monkeypatch, phase, overrides, bad_call, needle, last_good
+):
+    """A NaN loss, once applied, turns every weight NaN and the run went on checkpointing and
+    evaluating garbage: it stops at the step with the bad loss, in one line naming the step and
+    the loss, before the update is applied or that step's checkpoint written."""
+    import recipe.local_engine.trainer as trainer_mod
+    from recipe.local_engine import policy_update
+
+    calls = []
+
+    def poisoned(real):
+        def wrapper(*args, **kwargs):
+            out = real(*args, **kwargs)
+            calls.append(1)
+            if len(calls) != bad_call:
+                return out
+            return (out[0] * float("nan"), out[1]) if isinstance(out, tuple) else out * float("nan")
+
+        return wrapper
+
+    if phase == "warmup":
+        monkeypatch.setattr(trainer_mod, "sft_loss", poisoned(trainer_mod.sft_loss))
+    else:
+        monkeypatch.setattr(policy_update.core_algos, "compute_policy_loss_vanilla",
+                            poisoned(policy_update.core_algos.compute_policy_loss_vanilla))
+    run_dir = tmp_path / "run"
+    rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], *overrides)
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and last.startswith("pasr train: error: ") and needle in last, err
+    assert "Traceback" not in err
+    assert _latest_step(run_dir) == last_good
+    assert max(step for step, _ in _steps(run_dir)) == last_good  # the bad step is not logged either
+
+
 @pytest.mark.parametrize("broken", ["no_weights", "bad_config", "truncated_weights"])
 def test_unloadable_model_folder_is_one_line(tiny_model_dir, broken_model_dirs, tmp_path, capsys, broken):
     """A model folder transformers cannot load gave an OSError (or SafetensorError) traceback;

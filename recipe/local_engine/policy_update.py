@@ -35,6 +35,20 @@ from recipe.local_engine.logprobs import (
 )
 
 
+class NonFiniteLoss(FloatingPointError):
+    """A loss or gradient norm that is NaN or infinite; raised before ``optimizer.step()``.
+
+    One such update turns every weight NaN, and the run went on as if nothing happened: it
+    checkpointed the NaN weights and crashed later in sampling, far from the cause. Raised before
+    the step, the weights (and every checkpoint the run wrote) are those of the last good step."""
+
+
+def require_finite(value: torch.Tensor, what: str) -> None:
+    """Raise :class:`NonFiniteLoss` naming ``what`` unless ``value`` (a scalar) is finite."""
+    if not torch.isfinite(value).all():
+        raise NonFiniteLoss(f"{what} is {value.item()}")
+
+
 @dataclass
 class TrainRollout:
     uid: str  # query id: the GRPO group
@@ -194,11 +208,13 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
                 kl_loss = core_algos.agg_loss(kld, b["response_mask"], algo.loss_agg_mode, **cfg.global_batch_info)
                 loss = loss + algo.kl_coef * kl_loss
                 metrics.setdefault("actor/kl_loss", []).append(kl_loss.item())
+            require_finite(loss, "the policy loss")
             loss.backward()
             metrics.setdefault("actor/pg_loss", []).append(pg_loss.item())
             for k, v in pg_metrics.items():
                 metrics.setdefault(k, []).append(float(v))
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
+        require_finite(grad_norm, "the policy loss's gradient norm")  # clipping by a NaN norm makes every weight NaN
         optimizer.step()
         metrics.setdefault("actor/grad_norm", []).append(float(grad_norm))
     out = {k: float(np.mean(v)) if k != "actor/pg_loss" and k != "actor/kl_loss" else float(np.sum(v)) for k, v in metrics.items()}

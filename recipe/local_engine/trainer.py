@@ -38,7 +38,9 @@ from recipe.judge_errors import check_judge_error_rate, judge_error_warning
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine.config import LocalTrainConfig, to_yaml
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.policy_update import TrainRollout, build_batch, rl_learning_rate, sft_loss, update_policy
+from recipe.local_engine.policy_update import (
+    NonFiniteLoss, TrainRollout, build_batch, require_finite, rl_learning_rate, sft_loss, update_policy,
+)
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
@@ -338,8 +340,10 @@ class LocalPasrTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
             loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.algo.bf16_autocast)
+            require_finite(loss, "the warm-up SFT loss")
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
+            require_finite(grad_norm, "the warm-up SFT loss's gradient norm")
             self.optimizer.step()
         return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), **m}
 
@@ -475,7 +479,12 @@ class LocalPasrTrainer:
                     self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the RL phase
                 lr = self._set_rl_lr(step) if phase != "warmup" else None
                 steps = {"warmup": self.warmup_step, "pasr": self.pasr_step, "rrr": self.rrr_step}
-                m = steps[phase](step)
+                try:
+                    m = steps[phase](step)
+                except NonFiniteLoss as exc:  # raised before the update and before this step's checkpoint
+                    bar.close()  # now, not after the message
+                    raise NonFiniteLoss(f"step {step} ({phase}): {exc}; the run stopped before the update, and "
+                                        f"nothing of this step was saved") from None
                 if lr is not None:
                     m["actor/lr"] = lr
                 self.step = step
