@@ -94,6 +94,7 @@ def run(args) -> int:
     from recipe.cli import CliError
     from recipe.local_engine.config import load_config
     from recipe.judge_errors import JudgeErrorRateExceeded
+    from recipe.local_engine.policy_update import NonFiniteLoss
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, prepare_run_dir, summarize
     from recipe.pasr_config import ConfigError
 
@@ -120,7 +121,7 @@ def run(args) -> int:
         raise CliError(str(exc)) from None
     try:
         evals = trainer.fit()
-    except JudgeErrorRateExceeded as exc:  # the message says what failed, where the records are and how to resume
+    except (JudgeErrorRateExceeded, NonFiniteLoss) as exc:  # each message says what failed, where and how to resume
         raise CliError(str(exc)) from None
     except StopRequested:
         print(f"stopped at step {trainer.step}; checkpoint saved. Resume with: pasr train --resume {run_dir}", file=sys.stderr)
