@@ -48,6 +48,26 @@ def test_non_finite_settings_are_refused_all_at_once():
     assert load_config(overrides=["algo.lr=2e-5", "pasr.empty_refine_value=null"]).algo.lr == 2e-5
 
 
+def test_check_data_refuses_what_a_run_cannot_use():
+    """No rows, fewer training rows than a step takes (only when there are RL steps), or no
+    held-out rows while an evaluation is on."""
+    from data.examples import DatasetError, Example
+    from recipe.local_engine.trainer import check_data
+
+    rows = [Example(str(i), "f", f"{i}+1?", str(i + 1)) for i in range(3)]
+    cfg = load_config(overrides=["rollout.queries_per_step=2", "data.source=synthetic"])
+    check_data(cfg, rows, rows)
+    with pytest.raises(DatasetError, match="data.source: synthetic holds no rows"):
+        check_data(cfg, [], [])
+    with pytest.raises(DatasetError, match="has 1 training row, fewer than rollout.queries_per_step=2"):
+        check_data(cfg, rows[:1], rows)
+    check_data(load_config(overrides=["rollout.queries_per_step=2", "trainer.steps=0"]), rows[:1], rows)
+    with pytest.raises(DatasetError, match="no held-out rows"):
+        check_data(cfg, rows, [])
+    no_evals = ["trainer.eval_at_start=false", "trainer.eval_after_warmup=false", "trainer.eval_at_end=false"]
+    check_data(load_config(overrides=no_evals), rows * 4, [])
+
+
 def test_rl_learning_rate_ramps_then_holds():
     assert [rl_learning_rate(1e-5, s, 4) for s in (1, 2, 3, 4, 5, 40)] == pytest.approx([2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5])
     assert rl_learning_rate(1e-5, 1, 0) == 1e-5  # 0: no warm-up

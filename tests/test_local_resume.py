@@ -298,6 +298,25 @@ def test_run_dir_under_a_file(tiny_model_dir, tmp_path, capsys):
     assert rc == 2 and f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1, err
 
 
+def test_too_little_data_fails_before_the_model_loads(tiny_model_dir, tmp_path, capsys):
+    """An empty data file used to run the whole warm-up and checkpoint it, then die in
+    step_indices (ZeroDivisionError); a file with fewer rows than a step's queries made every
+    step repeat queries. Both are refused in one line before the model loads or anything is
+    written in the run directory."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"question": "2+2?", "answer": "4"}\n')
+    for source, needle in ((empty, f"data.source: {empty} holds no rows"),
+                           (one, f"data.source: {one} has 1 training row, fewer than rollout.queries_per_step=2")):
+        run_dir = tmp_path / f"run_{source.stem}"
+        rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], f"data.source={source}")
+        last = err.strip().splitlines()[-1]
+        assert rc == 2 and last.startswith("pasr train: error: ") and needle in last, err
+        assert "Loading weights" not in err and "attention:" not in err  # the model was not loaded
+        assert not (run_dir / "config.yaml").exists() and not (run_dir / "checkpoints").exists()
+
+
 @pytest.mark.parametrize(
     "phase, overrides, bad_call, needle, last_good",
     [

@@ -164,6 +164,11 @@ class TrainerConfig:
     # the verl engine's pasr_verl.max_judge_error_rate)
     max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
 
+    @property
+    def evaluates(self) -> bool:
+        """Whether an evaluation is on, so the run needs held-out problems."""
+        return self.eval_at_start or self.eval_after_warmup or self.eval_at_end
+
 
 def _cpu_prompts() -> PromptsConfig:
     return PromptsConfig(refine="refine_system_short", plain="plain_system_short")
@@ -258,8 +263,7 @@ class LocalTrainConfig:
             problems.append(f"model.threads must be >= 0, got {self.model.threads}")
         if d.train_size < 1:
             problems.append(f"data.train_size must be >= 1, got {d.train_size}")
-        evals = self.trainer.eval_at_start or self.trainer.eval_after_warmup or self.trainer.eval_at_end
-        if d.eval_size < (1 if evals else 0):
+        if d.eval_size < (1 if self.trainer.evaluates else 0):
             problems.append(f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}")
         if self.method == "rrr" and judge_problem(self.pasr.judge.kind):
             problems.append(judge_problem(self.pasr.judge.kind))

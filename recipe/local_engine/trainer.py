@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.examples import Example
+from data.examples import DatasetError, Example
 from data.records import REFINE, write_records
 from prompts import PromptSet, prompt_version
 from recipe.advantages import DRAFT_CLIPPED
@@ -59,6 +59,27 @@ def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]
         perm = np.random.default_rng(seed + epoch).permutation(n_items)
         out.append(int(perm[offset]))
     return out
+
+
+def check_data(cfg: LocalTrainConfig, train: list[Example], heldout: list[Example]) -> None:
+    """Refuse data the run cannot use, at set-up before the model loads.
+
+    An empty data file used to run the whole warm-up (synthetic traces, not the file) and
+    checkpoint it, then die in :func:`step_indices` (ZeroDivisionError). With fewer training rows
+    than ``rollout.queries_per_step`` a step takes a query twice, and both sets of its rollouts
+    share one GRPO group (the query's id): the step trains fewer, larger groups than configured.
+    With no held-out rows an evaluation has nothing to score."""
+    where = f"data.source: {cfg.data.source}"
+    if not train:
+        raise DatasetError(f"{where} holds no rows")
+    needed = cfg.rollout.queries_per_step
+    if cfg.trainer.steps > 0 and len(train) < needed:
+        raise DatasetError(
+            f"{where} has {len(train)} training row{'s' * (len(train) != 1)}, fewer than rollout.queries_per_step={needed} "
+            "(the different queries a step takes); add rows or lower rollout.queries_per_step"
+        )
+    if cfg.trainer.evaluates and not heldout:
+        raise DatasetError(f"{where} has no held-out rows (split test) for the evaluations; turn trainer.eval_* off")
 
 
 class StopRequested(Exception):
@@ -95,12 +116,14 @@ class LocalPasrTrainer:
 
             self.train = load_examples(c.source, split=c.split, limit=c.train_size)
             self.heldout = load_examples(c.source, split="test", limit=c.eval_size)
+        check_data(self.cfg, self.train, self.heldout)
 
     def setup(self) -> None:
         from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
         from rewards.judges import build_judge
 
         cfg = self.cfg
+        self._load_data()  # first: data the run cannot use fails before the model loads
         self._choose_threads()
         torch.manual_seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
@@ -120,7 +143,6 @@ class LocalPasrTrainer:
         self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
         self.rrr_prompts = cfg.rrr.load_prompts() if uses_attempt_prompt(cfg) else None
         self.judge = build_judge(cfg.pasr.judge, p.judge)
-        self._load_data()
         self.warmup_samples = warmup_examples(cfg, self.prompts, self.rrr_prompts)
         self.params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p, True)
         self.optimizer = None
