@@ -14,6 +14,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from data.atomic_write import appending, replacing
+
 try:  # a dependency of verl (via tensordict); about 3x faster than json on record lines
     import orjson
 
@@ -143,11 +145,11 @@ class ErrorSample:
 
 
 def write_records(path: str | Path, records: Iterable[RolloutRecord], append: bool = True) -> int:
-    """Append records as JSONL; returns how many were written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Append records as JSONL (``append=False``: replace the file with them); returns how many
+    were written. All of them or none (:mod:`data.atomic_write`): a failed write, a full disk
+    included (:class:`~data.atomic_write.DiskFullError`), leaves the file as it was."""
     n = 0
-    with path.open("a" if append else "w", encoding="utf-8") as fh:
+    with (appending if append else replacing)(path) as fh:
         for rec in records:
             fh.write(rec.to_json() + "\n")
             n += 1

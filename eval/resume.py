@@ -14,19 +14,18 @@ meaningless. Settings that only decide *which* samples exist (``--datasets``, ``
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from data.atomic_write import replace_text
 from data.records import RecordFormatError, RolloutRecord, iter_records, write_records
+from recipe.run_lock import DirectoryInUse, RunLock
 
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
-LOCK_FILE = ".lock"
 
 Key = tuple[str, str, int]
 
@@ -63,32 +62,19 @@ class RunDir:
         self.path = Path(path)
         self.samples_path = self.path / SAMPLES_FILE
         self.run_path = self.path / RUN_FILE
-        self._lock_fd: int | None = None
+        self._lock = RunLock(self.path, "pasr eval")
 
     def lock(self) -> None:
-        """Hold the directory for this process until :meth:`unlock` (or exit: the kernel drops
-        an flock with its process, so a killed run leaves no stale lock). The directory must
-        exist. Raises :class:`ResumeError` when another run holds it."""
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        """Hold the directory for this process until :meth:`unlock` (or exit;
+        :mod:`recipe.run_lock`). The directory must exist. Raises :class:`ResumeError` when
+        another run holds it."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-                raise
-            raise ResumeError(
-                f"{self.path} is in use by another pasr eval" + (f" (pid {holder})" if holder else "")
-                + "; wait for it to finish or choose another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+            self._lock.acquire()
+        except DirectoryInUse as exc:
+            raise ResumeError(f"{exc}; wait for it to finish or choose another --out") from None
 
     def unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock; the file stays (deleting it would race)
-            self._lock_fd = None
+        self._lock.release()
 
     def saved_settings(self) -> dict[str, Any] | None:
         if not self.run_path.is_file():
@@ -122,13 +108,10 @@ class RunDir:
         )
 
     def save_settings(self, settings: dict[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.run_path.with_suffix(".json.tmp")
-        tmp.write_text(
+        replace_text(
+            self.run_path,
             json.dumps({"fingerprint": fingerprint(settings), "settings": settings}, indent=2, sort_keys=True) + "\n",
-            encoding="utf-8",
         )
-        os.replace(tmp, self.run_path)
 
     def _repair_tail(self) -> None:
         """Drop a half-written last line (a run killed mid-write), so appends start clean."""
@@ -173,6 +156,4 @@ class RunDir:
 
     def rewrite(self, records) -> None:
         """Replace the file with ``records`` (written beside it, then renamed: all or nothing)."""
-        tmp = self.samples_path.with_suffix(".jsonl.tmp")
-        write_records(tmp, records, append=False)
-        os.replace(tmp, self.samples_path)
+        write_records(self.samples_path, records, append=False)

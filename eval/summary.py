@@ -13,12 +13,12 @@ retries that succeeded. Other methods' summaries have no such keys.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from data.atomic_write import replace_text
 from data.records import RolloutRecord
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.resume import is_generation_error
@@ -152,11 +152,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
 
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> None:
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     for name, text in ((SUMMARY_JSON, json.dumps(summary, indent=2, ensure_ascii=False) + "\n"), (SUMMARY_MD, render_markdown(summary))):
-        tmp = out / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out / name)
+        replace_text(out / name, text)
 
 
 def load_summary(out_dir: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from data.atomic_write import DiskFullError, is_disk_full
 from data.cli_errors import CliError, why_mkdir_failed  # noqa: F401  (re-exported: every subcommand raises CliError)
 
 # name -> (module, one-line help)
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except CliError as exc:
         print(f"pasr {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk where no writer named the file (data.atomic_write)
+        if not is_disk_full(exc):
+            raise
+        print(f"pasr {args.command}: error: {DiskFullError(exc.filename)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"pasr {args.command}: interrupted", file=sys.stderr)

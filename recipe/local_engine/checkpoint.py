@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data.atomic_write import naming_full_disk, replace_text
+
 LATEST = "latest"
 
 
@@ -36,25 +38,45 @@ def _set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(ckpt_root: Path, step: int, model, tokenizer, optimizer, state: dict, keep_last: int) -> Path:
-    ckpt_root.mkdir(parents=True, exist_ok=True)
+    """Write checkpoint ``step`` and point ``latest`` at it, then :func:`prune`. A failed write
+    (a full disk: :class:`~data.atomic_write.DiskFullError`) leaves no part of it behind and
+    ``latest`` where it was."""
     final = ckpt_root / f"step_{step:06d}"
     tmp = ckpt_root / f".tmp_step_{step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, "rng": _rng_state()}, tmp / "trainer.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+    try:
+        with naming_full_disk(final):
+            ckpt_root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, "rng": _rng_state()}, tmp / "trainer.pt")
+            (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    pointer = ckpt_root / (LATEST + ".tmp")
-    pointer.write_text(final.name)
-    os.replace(pointer, ckpt_root / LATEST)
+    replace_text(ckpt_root / LATEST, final.name)
+    prune(ckpt_root, keep_last)
+    return final
+
+
+def prune(ckpt_root: Path, keep_last: int) -> None:
+    """Keep the pinned checkpoints and the ``keep_last`` newest up to ``latest``. Called after
+    every save and on resume: a run killed between a save and its pruning would otherwise keep
+    the extra checkpoint for good (its resume may save nothing more). Checkpoints newer than
+    ``latest`` (killed between renaming one into place and pointing ``latest`` at it) are
+    dropped, since their steps are redone, and so are saves cut off mid-write (``.tmp_step_*``:
+    no other process writes here, :mod:`recipe.run_lock`)."""
+    latest = latest_checkpoint(ckpt_root)
+    if latest is None:  # nothing is known to be complete: keep everything
+        return
     pinned = _pinned(ckpt_root)
     unpinned = [p for p in sorted(ckpt_root.glob("step_*")) if p.name not in pinned]
-    for stale in unpinned[:-keep_last]:
+    kept = [p for p in unpinned if p.name <= latest.name][-keep_last:]
+    for stale in [p for p in unpinned if p not in kept] + sorted(ckpt_root.glob(".tmp_step_*")):
         shutil.rmtree(stale, ignore_errors=True)
-    return final
 
 
 def _pinned(ckpt_root: Path) -> set[str]:
@@ -65,7 +87,7 @@ def _pinned(ckpt_root: Path) -> set[str]:
 def pin(ckpt_root: Path, path: Path) -> None:
     """Keep this checkpoint whatever ``keep_last`` says (e.g. the end of the warm-up)."""
     pins = _pinned(ckpt_root) | {path.name}
-    (ckpt_root / "pinned").write_text("\n".join(sorted(pins)) + "\n")
+    replace_text(ckpt_root / "pinned", "\n".join(sorted(pins)) + "\n")
 
 
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
@@ -81,4 +103,9 @@ def load_trainer_state(path: Path, optimizer) -> dict:
     if optimizer is not None and blob["optimizer"] is not None:
         optimizer.load_state_dict(blob["optimizer"])
     _set_rng_state(blob["rng"])
+    return trainer_state(path)
+
+
+def trainer_state(path: Path) -> dict:
+    """What checkpoint ``path`` records of the run (``step``, ``phase``, ...), without loading it."""
     return json.loads((path / "trainer_state.json").read_text())

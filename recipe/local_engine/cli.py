@@ -26,18 +26,19 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default'; 'demo' for the README run)")
     parser.add_argument("--config", default=None, help="a YAML file merged over the preset")
     parser.add_argument("--run-dir", default=None, help="run directory (default: trainer.run_dir)")
-    parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml is used; a finished run is left as it is)")
+    parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml and its directory: not with --preset, --config or --run-dir); a finished run is left as it is, or extended by more trainer.steps")
     parser.add_argument("--force", action="store_true", help="with --resume: accept overrides that change what the run trains (see RESUMABLE_KEYS)")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. trainer.steps=20")
 
 
-# Settings a resume may change: how long the run goes on, how often it saves, where it logs
-# and how fast it computes. Anything else changes what the remaining steps train (the data
-# position, the group size, the phase boundary that the KL reference and the pinned checkpoint
-# hang on), so the run would no longer be one run; --force accepts it anyway.
+# Settings a resume may change: how long the run goes on (more steps extend a finished run;
+# fewer than it has done are refused), how often it saves, where it logs and how fast it
+# computes. Anything else changes what the remaining steps train (the data position, the group
+# size, the phase boundary that the KL reference and the pinned checkpoint hang on), so the run
+# would no longer be one run; --force accepts it anyway.
 RESUMABLE_KEYS = (
     "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.loggers", "trainer.project",
-    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.run_dir", "trainer.max_judge_error_rate",
+    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.max_judge_error_rate",
     "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
 )  # fmt: skip
 
@@ -64,20 +65,28 @@ def changed_settings(saved, now) -> dict[str, tuple]:
 
 
 def _resume_config(run_dir: Path, overrides: list[str], force: bool):
-    """The run's own config with the overrides, refusing ones that change what it trains."""
+    """The run's own config with the overrides, refusing ones that change what it trains, that
+    it would ignore (``trainer.run_dir``: the run stays where it is) or that would end it before
+    the step it has reached (``config.yaml`` would say so while the checkpoints are past it).
+    More ``trainer.steps`` than it had extend it, a finished run included."""
     from recipe.cli import CliError
+    from recipe.local_engine import checkpoint as ckpt
     from recipe.local_engine.config import load_config
     from recipe.pasr_config import ConfigError
 
     config_file = run_dir / "config.yaml"
-    if not config_file.is_file():
-        raise CliError(f"cannot resume: {run_dir} has no config.yaml (not a pasr train run directory)")
     try:
         saved = load_config(config_file=str(config_file))
     except ConfigError as exc:
         raise CliError(f"cannot resume {run_dir}: {exc}") from None
-    cfg = load_config(config_file=str(config_file), overrides=overrides)  # a ConfigError names the override
-    refused = {k: v for k, v in changed_settings(saved, cfg).items() if k not in RESUMABLE_KEYS}
+    try:
+        cfg = load_config(config_file=str(config_file), overrides=overrides)
+    except ConfigError as exc:  # it names the override
+        raise CliError(str(exc)) from None
+    changed = changed_settings(saved, cfg)
+    if "trainer.run_dir" in changed:
+        raise CliError(f"trainer.run_dir cannot be used with --resume: the run stays in {run_dir}")
+    refused = {k: v for k, v in changed.items() if k not in RESUMABLE_KEYS}
     if refused:
         diffs = "; ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in refused.items())
         if not force:
@@ -87,34 +96,88 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
                 f"--force to resume anyway"
             )
         print(f"pasr train: warning: --force: resuming {run_dir} with other settings ({diffs})", file=sys.stderr)
+    latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    done, warmup = (int(ckpt.trainer_state(latest)["step"]) if latest else 0), cfg.warmup.steps
+    if warmup + cfg.trainer.steps < done:
+        raise CliError(
+            f"cannot resume {run_dir} with trainer.steps={cfg.trainer.steps}: it is at step {done} ({warmup} warm-up + "
+            f"{done - warmup}); a run can be extended, not shortened (its checkpoints: {run_dir / 'checkpoints'})"
+        )
+    if cfg.trainer.steps > saved.trainer.steps:
+        print(f"extending {run_dir} from {saved.trainer.steps} to {cfg.trainer.steps} steps "
+              f"({warmup} warm-up steps before them)", file=sys.stderr)  # fmt: skip
     return cfg
 
 
 def run(args) -> int:
     from recipe.cli import CliError
     from recipe.local_engine.config import load_config
-    from recipe.judge_errors import JudgeErrorRateExceeded
-    from recipe.local_engine.policy_update import NonFiniteLoss
-    from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, prepare_run_dir, summarize
+    from recipe.local_engine.trainer import prepare_run_dir
     from recipe.pasr_config import ConfigError
 
     if args.force and not args.resume:
         raise CliError("--force only applies to --resume")
+    ignored = [f"--{name.replace('_', '-')}" for name in ("preset", "config", "run_dir") if args.resume and getattr(args, name)]
+    if ignored:
+        raise CliError(
+            f"{' and '.join(ignored)} cannot be used with --resume: a resumed run keeps its config.yaml and its "
+            "directory; change what may change with key=value overrides (trainer.steps=N extends it), or start a "
+            "new run without --resume"
+        )
     try:
         if args.resume:
             run_dir = Path(args.resume)
-            cfg = _resume_config(run_dir, args.overrides, args.force)
         else:
             cfg = load_config(preset=args.preset or "default", config_file=args.config, overrides=args.overrides)
             run_dir = Path(args.run_dir or cfg.trainer.run_dir)
-            prepare_run_dir(run_dir, resume=False)
+        prepare_run_dir(run_dir, resume=bool(args.resume))
     except (ConfigError, OSError) as exc:  # FileExistsError, NotADirectoryError: messages of their own
         raise CliError(str(exc)) from None
+    lock = _hold_run_dir(run_dir, resume=bool(args.resume))
+    try:
+        if args.resume:
+            cfg = _resume_config(run_dir, args.overrides, args.force)
+        return _train(cfg, run_dir, resume=bool(args.resume))
+    finally:
+        lock.release()
+
+
+def _hold_run_dir(run_dir: Path, resume: bool):
+    """Hold ``run_dir`` for this process (:mod:`recipe.run_lock`) before anything is written in
+    it: a second ``pasr train`` into it, or ``--resume`` of a run still going, would write every
+    step twice and remove the other's half-written checkpoint. A new run's directory is checked
+    again once held, since a run started after the first look may have written there."""
+    from recipe.cli import CliError
+    from recipe.local_engine.trainer import prepare_run_dir
+    from recipe.run_lock import DirectoryInUse, RunLock
+
+    lock = RunLock(run_dir, "pasr train")
+    try:
+        lock.acquire()
+    except DirectoryInUse as exc:
+        raise CliError(f"{exc}; wait for it to finish" + ("" if resume else " or use another --run-dir")) from None
+    except OSError as exc:
+        raise CliError(f"cannot lock {run_dir}: {exc.strerror or exc}") from None
+    if not resume:
+        try:
+            prepare_run_dir(run_dir, resume=False)
+        except FileExistsError as exc:
+            lock.release()
+            raise CliError(str(exc)) from None
+    return lock
+
+
+def _train(cfg, run_dir: Path, resume: bool) -> int:
+    """The run proper, while this process holds ``run_dir``."""
+    from recipe.cli import CliError
+    from recipe.judge_errors import JudgeErrorRateExceeded
+    from recipe.local_engine.policy_update import NonFiniteLoss
+    from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, summarize
 
     from data.examples import DatasetError
     from recipe.model_loading import ModelLoadError
 
-    trainer = LocalPasrTrainer(cfg, run_dir, resume=bool(args.resume))
+    trainer = LocalPasrTrainer(cfg, run_dir, resume=resume)
     try:
         trainer.setup()
     except (ModelLoadError, DatasetError) as exc:  # DataFormatError included: "file:line: problem"

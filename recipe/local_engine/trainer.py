@@ -19,7 +19,6 @@ import copy
 import dataclasses
 import json
 import math
-import os
 import shutil
 import signal
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data.atomic_write import appending, replace_text
 from data.examples import DatasetError, Example
 from data.records import REFINE, write_records
 from prompts import PromptSet, prompt_version
@@ -46,6 +46,7 @@ from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
 from recipe.model_loading import resolve_device
+from recipe.run_lock import LOCK_FILE
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
@@ -226,18 +227,19 @@ class LocalPasrTrainer:
         return lr
 
     def _restore(self, latest: Path | None) -> None:
-        """Optimizer, RNG and step of checkpoint ``latest`` (its weights are already loaded).
+        """Optimizer, RNG and step of checkpoint ``latest`` (its weights are already loaded);
+        checkpoints over ``keep_last`` that a kill left are pruned (:func:`ckpt.prune`).
         A run killed before its first checkpoint has none: everything it wrote is dropped and
         it starts over in the same directory."""
         if latest is None:
             self._truncate_after(0)
             print(f"no checkpoint in {self.run_dir}: starting the run over", file=sys.stderr)
             return
-        phase = json.loads((latest / "trainer_state.json").read_text())["phase"]
-        self.optimizer = self._make_optimizer(phase)
+        self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
         self._truncate_after(self.step)
+        ckpt.prune(self.ckpt_root, self.cfg.trainer.keep_last)
         print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
 
     def _write_config(self) -> None:
@@ -247,9 +249,7 @@ class LocalPasrTrainer:
         text = to_yaml(self.cfg)
         if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
             return
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        replace_text(path, text)
 
     def _metric_lines(self) -> list[dict]:
         """The parsable lines of metrics.jsonl. A line cut off by a kill mid-write (or any
@@ -283,9 +283,7 @@ class LocalPasrTrainer:
             return
         if metrics.is_file():
             kept = [line for line in self._metric_lines() if line.get("step", 0) <= step]
-            tmp = metrics.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(json.dumps(line) + "\n" for line in kept))
-            os.replace(tmp, metrics)  # a kill here leaves the old file or the new, never half
+            replace_text(metrics, "".join(json.dumps(line) + "\n" for line in kept))  # the old file or the new, never half
         for dump in (self.run_dir / "rollouts").glob("step_*.jsonl"):
             if int(dump.stem.split("_")[1]) > step:
                 dump.unlink()
@@ -304,7 +302,7 @@ class LocalPasrTrainer:
     # ---------------------------------------------------------------- logging
     def _log(self, step: int, phase: str, metrics: dict) -> None:
         line = {"step": step, "phase": phase, **metrics}
-        with (self.run_dir / "metrics.jsonl").open("a") as fh:
+        with appending(self.run_dir / "metrics.jsonl") as fh:  # a whole line or none
             fh.write(json.dumps(line) + "\n")
         if self._tracking is not None:
             self._tracking.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
@@ -487,6 +485,7 @@ class LocalPasrTrainer:
         # has one from its earlier end, which does not count)
         final_wanted = cfg.trainer.eval_at_end and cfg.trainer.steps > 0
         final_done = not final_wanted or self.evals.get("final", {}).get("step") == self.step
+        bar = None
         try:
             if self.resume and self.step >= total and final_done:
                 print(f"{self.run_dir} finished at step {self.step}: nothing to resume", file=sys.stderr)
@@ -504,7 +503,6 @@ class LocalPasrTrainer:
                 try:
                     m = steps[phase](step)
                 except NonFiniteLoss as exc:  # raised before the update and before this step's checkpoint
-                    bar.close()  # now, not after the message
                     raise NonFiniteLoss(f"step {step} ({phase}): {exc}; the run stopped before the update, and "
                                         f"nothing of this step was saved") from None
                 if lr is not None:
@@ -526,6 +524,8 @@ class LocalPasrTrainer:
             if final_wanted:  # a resume past the last checkpoint whose final evaluation was cut off lands here too
                 self._evaluate("final")
         finally:
+            if bar is not None:  # now: closed when collected, its last line would follow an error's one line
+                bar.close()
             signal.signal(signal.SIGINT, previous)
             close = getattr(self.judge, "close", None)
             if close:
@@ -551,12 +551,13 @@ class LocalPasrTrainer:
 
 
 def prepare_run_dir(run_dir: Path, resume: bool) -> None:
-    """Check (and for a new run, create) the run directory before any model is loaded."""
+    """Check (and for a new run, create) the run directory before any model is loaded. A new
+    run's may hold a lock file (:mod:`recipe.run_lock`), left by a start that failed."""
     if resume:
         if not (run_dir / "config.yaml").is_file():
             raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
         return
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    if run_dir.is_dir() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
         raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
