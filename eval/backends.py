@@ -49,7 +49,9 @@ class Backend(Protocol):
     def load(self) -> None:
         """Load the model; raises :class:`BackendError` with one clear line on failure."""
 
-    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]: ...
+    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None) -> list[Completion]:
+        """One completion per chat; ``on_finished(n)`` hears of completions as they finish (a
+        progress bar's tick), at the latest when the call returns."""
 
 
 class BackendError(RuntimeError):
@@ -139,7 +141,7 @@ class HFBackend:
 
         use_attention(self.model, self.attention)  # grouped: batched decoding without copying the KV cache
 
-    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None) -> list[Completion]:
         from recipe.hf_generate import SamplingParams, generate_chats
 
         self.load()
@@ -151,7 +153,7 @@ class HFBackend:
             top_p=params.top_p,
             do_sample=not params.greedy,
         )
-        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size)
+        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size, on_finished=on_finished)
         return [Completion(g.text, g.n_tokens, g.finish_reason) for g in gens]
 
 
@@ -219,7 +221,7 @@ class VLLMBackend:
             n=1, max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p
         )
 
-    def generate(self, chats: Sequence[Chat], params: GenParams) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None) -> list[Completion]:
         self.load()
         if not chats:
             return []
@@ -232,6 +234,8 @@ class VLLMBackend:
         for out in outputs:
             best = out.outputs[0]
             result.append(Completion(best.text, len(best.token_ids), best.finish_reason))
+        if on_finished is not None:  # LLM.chat returns the whole batch at once
+            on_finished(len(result))
         return result
 
 

@@ -163,12 +163,15 @@ def test_finished_rows_are_dropped_between_calls_with_the_same_tokens(tiny, monk
 
     monkeypatch.setattr(type(model), "generate", counting_generate)
     monkeypatch.setattr(hf, "DROP_EVERY", 3)
-    dropped = generate_ids(model, tok, prompts, greedy, batch_size=8)
+    ticks: list[int] = []
+    dropped = generate_ids(model, tok, prompts, greedy, batch_size=8, on_finished=ticks.append)
     monkeypatch.setattr(hf, "DROP_EVERY", 100)
     one_call = generate_ids(model, tok, prompts, greedy, batch_size=8)
     assert dropped == one_call
     assert any(f == "stop" for _, f in dropped) and dropped[4][1] == "length" and len(dropped[4][0]) == 12
     assert batch_sizes[0] == 5 and batch_sizes[-2] < 5 and batch_sizes[-1] == 5  # rows left the batch
+    # progress: every row reported once, the first ones before the batch was done
+    assert sum(ticks) == len(prompts) and next(t for t in ticks if t) < len(prompts)
 
 
 def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):

@@ -20,10 +20,22 @@ warmup.*, trainer.*, and pasr.* (n_refine, n_plain, tie_value, zeta, weights.*, 
 prompts.*), shared with the verl engine; method (pasr | rrr) and rrr.* (recipe/rrr_config.py)."""
 
 
+def preset_list() -> str:
+    """Every preset in recipe/config/ with its file's first comment line, for ``--help``: the
+    list is read from the files, so a new preset is listed without touching this module."""
+    from recipe.local_engine.config import CONFIG_DIR
+
+    lines = ["presets (--preset NAME):"]
+    for path in sorted(CONFIG_DIR.glob("local_*.yaml")):
+        first = next((ln.lstrip("# ").strip() for ln in path.read_text().splitlines() if ln.startswith("#")), "")
+        lines.append(f"  {path.stem.removeprefix('local_'):<10} {first}")
+    return "\n".join(lines)
+
+
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default'; 'demo' for the README run)")
+    parser.epilog = preset_list() + "\n\n" + EPILOG
+    parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default'; the list below)")
     parser.add_argument("--config", default=None, help="a YAML file merged over the preset")
     parser.add_argument("--run-dir", default=None, help="run directory (default: trainer.run_dir)")
     parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml and its directory: not with --preset, --config or --run-dir); a finished run is left as it is, or extended by more trainer.steps")
@@ -177,6 +189,8 @@ def _train(cfg, run_dir: Path, resume: bool) -> int:
     from data.examples import DatasetError
     from recipe.model_loading import ModelLoadError
 
+    # first thing: a run killed during set-up or its first minutes has still said where it writes
+    print(f"pasr train: {'resuming' if resume else 'writing'} {run_dir.resolve()}", file=sys.stderr, flush=True)
     trainer = LocalPasrTrainer(cfg, run_dir, resume=resume)
     try:
         trainer.setup()

@@ -312,15 +312,22 @@ class LocalPasrTrainer:
         return {line["tag"]: line for line in self._metric_lines() if line.get("phase") == "eval" and "tag" in line}
 
     def _evaluate(self, tag: str) -> dict:
+        from tqdm import tqdm
+
         cfg = self.cfg
-        with timer(m := {}, "eval"):
+        plain = cfg.trainer.eval_plain and tag != "base"
+        # an evaluation of a few hundred problems takes minutes on a CPU: a bar of its own,
+        # moving as answers finish (RRR's passes are counted by its own module)
+        bar = tqdm(total=len(self.heldout) * (1 + plain), desc=f"eval {tag}", unit="answer", leave=False,
+                   dynamic_ncols=True, file=sys.stderr, disable=cfg.method == "rrr")
+        with timer(m := {}, "eval"), bar:
             metrics, records = self._evaluate_rrr(tag) if cfg.method == "rrr" else evaluate(
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
                 prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
                 # the base model follows neither format: its plain answers would cost a full-length
                 # generation per question for a known 0
-                plain=cfg.trainer.eval_plain and tag != "base",
+                plain=plain, on_finished=bar.update,
             )
         write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
         _warn_judge_errors(records, f"evaluation {tag!r}")
