@@ -15,7 +15,7 @@
 
 Took 51 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 24 min with its two
 evaluations, the PASR / control pair 15, the paper row 12): the default RL phase is 10 steps, which
-held what 20 and 30 steps did (README; three trajectories in results/pasr_steps_seeds.json). With 30
+held what 20 and 30 steps did (docs/results/learning_signal.md; three trajectories in results/pasr_steps_seeds.json). With 30
 steps it took 94 minutes, 137 before the local engine generated with grouped-query attention, ran
 the warm-up's loss without padding and prefilled shared prompt prefixes once
 (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). The control's greedy answers tip

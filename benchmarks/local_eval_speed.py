@@ -6,7 +6,7 @@
 2. **Wide evaluation batches** (``rollout.eval_batch_size``, 256): a decode step of
    SmolLM2-135M costs nearly as much for 16 rows as for 64 on CPU (the 540 MB of fp32 weights
    are read once a step), so fewer batches take fewer steps; measured, this adds little
-   (README "Cheaper steps on CPU").
+   (docs/local_engine.md, "Cheaper steps on CPU").
 
 Columns for a greedy evaluation, ``sdpa, batch 64`` (before), ``grouped, batch 64``,
 ``grouped, batch 256``, with the refine prompt only (as ``learning_signal`` evaluates its RL

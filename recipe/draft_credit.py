@@ -6,7 +6,7 @@ response's advantage. In a rollout whose refine fixed a wrong draft
 ``102`` is reinforced exactly as much as the refine that repaired it. On the embedded model this
 is much of what PASR reinforces: in the learning-signal benchmark's PASR run, 40-75% of the rows
 with a positive advantage (per ten steps) had a wrong draft, and the greedy first values that
-were right fell from 164 to 119 of 300 over 90 steps while the refines got better (README,
+were right fell from 164 to 119 of 300 over 90 steps while the refines got better (docs/results/learning_signal.md,
 "A longer PASR phase"). What the refines gained, the drafts lost.
 
 **What it does.** The *draft* of a refining response is the last number it states before its
@@ -17,7 +17,7 @@ draft's get ``min(A, 0)``, a right draft's ``max(A, 0)``. Which tokens:
 * ``value``: the draft number's own tokens (``102``). The setup before it (``21 + 57 =``) and
   everything from the ``<refine>`` tag on keep ``A``.
 * ``span``: every token before the ``<refine>`` tag. Measured on the embedded model this
-  collapsed the policy (README): the setup tokens of wrong drafts were only ever pushed down,
+  collapsed the policy (docs/results/learning_signal.md): the setup tokens of wrong drafts were only ever pushed down,
   the model began to miscopy operands, and accuracy fell from 0.57 to 0.29 in 40 steps. Kept as
   the measured counter-example.
 * ``outcome`` (``PasrConfig``'s default, the verl engine's): every token gets ``A``, as in the

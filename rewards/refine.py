@@ -50,7 +50,7 @@ such a rollout's refine reward is changed, by ``empty_mode`` (outcome ``empty``)
   that is right earns more than a restatement that is right. After a 60-step warm-up whose
   checks did not help, it did not keep refining alive; after a 160-step one (with the margin
   compare) it did in two PASR trajectories of three, and in two of two with the RL lr ramped
-  (``algo.lr_warmup_steps``); it is the local engine's default (README, "Does PASR learn here?").
+  (``algo.lr_warmup_steps``); it is the local engine's default (docs/results/learning_signal.md).
 
 ``tie_value``, ``zeta``, ``empty_value`` and ``empty_mode`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 EPILOG = """examples:
-  pasr train --preset demo                      # the README demo: warm-up + PASR on SmolLM2, CPU
+  pasr train --preset demo                      # make demo: warm-up + PASR on SmolLM2, CPU
   pasr train --preset rrr                       # Reflect, Retry, Reward on Countdown, CPU
   pasr train --preset demo trainer.steps=10 rollout.max_new_tokens=64
   pasr train --config my.yaml model.path=/models/qwen2.5-0.5b data.source=gsm8k

@@ -80,7 +80,7 @@ class AlgoConfig:
 
     # 1e-5: at 2e-5 thirty PASR steps from the column warm-up moved greedy accuracy nowhere
     # (0.593 vs 0.600) while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the
-    # same steps reached 0.713 (README "Does PASR learn here?")
+    # same steps reached 0.713 (docs/results/learning_signal.md)
     lr: float = 1e-5
     # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
     # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
@@ -123,7 +123,7 @@ class WarmupConfig:
     # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
     #   every equation a one-digit fact the small model gets right more often than the whole step
     #   (data/warmup_traces.py: column_check); the default since it gave PASR a check worth
-    #   learning to trust (README "Does PASR learn here?")
+    #   learning to trust (docs/results/learning_signal.md)
     refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows
@@ -144,7 +144,7 @@ class TrainerConfig:
     # learning-signal benchmark's 300 problems was already where 20 and 30 steps left it (seed 0:
     # 0.683 at 10, 20 and 30 steps; seed 1: 0.660 at 10, 0.690 at 20 and 30; seed 2: 0.683 at 10;
     # warm-up 0.600; benchmarks/results/pasr_steps_seeds.json), with every answer refining, and
-    # 10 steps fit that benchmark in the hour on 2 cores (README).
+    # 10 steps fit that benchmark in the hour on 2 cores (docs/results/learning_signal.md).
     steps: int = 10
     save_every: int = 10
     keep_last: int = 2
@@ -183,7 +183,7 @@ class LocalTrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    # The CPU reward (benchmarks/learning_signal, README "Does PASR learn here?"): tie 0, since
+    # The CPU reward (benchmarks/learning_signal, docs/results/learning_signal.md): tie 0, since
     # the paper's -0.5 punishes every refine on a question the small model always (or never)
     # solves; refine_compare=margin (acc - plain mean), since against a mixed baseline the sign
     # pays +1 right / -1 wrong, an expected 2q - 1 for a refine right with probability q: on a

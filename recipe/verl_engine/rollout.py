@@ -27,7 +27,7 @@ Two conditions stop or flag a step instead of letting it train silently on nothi
   (:class:`.rollout_wrapper.JudgeErrorRateExceeded`) after dumping the step, rather than training on masked rows;
 * no refine group has any reward spread (``pasr/zero_spread_groups`` = 1): every GRPO advantage
   is 0 and the step learns nothing. Typical of a base model that never writes the PASR format
-  (format reward -1 for every rollout); a loud warning names the cold start (README).
+  (format reward -1 for every rollout); a loud warning names the cold start (docs/verl_engine.md).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrap
 
 COLD_START_HINT = (
     "if pasr/format_pass_rate is 0 the model does not write <think>/<refine>/<answer> from the prompt: "
-    "warm it up first (README, 'Cold start': python3 -m data.sft_parquet, then verl's SFT trainer)"
+    "warm it up first (docs/verl_engine.md, 'Cold start': python3 -m data.sft_parquet, then verl's SFT trainer)"
 )
 
 

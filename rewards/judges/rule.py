@@ -1,6 +1,6 @@
 """The rule judge: Math-Verify equivalence of the extracted answer and the gold.
 
-What counts as equal (the README's "Judges" section states the same rules for users):
+What counts as equal (docs/judges_and_data.md states the same rules for users):
 
 * Both sides are normalised before Math-Verify sees them (:func:`normalize`): surrounding
   whitespace, trailing sentence punctuation (``8.``), markdown emphasis (``**8**``), one
