@@ -87,6 +87,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs-dir", default="runs/demo-seeds", help="seed S runs in RUNS_DIR/seed_S (read if finished)")
     parser.add_argument("--out", default="benchmarks/results/demo_seeds.json")
     parser.add_argument("--dtype", default=None, help="the compute dtype the runs used, for the JSON (default: this CPU's measured choice, or the one forced by the overrides)")
+    parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
     from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
 
     cpu = {"model": cpu_model(), "capability": cpu_capability(), "cores": os.cpu_count(),
            "dtype": args.dtype or (forced if forced not in (None, "auto") else measured_cpu_dtype().dtype)}
-    result = {"cpu": cpu, "overrides": args.overrides, "runs": rows}
+    result = {"cpu": cpu, "overrides": args.overrides, "note": args.note, "runs": rows}
     print(table(rows))
     print(f"\n{sum(learned(r) for r in rows)} of {len(rows)} seeds learned (p < 0.05, refine-fix above the warm-up's)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
