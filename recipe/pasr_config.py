@@ -137,9 +137,35 @@ def refuse_non_finite(config: Any, prefix: str = "") -> None:
         raise ConfigError(f"not a finite number (NaN or infinity): {', '.join(bad)}")
 
 
+def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
+    """Every key of ``section`` (a mapping) that the dataclass ``schema`` does not have, as full
+    dotted names with the closest known key, so a config with several typos is fixed in one go
+    (OmegaConf's merge stops at the first)."""
+    import dataclasses
+    import difflib
+    import typing
+
+    if not dataclasses.is_dataclass(schema) or not isinstance(section, (dict, DictConfig)):
+        return []
+    hints = typing.get_type_hints(schema if isinstance(schema, type) else type(schema))
+    known = {f.name for f in dataclasses.fields(schema)}
+    out = []
+    for key in section:
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            out.append(name + (f" (did you mean {prefix + '.' if prefix else ''}{close[0]}?)" if close else ""))
+        else:
+            out += unknown_keys(hints.get(key), section[key], name)
+    return out
+
+
 def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
-    """Merge ``section`` into the structured ``schema``; unknown keys and wrong types raise
-    :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
+    """Merge ``section`` into the structured ``schema``; unknown keys (all of them at once) and
+    wrong types raise :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
+    unknown = unknown_keys(schema, section, prefix)
+    if unknown:
+        raise ConfigError(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
     base = OmegaConf.structured(schema)
     try:
         return OmegaConf.merge(base, section if section is not None else {})

@@ -66,3 +66,17 @@ def test_tiny_preset_runs_the_whole_pipeline(tiny_model_dir, tmp_path, capsys):
 @pytest.mark.slow
 def test_tiny_preset_with_the_embedded_model(tmp_path):
     _check_tiny_run(_run_tiny(tmp_path))
+
+
+def test_every_mistyped_key_is_named_at_once():
+    """A config with several typos is fixed in one go: each unknown key by its full name, with
+    the closest known one (OmegaConf's merge alone stops at the first)."""
+    from recipe.pasr_config import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        load_config(preset="tiny", overrides=["trainer.stepz=3", "modle.path=x", "pasr.judge.timout_s=3"])
+    msg = str(exc.value)
+    assert "trainer.stepz (did you mean trainer.steps?)" in msg and "modle (did you mean model?)" in msg
+    assert "pasr.judge.timout_s (did you mean pasr.judge.timeout_s?)" in msg
+    with pytest.raises(ConfigError, match=r"invalid config key trainer\.steps: .*Integer"):
+        load_config(preset="tiny", overrides=["trainer.steps=abc"])  # a wrong type is still named

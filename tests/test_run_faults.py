@@ -53,7 +53,9 @@ def test_resume_of_a_run_still_going_is_refused(tiny_model_dir, tmp_path):
     """`--resume` of a run that is still going used to train beside it (both exit 0, every step
     written twice): the run holds its directory, and the second process gets one line naming it."""
     run_dir = tmp_path / "run"
-    first = subprocess.Popen(_args(tiny_model_dir, run_dir) + ["trainer.steps=40"], cwd=REPO, env=_env(),
+    # steps it cannot finish before the SIGINT below (with 40 an idle machine finished them and
+    # the signal met a process that was already exiting: -2 instead of 130)
+    first = subprocess.Popen(_args(tiny_model_dir, run_dir) + ["trainer.steps=100000"], cwd=REPO, env=_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.time() + 300
