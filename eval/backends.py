@@ -13,6 +13,7 @@ from re-tokenising text. Tests inject their own object with the same ``generate`
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -175,9 +176,11 @@ class VLLMBackend:
         max_model_len: int | None = None,
         dtype: str = "auto",
         seed: int = 0,
+        enforce_eager: bool | None = None,
     ):
         self.model_spec = model
         self.llm = llm
+        self.enforce_eager = enforce_eager  # None: eager_by_default(the model) at load
         self.engine_kwargs = {
             "tensor_parallel_size": tensor_parallel_size,
             "gpu_memory_utilization": gpu_memory_utilization,
@@ -206,6 +209,8 @@ class VLLMBackend:
         if self.llm is not None:
             return
         self.model_path = resolve_model(self.model_spec)
+        eager = eager_by_default(self.model_path) if self.enforce_eager is None else self.enforce_eager
+        self.engine_kwargs["enforce_eager"] = eager
         try:
             self.llm = vllm.LLM(model=self.model_path, **self.engine_kwargs)
         except (OSError, ValueError) as exc:
@@ -239,12 +244,28 @@ class VLLMBackend:
         return result
 
 
+EAGER_MAX_WEIGHT_BYTES = 2 * 1024**3
+
+
+def eager_by_default(model_path: str | Path) -> bool:
+    """Whether vLLM should skip CUDA-graph capture and torch.compile for this model: yes for a
+    small one (weight files under 2 GiB: the 135M default, 0.5B models). Both are one-off start-up
+    work (a minute or more on an H100, against seconds of decoding for a small model's evaluation)
+    that pays back only over long runs of a large model. A hub name or a folder whose files cannot
+    be sized keeps vLLM's own default (graphs)."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return False
+    sizes = [p.stat().st_size for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".gguf")]
+    return bool(sizes) and sum(sizes) < EAGER_MAX_WEIGHT_BYTES
+
+
 def build_backend(name: str, model: str, **kwargs) -> Backend:
     """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored."""
     if name == "hf":
         keys = ("batch_size", "dtype", "device", "threads", "attention", "seed")
         return HFBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
     if name == "vllm":
-        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed")
+        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "enforce_eager")
         return VLLMBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
     raise BackendError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")

@@ -128,6 +128,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")
     g.add_argument("--gpu-memory-utilization", type=finite_float, default=0.9, help="vllm")
     g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
+    g.add_argument("--enforce-eager", default="auto", choices=("auto", "on", "off"),
+                   help="vllm: on skips CUDA-graph capture and torch.compile (a faster start, slower decoding); "
+                   "auto (default): on for models whose weights are under 2 GiB")  # fmt: skip
 
     # defaults are training's (rrr.* in recipe/rrr_config.py), filled in by run(): not imported here
     g = parser.add_argument_group("reflect-retry (defaults: training's rrr.* settings, recipe/rrr_config.py)")
@@ -256,6 +259,7 @@ def run(args) -> int:
         tensor_parallel_size=args.tensor_parallel_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_model_len=args.max_model_len,
+        enforce_eager={"auto": None, "on": True, "off": False}[args.enforce_eager],
         dtype=args.dtype,
         threads=args.threads,
         attention=args.attention,

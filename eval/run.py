@@ -87,6 +87,7 @@ class EvalConfig:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+    enforce_eager: bool | None = None  # vllm; None: eval.backends.eager_by_default
     dtype: str | None = None
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
     attention: str = "grouped"  # hf: grouped (GQA without KV copies, recipe/gqa_attention.py) | sdpa
@@ -553,7 +554,7 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
             backend = build_backend(
                 cfg.backend, cfg.model, batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
                 tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                max_model_len=cfg.max_model_len, threads=cfg.threads, attention=cfg.attention,
+                max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,
                 device=cfg.device,
             )  # fmt: skip
         backend.load()

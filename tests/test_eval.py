@@ -568,6 +568,33 @@ def test_vllm_backend_with_fake_engine(data_env, tmp_path, monkeypatch):
     assert sampled.kw == {"n": 1, "max_tokens": 10, "temperature": 0.6, "top_p": 0.95}
 
 
+@pytest.mark.parametrize("weights_mb, asked, eager", [(270, None, True), (2100, None, False), (270, False, False),
+                                                      (2100, True, True), (0, None, False)])
+def test_vllm_eager_for_small_models_unless_asked(tmp_path, monkeypatch, weights_mb, asked, eager):
+    """auto (None) skips CUDA graphs and torch.compile for weights under 2 GiB; on/off is obeyed;
+    a folder with no weight file to size keeps vLLM's default."""
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    if weights_mb:
+        with open(model_dir / "model.safetensors", "wb") as f:
+            f.truncate(weights_mb * 1024 * 1024)  # sparse: sized, not written
+    created = fake_vllm(monkeypatch, lambda m: ("", [], "stop"))
+    build_backend("vllm", str(model_dir), enforce_eager=asked).load()
+    assert created["enforce_eager"] is eager
+
+
+def test_eval_cli_enforce_eager_flag():
+    import argparse
+
+    from eval.cli import build_parser
+
+    parser = argparse.ArgumentParser()
+    build_parser(parser)
+    assert parser.parse_args(["--model", "m", "--datasets", "gsm8k"]).enforce_eager == "auto"
+    assert parser.parse_args(["--model", "m", "--datasets", "gsm8k", "--enforce-eager", "on"]).enforce_eager == "on"
+
+
 def test_vllm_backend_missing_model(tmp_path, monkeypatch):
     fake_vllm(monkeypatch, lambda m: ("", [], "stop"))
     with pytest.raises(BackendError, match="model path does not exist"):
