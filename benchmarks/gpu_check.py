@@ -42,6 +42,7 @@ VERL_DRIVER = "recipe.main_pasr"
 ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "tokens", "n")
 STEP_PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor", "timing_s/step")
 STEP_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
+NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")
 # the start-up timeline of a verl run: the first line matching each, in seconds from the command
 MARKS = {
     "ray_up": re.compile(r"Started a local Ray instance|Connected to Ray cluster"),
@@ -70,8 +71,11 @@ def local_cmd(args, run_dir: Path, *overrides: str) -> list[str]:
             *local_common(args), *overrides]
 
 
-def warmup_cmd(args, run_dir: Path) -> list[str]:
-    return local_cmd(args, run_dir, "trainer.steps=0", "trainer.eval_at_start=false", "trainer.eval_after_warmup=true")
+def warmup_cmd(args, run_dir: Path, cfg) -> list[str]:
+    """The warm-up and its evaluation (``eval/warmup.jsonl``), checkpointed once at its end: the
+    default's checkpoint every 10 steps cost 20 of its 82 s on the H100."""
+    return local_cmd(args, run_dir, "trainer.steps=0", f"trainer.save_every={cfg.warmup.steps}",
+                     "trainer.eval_at_start=false", "trainer.eval_after_warmup=true")
 
 
 def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
@@ -102,9 +106,9 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
     AdamW without weight decay, KL (low-var, 0.04), clip 0.2, grad-norm clip, one optimizer step
     per RL step (the mini-batch is the whole batch), GRPO with std normalisation.
     Where they differ, by verl's design: rollouts sample from vLLM in bf16 (the local engine
-    samples from its fp32 policy), verl's warm-up schedule gives its first step learning rate 0
-    (the local ramp starts at lr/ramp), verl shuffles the training set with its own sampler, and
-    it keeps zero-advantage rows in the loss's token mean (the local engine drops them).
+    samples from its fp32 policy), verl shuffles the training set with its own sampler, and it
+    keeps zero-advantage rows in the loss's token mean (the local engine drops them). The ramp
+    matches: verl logged lr 1e-6, 2e-6, ... at steps 1, 2, ... on the H100 run.
     Start-up choices for a small model on one GPU: eager vLLM (no CUDA-graph capture), no
     torch.compile in the actor, no parameter offload, one agent-loop worker, no DataLoader worker
     processes, no validation (this check evaluates on its own held-out set)."""
@@ -191,6 +195,7 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
         key, sep, value = part.rpartition(":")
         if not sep:
             continue
+        value = NUMPY_REPR.sub(r"\1", value.strip())  # numpy 2 scalars print as np.float64(0.5)
         try:
             metrics[key.strip()] = float(value)
         except ValueError:
@@ -350,10 +355,11 @@ def startup(run: WatchedRun) -> dict:
     return out
 
 
-def pasr_metric_trend(runs: list[WatchedRun], keys=("pasr/format_pass_rate", "pasr/acc_refine", "pasr/refine_rate",
-                                                   "critic/score/mean")) -> dict:
+def pasr_metric_trend(runs: list[WatchedRun], keys=("pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain",
+                                                   "pasr/refine_rate", "pasr/refine_fix_rate", "critic/score/mean",
+                                                   "actor/lr")) -> dict:
     merged = {s: m for r in runs for s, (_, m) in r.steps.items()}
-    return {k: [round(merged[s][k], 3) for s in sorted(merged) if k in merged[s]] for k in keys}
+    return {k: [float(f"{merged[s][k]:.4g}") for s in sorted(merged) if k in merged[s]] for k in keys}
 
 
 def checks(result: dict) -> list[tuple[str, bool]]:
@@ -407,8 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="warm-up sampling and data order, both engines' RL phase")
     p.add_argument("--preset", default="default", help="the local preset whose warm-up and reward are used")
     p.add_argument("--device", default="cuda", help="model.device of the local-engine parts")
-    p.add_argument("--budget-s", type=float, default=510.0, help="wall-clock budget; a phase that would overrun it is stopped")
-    p.add_argument("--eval-reserve-s", type=float, default=70.0, help="kept for merging and evaluating at the end")
+    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget; a phase that would overrun it is stopped")
+    p.add_argument("--eval-reserve-s", type=float, default=50.0,
+                   help="run 2 gets SIGTERM this long before the budget ends, to leave time for its last step, "
+                   "the merge and the evaluation (H100: a step 4 s, merge 18 s, evaluation 17 s); the final "
+                   "evaluation may run up to 60 s past the budget rather than be lost")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--enforce-eager", type=lambda s: s.lower() in ("1", "true", "yes"), default=True)
     p.add_argument("--no-local", action="store_true", help="skip the local engine's parity run")
@@ -458,7 +467,7 @@ def main(argv=None) -> int:
         overrides = verl_overrides(args, cfg, train_file, val_file, warm_ckpt, ckpt_dir)
         # the GPU and vLLM are the device's: here only the config and PASR's own checks
         preflight(compose_config(overrides), local_gpus=lambda: 1, find_module=lambda name: True)
-        print("warm-up:  ", " ".join(warmup_cmd(args, warm_dir)))
+        print("warm-up:  ", " ".join(warmup_cmd(args, warm_dir, cfg)))
         print("verl:     ", " ".join(driver_cmd(args.verl_driver, overrides)))
         print("local:    ", " ".join(local_pasr_cmd(args, local_dir, warm_ckpt)))
         print("eval:     ", " ".join(eval_cmd(args, final_eval_dir, "<merged final checkpoint>")))
@@ -484,7 +493,7 @@ def main(argv=None) -> int:
         warm = run_to_end("warmup-eval", eval_cmd(args, warm_dir, warm_ckpt), root / "warmup.log", deadline)
         warm_eval = warm_dir / "eval" / "base.jsonl"
     else:
-        warm = run_to_end("warmup", warmup_cmd(args, warm_dir), root / "warmup.log", deadline)
+        warm = run_to_end("warmup", warmup_cmd(args, warm_dir, cfg), root / "warmup.log", deadline)
         warm_eval = warm_dir / "eval" / "warmup.jsonl"
     mark("warmup", t)
     if warm.rc != 0 or not warm_ckpt.is_dir():
@@ -531,7 +540,7 @@ def main(argv=None) -> int:
         merged = merged_model_dir(ckpt_dir, cache=root / "merged")
         mark("merge", t)
         t = time.monotonic()
-        run_to_end("final-eval", eval_cmd(args, final_eval_dir, merged), root / "final_eval.log", deadline)
+        run_to_end("final-eval", eval_cmd(args, final_eval_dir, merged), root / "final_eval.log", deadline + 60)
         mark("final_eval", t)
     except Exception as exc:  # the figures gathered so far still go out
         print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -20,10 +20,11 @@ ROW = ("acc", "format", "refine_rate", "refine_fix_rate")
 
 
 def test_step_line_is_read_through_rays_prefix():
-    line = "(PasrTaskRunner pid=7) step:12 - timing_s/gen:3.25 - pasr/acc_refine:0.5 - note:abc - perf/x:1e-3"
+    line = ("(PasrTaskRunner pid=7) step:12 - timing_s/gen:3.25 - pasr/acc_refine:np.float64(0.5) - note:abc"
+            " - perf/x:1e-3 - actor/lr:np.float64(-2.5e-06)")  # numpy 2 scalars as verl's console prints them
     step, metrics = parse_step_line(line)
     assert step == 12
-    assert metrics == {"timing_s/gen": 3.25, "pasr/acc_refine": 0.5, "perf/x": 0.001}
+    assert metrics == {"timing_s/gen": 3.25, "pasr/acc_refine": 0.5, "perf/x": 0.001, "actor/lr": -2.5e-06}
     assert parse_step_line("Training Progress: step 3") is None
 
 
