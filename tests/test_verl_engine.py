@@ -1397,3 +1397,20 @@ def test_sft_warmup_script_overrides_exist_in_verls_sft_config():
         cfg = compose(config_name="sft_trainer_engine", overrides=overrides)  # unknown keys fail here
     assert cfg.data.messages_key == "messages" and cfg.model.override_config.attn_implementation == "sdpa"
     assert cfg.model.use_remove_padding is False and cfg.trainer.logger == ["console"]
+
+
+def test_smoke_validation_check_counts_the_prompts_the_trainer_kept(tmp_path):
+    """verl drops prompts over data.max_prompt_length (MATH-500 at 1024 tokens: 499 of 500) and
+    prints "filter dataset len: N" for the training set, then the validation set: the check counts
+    the validation set's N from run 1's log."""
+    text = (REPO / "recipe" / "scripts" / "run_pasr_smoke_1gpu.sh").read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith(("n_val=", '[[ -n "$n_val" ]]'))]
+    assert len(lines) == 2
+    (tmp_path / "train_1.log").write_text(
+        "(TaskRunner pid=1) dataset len: 7473\n(TaskRunner pid=1) filter dataset len: 7473\n"
+        "(TaskRunner pid=1) dataset len: 500\n(TaskRunner pid=1) filter dataset len: 499\n")
+    script = "set -euo pipefail\n" + "\n".join(lines) + '\necho "$n_val"'
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env={"PATH": "/usr/bin:/bin", "RUN_DIR": str(tmp_path)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "499"
