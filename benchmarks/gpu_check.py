@@ -24,25 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks.watched_run import ROOT, WatchedRun, run_to_end, stop_during
 from eval.significance import paired_counts, sign_test
 
-ROOT = Path(__file__).resolve().parents[1]
 VERL_DRIVER = "recipe.main_pasr"
 ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "tokens", "n")
 STEP_PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor", "timing_s/step")
-STEP_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
-NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")
 # the start-up timeline of a verl run: the first line matching each, in seconds from the command
 MARKS = {
     "ray_up": re.compile(r"Started a local Ray instance|Connected to Ray cluster"),
@@ -182,124 +176,6 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
     data_dir.mkdir(parents=True, exist_ok=True)
     return (write_rl_parquet(train, data_dir / "train.parquet", system),
             write_rl_parquet(val, data_dir / "val.parquet", system))
-
-
-# --------------------------------------------------------------------------- running and watching
-def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """``(step, metrics)`` of verl's console-logger line (``step:N - key:value - ...``), or None."""
-    m = STEP_LINE.search(line)
-    if not m:
-        return None
-    metrics = {}
-    for part in m.group(2).split(" - "):
-        key, sep, value = part.rpartition(":")
-        if not sep:
-            continue
-        value = NUMPY_REPR.sub(r"\1", value.strip())  # numpy 2 scalars print as np.float64(0.5)
-        try:
-            metrics[key.strip()] = float(value)
-        except ValueError:
-            continue
-    return int(m.group(1)), metrics
-
-
-@dataclass
-class WatchedRun:
-    """One subprocess, its output timestamped line by line into ``log`` and kept for parsing."""
-
-    name: str
-    cmd: list[str]
-    log: Path
-    t0: float = field(default_factory=time.monotonic)
-    lines: list[tuple[float, str]] = field(default_factory=list)
-    steps: dict[int, tuple[float, dict]] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
-    signals: list[tuple[float, str]] = field(default_factory=list)
-    on_step: object = None  # callable(run, step) called from the reader thread
-
-    def start(self) -> "WatchedRun":
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        # the checkout first: a driver given as a file must import this recipe, not another `recipe`
-        path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     errors="replace", bufsize=1, cwd=ROOT, env=env, start_new_session=True)
-        self._reader = threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True)
-        self._reader.start()
-        return self
-
-    def _read(self) -> None:
-        with open(self.log, "w") as f:
-            for line in self.proc.stdout:
-                t = time.monotonic() - self.t0
-                line = line.rstrip("\n")
-                self.lines.append((t, line))
-                f.write(f"{t:7.1f} {line}\n")
-                f.flush()
-                parsed = parse_step_line(line)
-                if parsed and parsed[0] not in self.steps:
-                    self.steps[parsed[0]] = (t, parsed[1])
-                    if self.on_step:
-                        self.on_step(self, parsed[0])
-
-    def signal(self, sig: int = signal.SIGTERM) -> None:
-        """Signal the driver only (a user's Ctrl-C or ``kill PID``), not its process group."""
-        if self.proc and self.proc.poll() is None:
-            in_flight = max(self.steps, default=0) + 1  # the step running when the signal is sent
-            self.signals.append((round(time.monotonic() - self.t0, 1), signal.Signals(sig).name, in_flight))
-            self.proc.send_signal(sig)
-
-    def kill_group(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.signals.append((round(time.monotonic() - self.t0, 1), "SIGKILL", max(self.steps, default=0) + 1))
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def wait(self, deadline: float, grace_s: float = 90.0) -> int:
-        """Wait until ``deadline`` (monotonic); then SIGTERM (a checkpoint) and, ``grace_s`` later,
-        SIGKILL. Returns the exit code."""
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            end = time.monotonic() + grace_s
-            while self.proc.poll() is None and time.monotonic() < end:
-                time.sleep(0.2)
-            self.kill_group()
-        rc = self.proc.wait()
-        self._reader.join(timeout=10)
-        return rc
-
-    @property
-    def wall_s(self) -> float:
-        return self.lines[-1][0] if self.lines else 0.0
-
-    def first(self, pattern: re.Pattern) -> float | None:
-        return next((t for t, line in self.lines if pattern.search(line)), None)
-
-    def grep(self, text: str) -> bool:
-        return any(text in line for _, line in self.lines)
-
-
-def stop_during(step: int, delay_s: float):
-    """An ``on_step`` hook: once step ``step - 1`` is logged (step ``step`` has begun), SIGTERM the
-    driver ``delay_s`` later, inside step ``step``."""
-
-    def hook(run: WatchedRun, logged: int) -> None:
-        if logged == step - 1 and not run.signals:
-            threading.Timer(delay_s, run.signal, args=(signal.SIGTERM,)).start()
-
-    return hook
-
-
-def run_to_end(name: str, cmd: list[str], log: Path, deadline: float) -> WatchedRun:
-    run = WatchedRun(name, cmd, log).start()
-    rc = run.wait(deadline)
-    run.rc = rc
-    return run
 
 
 # --------------------------------------------------------------------------- results

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_check
-from benchmarks.gpu_check import build_parser, local_settings, parse_step_line, verl_overrides
+from benchmarks.gpu_check import build_parser, local_settings, verl_overrides
+from benchmarks.watched_run import parse_step_line
 
 FAKE = str(Path(__file__).with_name("fake_verl_driver.py"))
 REQUIRED = ("device", "wall_s", "steps", "resumed", "warmup", "pasr", "p_pasr_vs_warmup", "timings")
