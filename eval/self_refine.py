@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from prompts import build_chat, load_prompt, prompt_version
 
@@ -33,12 +34,14 @@ _HISTORY_TEMPLATES = {
     "self_refine_history_feedback": "Feedback on attempt {n}:\n{text}",
 }
 
-_PLACEHOLDER = re.compile(r"\{(question|history|n|text)\}")
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
 def fill(template: str, **values: str) -> str:
-    """Substitute ``{question}``/``{history}``/``{n}``/``{text}`` in one pass. Not ``str.format``:
-    templates hold literal braces (``\\boxed{}``), and a question's own braces stay untouched."""
+    """Substitute the ``{name}`` placeholders given (``question``, ``history``, ``n``, ``text``;
+    the self-scoring template's ``answer``) in one pass; any other ``{...}`` stays as written.
+    Not ``str.format``: templates hold literal braces (``\\boxed{}``), and a question's own
+    braces stay untouched."""
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
 
 
@@ -78,14 +81,16 @@ class SelfRefinePrompts:
 
 @dataclass
 class Pass:
-    name: str  # "answer" | "feedback:<round>" | "refine:<round>"
+    name: str  # "answer" | "feedback:<round>" | "refine:<round>" | "score:<round>" (--select best)
     text: str
     n_tokens: int
     finish_reason: str | None = None
 
+    prefix: ClassVar[str] = VARIANT_PREFIX  # a method's passes share it (best-of-n: "best_of_n:")
+
     @property
     def variant(self) -> str:
-        return VARIANT_PREFIX + self.name
+        return self.prefix + self.name
 
     @property
     def is_answer(self) -> bool:
@@ -105,6 +110,12 @@ class SelfRefineTrace:
     def final(self) -> Pass:
         """The latest answer (the first answer or the last refine pass): what gets scored."""
         return next(p for p in reversed(self.passes) if p.is_answer)
+
+    @property
+    def answers(self) -> list[Pass]:
+        """Every answer in order, the first and then each refine: what ``--select best`` chooses
+        from (:mod:`eval.self_score`)."""
+        return [p for p in self.passes if p.is_answer]
 
     @property
     def total_tokens(self) -> int:
@@ -141,8 +152,13 @@ def _passes(name: str, outs: Sequence) -> list[Pass]:
     return [Pass(name, o.text, int(o.n_tokens), getattr(o, "finish_reason", None)) for o in outs]
 
 
-def _call(generate: Generator, chats: list[list[dict]]) -> Sequence:
-    outs = generate(chats)
+def call(generate: Generator, chats: list[list[dict]], max_new_tokens: int | None = None) -> Sequence:
+    """``generate(chats)``, checked for one completion per chat. ``max_new_tokens`` is passed on
+    only when given (a pass with its own limit, such as a scoring pass), so a generator that
+    takes chats alone still works for every other pass."""
+    if not chats:
+        return []
+    outs = generate(chats) if max_new_tokens is None else generate(chats, max_new_tokens=max_new_tokens)
     if len(outs) != len(chats):
         raise RuntimeError(f"generator returned {len(outs)} completions for {len(chats)} chats")
     return outs
@@ -160,7 +176,7 @@ def run_self_refine(
     traces = [SelfRefineTrace(q) for q in questions]
     if not traces:
         return traces
-    first = _call(generate, [build_chat(prompts.answer_system, q) for q in questions])
+    first = call(generate, [build_chat(prompts.answer_system, q) for q in questions])
     for trace, p in zip(traces, _passes("answer", first)):
         trace.passes.append(p)
 
@@ -173,7 +189,7 @@ def run_self_refine(
             for i in active
         ]
         still = []
-        for i, p in zip(active, _passes(f"feedback:{rnd}", _call(generate, chats))):
+        for i, p in zip(active, _passes(f"feedback:{rnd}", call(generate, chats))):
             traces[i].passes.append(p)
             if says_no_change(p.text):
                 traces[i].stop = "no_change"
@@ -185,7 +201,7 @@ def run_self_refine(
             build_chat(None, fill(prompts.refine, question=traces[i].question, history=traces[i].history(prompts)))
             for i in still
         ]
-        for i, p in zip(still, _passes(f"refine:{rnd}", _call(generate, chats))):
+        for i, p in zip(still, _passes(f"refine:{rnd}", call(generate, chats))):
             traces[i].passes.append(p)
         active = still
     return traces
