@@ -29,12 +29,17 @@ baseline, or compare runs.
 
 Methods: plain (plain system prompt), pasr (refine system prompt: <think> with <refine>,
 then <answer>), self-refine (Madaan et al.: plain answer, then up to --max-rounds rounds of
-feedback and refinement; every pass's tokens count), reflect-retry (Reflect, Retry, Reward:
+feedback and refinement; every pass's tokens count; the latest answer is scored, or with
+--select best the one the model itself scores best), reflect-retry (Reflect, Retry, Reward:
 an attempt with the RRR prompt, judged; a failed one gets one reflection and one retry, and
-the retry is scored; every pass's tokens count, the summary adds first-attempt accuracy).
-Decoding is greedy by default; with --samples K > 1 accuracy is mean@K and sampling defaults
-to temperature 0.6, top-p 0.95. Countdown (--datasets countdown, held-out problems) is scored
-by the countdown judge, which --judge auto picks; --countdown-difficulty sets its level.
+the retry is scored; every pass's tokens count, the summary adds first-attempt accuracy),
+best-of-n (--samples N plain answers per question, one chosen by --select majority, a vote
+over the answers, or --select score, the model's own scores; one scored sample per question,
+the tokens of all N and of any scoring count).
+Decoding is greedy by default; with --samples K > 1 accuracy is mean@K (best-of-n: N
+candidates) and sampling defaults to temperature 0.6, top-p 0.95. Countdown (--datasets
+countdown, held-out problems) is scored by the countdown judge, which --judge auto picks;
+--countdown-difficulty sets its level.
 """
 
 EPILOG = """\
@@ -45,10 +50,13 @@ examples:
   pasr eval --model Qwen/Qwen3-8B --datasets aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
   pasr eval --model runs/rrr/checkpoints/step_000050 --datasets countdown --limit 200 --method reflect-retry \\
       --backend hf --threads 1 --out runs/eval/rrr-50
+  pasr eval --model Qwen/Qwen3-8B --datasets math500 --method best-of-n --samples 8 --select majority \\
+      --out runs/eval/qwen3-best-of-8
+  pasr eval --model Qwen/Qwen3-8B --datasets math500 --method self-refine --select best --out runs/eval/qwen3-sr-best
   pasr eval compare runs/eval/qwen3-* --out runs/eval/compare.png
 """
 
-METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry")  # eval.methods.METHODS (not imported: --help stays fast)
+METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry", "best-of-n")  # eval.methods.METHODS (not imported: --help stays fast)
 
 
 def finite_float(text: str) -> float:
@@ -92,12 +100,14 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--countdown-difficulty", type=int, default=1, metavar="{1,2,3}",
                    help="countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; default 1, as "
                    "`pasr train --preset rrr`); how many problems: --limit (default 1000)")  # fmt: skip
-    g.add_argument("--method", default="pasr", metavar="{plain,pasr,self-refine,reflect-retry}",
+    g.add_argument("--method", default="pasr", metavar="{" + ",".join(METHOD_NAMES) + "}",
                    help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
-                   "(for Reflect, Retry, Reward checkpoints)")  # fmt: skip
+                   "(for Reflect, Retry, Reward checkpoints); best-of-n: --samples N answers, one chosen by "
+                   "--select")  # fmt: skip
     g.add_argument("--limit", type=int, help="first N questions of each dataset (AIME24 has 30)")
     g.add_argument("--samples", type=int, default=1, metavar="K",
-                   help="samples per question; accuracy is then mean@K (default 1)")  # fmt: skip
+                   help="samples per question; accuracy is then mean@K (default 1). best-of-n: the N candidates "
+                   "one answer is chosen from (one scored sample per question; changing N needs another --out)")  # fmt: skip
     g.add_argument("--out", help="run directory (default: runs/eval/<model>-<method>)")
 
     g = parser.add_argument_group("generation")
@@ -131,6 +141,26 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--enforce-eager", default="auto", choices=("auto", "on", "off"),
                    help="vllm: on skips CUDA-graph capture and torch.compile (a faster start, slower decoding); "
                    "auto (default): on for models whose weights are under 2 GiB")  # fmt: skip
+
+    g = parser.add_argument_group(
+        "choosing among candidates (self-refine, best-of-n)",
+        "--select best|score asks the same model to rate each candidate 0-1 ('Score: x') with a scoring\n"
+        "prompt (prompts/templates/self_score.txt), never the judge (that would be an oracle). A reply with\n"
+        "no score is a failed score that cannot win; with no score at all the fallback (self-refine: the\n"
+        "latest answer, best-of-n: the first) is returned and counted. Tokens of scoring passes count.",
+    )
+    g.add_argument("--select", metavar="{latest,best,majority,score}",
+                   help="which candidate is the answer. self-refine: latest (default, Madaan et al.) or best "
+                   "(every answer of the loop scored by the model, the best-scored one, the earlier on a tie; "
+                   "the scoring passes' tokens count). best-of-n: majority (default: the answer most candidates "
+                   "give, compared as the judge compares answers, the earliest on a tie) or score (the "
+                   "best-scored candidate, the earlier on a tie; the scoring passes' tokens count)")  # fmt: skip
+    g.add_argument("--max-score-tokens", type=int, metavar="N",
+                   help="--select best/score: new tokens of a scoring pass (default: --max-new-tokens); a "
+                   "reply cut off before its 'Score:' line is a failed score")  # fmt: skip
+    g.add_argument("--score-prompt", metavar="NAME_OR_FILE",
+                   help="--select best/score: the scoring template, with {question} and {answer} "
+                   "(default: self_score)")  # fmt: skip
 
     # defaults are training's (rrr.* in recipe/rrr_config.py), filled in by run(): not imported here
     g = parser.add_argument_group("reflect-retry (defaults: training's rrr.* settings, recipe/rrr_config.py)")
@@ -242,6 +272,9 @@ def run(args) -> int:
         batch_size=args.batch_size,
         chunk_size=args.chunk_size,
         max_rounds=args.max_rounds,
+        select=args.select,
+        max_score_tokens=args.max_score_tokens,
+        score_prompt=args.score_prompt,
         judge=JudgeConfig(kind=args.judge, base_url=args.judge_url, model=args.judge_model, timeout_s=args.judge_timeout),
         judge_prompt=args.judge_prompt,
         refine_prompt=args.refine_prompt,

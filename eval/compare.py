@@ -9,6 +9,10 @@ When a reflect-retry run is among them, each dataset also gets its first-attempt
 the share of samples it retried (``-`` for the other methods), so a Reflect, Retry, Reward
 checkpoint's gain from the retry stands beside its first answer. Without one the table is as
 it always was.
+
+The method column names how a run chose its answer where it had a choice
+(:func:`eval.summary.method_label`: ``self-refine (select best)``, ``best-of-n (8 candidates,
+select majority)``), so runs of one method with different ``--select`` are told apart.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.reflect_retry import METHOD as REFLECT_RETRY
-from eval.summary import SUMMARY_JSON
+from eval.best_of_n import METHOD as BEST_OF_N
+from eval.summary import SUMMARY_JSON, method_label
 
 
 class CompareError(ValueError):
@@ -47,7 +52,7 @@ def run_label(run: dict[str, Any]) -> str:
     model = str(run.get("model", "?"))
     if "/" in model:
         model = model.rstrip("/").rsplit("/", 1)[-1]
-    return f"{model} / {run.get('method', '?')}"
+    return f"{model} / {method_label(run)}"
 
 
 def dataset_order(runs: list[dict[str, Any]]) -> list[str]:
@@ -85,7 +90,7 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     rows = []
     for run in runs:
         model = str(run.get("model", "?")).rstrip("/").rsplit("/", 1)[-1]
-        cells = [model, str(run.get("method", "?"))]
+        cells = [model, method_label(run)]
         for ds in datasets:
             v = run["datasets"].get(ds)
             cells += list(_cell(v)) + (list(_retry_cells(run, v)) if retry else [])
@@ -113,7 +118,7 @@ def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
     datasets = dataset_order(runs)
     fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers = {"plain": "o", "pasr": "*", "self-refine": "s", REFLECT_RETRY: "^"}
+    markers = {"plain": "o", "pasr": "*", "self-refine": "s", REFLECT_RETRY: "^", BEST_OF_N: "P"}
     labels_seen = set()
     for ax, ds in zip(axes[0], datasets):
         for i, run in enumerate(runs):

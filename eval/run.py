@@ -32,7 +32,8 @@ from typing import Any
 
 from data.records import RolloutRecord
 from eval.backends import BACKENDS, Backend, BackendError, GenParams, build_backend
-from eval.methods import MethodPrompts, Produced, check_method, produce
+from eval.best_of_n import METHOD as BEST_OF_N
+from eval.methods import SELECTS, MethodPrompts, Produced, Selection, check_method, check_selection, produce
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.reflect_retry import RrrPass, kept_attempt, undecided
 from eval.resume import Key, ResumeError, RunDir, fingerprint, is_judge_error
@@ -73,6 +74,9 @@ class EvalConfig:
     batch_size: int = 32  # hf: generation batch
     chunk_size: int | None = None  # samples per written chunk (default: see chunk())
     max_rounds: int = MAX_ROUNDS  # self-refine
+    select: str | None = None  # self-refine: latest (None) | best; best-of-n: majority (None) | score
+    max_score_tokens: int | None = None  # --select best/score: a scoring pass's limit (None: max_new_tokens)
+    score_prompt: str | None = None  # --select best/score: the self-scoring template (None: self_score)
     # auto: countdown for Countdown datasets, rule otherwise (resolve_judge)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(kind="auto"))
     judge_prompt: str = "judge_binary"
@@ -101,11 +105,29 @@ class EvalConfig:
         top_p = 1.0 if temp <= 0 else (self.top_p if self.top_p is not None else DEFAULT_SAMPLING_TOP_P)
         return GenParams(max_new_tokens=self.max_new_tokens, temperature=float(temp), top_p=float(top_p), seed=self.seed)
 
+    @property
+    def records_per_question(self) -> int:
+        """Scored samples per question: ``--samples`` (mean@K), except for best-of-n, whose
+        ``--samples N`` candidates make one answer."""
+        return 1 if self.method == BEST_OF_N else self.samples
+
+    def selection(self) -> Selection:
+        """What self-refine and best-of-n need to choose their answer (``--select``)."""
+        return Selection(
+            select=self.select,
+            candidates=self.samples if self.method == BEST_OF_N else 1,
+            score_tokens=self.max_score_tokens,
+            judge_kind=self.judge.kind,
+            fallback_last_number=self.fallback_last_number,
+        )
+
     def chunk(self) -> int:
         if self.chunk_size:
             return self.chunk_size
         if self.backend == "vllm":
             return DEFAULT_VLLM_CHUNK
+        if self.method == BEST_OF_N:  # N generations per sample: one generation batch of candidates
+            return max(1, self.batch_size // self.samples)
         # hf: one generation batch per chunk; Self-Refine's and reflect-retry's later passes
         # only take the questions still going, so their chunks are larger
         return self.batch_size * {"self-refine": 4, REFLECT_RETRY: 2}.get(self.method, 1)
@@ -144,6 +166,14 @@ class EvalConfig:
                 problems.append("--countdown-difficulty applies to --datasets countdown only")
         if self.max_rounds < 0:
             problems.append(f"--max-rounds must be >= 0, got {self.max_rounds}")
+        if (problem := check_selection(self.method, self.select)) is not None:
+            problems.append(problem)
+        elif not self.selection().scores(self.method):
+            for flag, value in (("--max-score-tokens", self.max_score_tokens), ("--score-prompt", self.score_prompt)):
+                if value is not None:
+                    problems.append(f"{flag} applies to --select best (self-refine) and --select score (best-of-n) only")
+        if self.max_score_tokens is not None and self.max_score_tokens < 1:
+            problems.append(f"--max-score-tokens must be >= 1, got {self.max_score_tokens}")
         if self.max_reflection_tokens < 1:
             problems.append(f"--max-reflection-tokens must be >= 1, got {self.max_reflection_tokens}")
         if self.judge.kind not in JUDGE_KINDS:
@@ -166,7 +196,7 @@ class EvalConfig:
             "temperature": gp.temperature,
             "top_p": gp.top_p,
             "seed": self.seed,
-            "prompts": prompts.version(self.method),
+            "prompts": prompts.version(self.method, self.selection().resolved(self.method)),
             "fallback_last_number": self.fallback_last_number,
             "judge": {"kind": self.judge.kind, "model": self.judge.model if self.judge.kind in LLM_JUDGES else None},
         }
@@ -178,6 +208,13 @@ class EvalConfig:
             s["max_rounds"] = self.max_rounds
         if self.method == REFLECT_RETRY:
             s["max_reflection_tokens"] = self.max_reflection_tokens
+        select = self.selection().resolved(self.method)
+        if self.method == BEST_OF_N:  # N decides how each sample is made, so it is no run extension
+            s["select"], s["candidates"] = select, self.samples
+        elif select is not None and select != SELECTS[self.method][0]:  # only then: earlier runs stay valid
+            s["select"] = select
+        if self.selection().scores(self.method):
+            s["max_score_tokens"] = self.max_score_tokens or gp.max_new_tokens
         if self.countdown_difficulty != COUNTDOWN_DIFFICULTY:  # only then: earlier runs' fingerprints stay valid
             s["countdown_difficulty"] = self.countdown_difficulty
         return s
@@ -288,6 +325,7 @@ def _produce(cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPromp
     return list(produce(
         cfg.method, [it.example.question for it in items], generate, prompts, cfg.max_rounds, verify=verify,
         max_reflection_tokens=cfg.max_reflection_tokens, attempts=[it.attempt for it in items],
+        selection=cfg.selection(),
     ))  # fmt: skip
 
 
@@ -410,7 +448,9 @@ def _failure_record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _It
 
 
 def _variant(method: str) -> str:
-    return {"plain": "plain", "pasr": "refine", REFLECT_RETRY: "attempt"}.get(method, "self_refine:answer")
+    return {"plain": "plain", "pasr": "refine", REFLECT_RETRY: "attempt", BEST_OF_N: "best_of_n:sample:0"}.get(
+        method, "self_refine:answer"
+    )
 
 
 class _ChunkTicks:
@@ -455,8 +495,9 @@ def run_eval(
     cfg.validate()
     try:
         prompts = MethodPrompts.load(
-            refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt, rrr=cfg.rrr_prompts
-        )
+            refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt, rrr=cfg.rrr_prompts,
+            **({"score": cfg.score_prompt} if cfg.score_prompt else {}),
+        )  # fmt: skip
     except (KeyError, FileNotFoundError) as exc:
         raise EvalError(str(exc).strip("'\"")) from None
     data = load_datasets(cfg.datasets, cfg.limit, cfg.countdown_difficulty)
@@ -492,7 +533,7 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
         log(f"pasr eval: warning: skipping {err}")
 
     selection: list[_Item] = [
-        _Item(ds, ex, k) for ds, exs in data.items() for ex in exs for k in range(cfg.samples)
+        _Item(ds, ex, k) for ds, exs in data.items() for ex in exs for k in range(cfg.records_per_question)
     ]
     pending = [it for it in selection if it.key not in done]
     rejudge = [it for it in selection if it.key in done and is_judge_error(done[it.key])]
@@ -510,13 +551,17 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
         "model": cfg.model,
         "method": cfg.method,
         "backend": cfg.backend,
-        "samples": cfg.samples,
+        "samples": cfg.records_per_question,
         "limit": cfg.limit,
         "run_dir": str(cfg.out),
         "fingerprint": fingerprint(settings),
         "settings": settings,
     }
-    expected = {ds: len(exs) * cfg.samples for ds, exs in data.items()}
+    if (select := cfg.selection().resolved(cfg.method)) is not None:
+        header["select"] = select
+    if cfg.method == BEST_OF_N:
+        header["candidates"] = cfg.samples
+    expected = {ds: len(exs) * cfg.records_per_question for ds, exs in data.items()}
 
     def write_current_summary() -> dict[str, Any]:
         keys = {it.key for it in selection}
@@ -570,12 +615,12 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
     ticks = _ChunkTicks(bar)
 
     def generate(chats, max_new_tokens: int | None = None):
-        """A pass with its own limit (reflect-retry's reflection) passes ``max_new_tokens``."""
+        """A pass with its own limit (reflect-retry's reflection, a scoring pass) passes ``max_new_tokens``."""
         p = params if max_new_tokens is None else dataclasses.replace(params, max_new_tokens=max_new_tokens)
         return backend.generate(chats, p, on_finished=ticks.tick)
 
     run_id = f"eval-{Path(cfg.out).name}"
-    version = prompts.version(cfg.method)
+    version = prompts.version(cfg.method, cfg.selection().resolved(cfg.method))
     chunk_size = cfg.chunk()
     tokens, t0, consecutive_errors = 0, time.monotonic(), 0
     try:

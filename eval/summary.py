@@ -8,6 +8,11 @@ A reflect-retry run (:mod:`eval.reflect_retry`) also reports what the retry adds
 is after at most one retry, ``first_attempt_accuracy`` before it; ``retry_rate`` is the share
 of scored first attempts that failed and were retried, ``recovered_rate`` the share of scored
 retries that succeeded. Other methods' summaries have no such keys.
+
+A run that chooses among candidates (``--select best`` / ``score`` / ``majority``) reports how
+the choice went: ``score_failures`` (scoring replies with no parsable score; such a candidate
+cannot be chosen) and ``selection_fallbacks`` (samples where no candidate could be chosen, so
+the method's fallback was returned). A plain Self-Refine run (``--select latest``) has neither.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from typing import Any
 
 from data.atomic_write import replace_text
 from data.records import RolloutRecord
+from eval.best_of_n import METHOD as BEST_OF_N
+from eval.methods import SCORING_SELECTS
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.resume import is_generation_error
 from recipe.rrr_step import is_success
@@ -48,13 +55,28 @@ def retry_facts(generated: list[RolloutRecord]) -> dict[str, Any]:
     }
 
 
+def selection_facts(generated: list[RolloutRecord], select: str | None) -> dict[str, Any]:
+    """How the answers were chosen, from the records' meta: failed scores (scoring selections
+    only) and samples that fell back because no candidate could be chosen."""
+    facts: dict[str, Any] = {}
+    if select in SCORING_SELECTS:
+        facts["score_failures"] = sum(int(r.extra.get("score_failures") or 0) for r in generated)
+    facts["selection_fallbacks"] = sum(1 for r in generated if r.extra.get("selection_fallback"))
+    return facts
+
+
 def summarize_dataset(
-    records: list[RolloutRecord], expected_samples: int | None = None, method: str | None = None
+    records: list[RolloutRecord],
+    expected_samples: int | None = None,
+    method: str | None = None,
+    select: str | None = None,
 ) -> dict[str, Any]:
     gen_err = [r for r in records if is_generation_error(r)]
     generated = [r for r in records if not is_generation_error(r)]
     scored = [r for r in generated if r.acc is not None]
     extra = retry_facts(generated) if method == REFLECT_RETRY else {}
+    if _chooses(select):
+        extra.update(selection_facts(generated, select))
     return {
         "n_questions": len({r.query_id for r in records}),
         "n_samples": len(records),
@@ -85,8 +107,8 @@ def summarize(
     for r in records:
         by_ds[r.dataset or r.data_source].append(r)
     expected = expected or {}
-    method = (header or {}).get("method")
-    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds), method) for ds in datasets}
+    method, select = (header or {}).get("method"), (header or {}).get("select")
+    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds), method, select) for ds in datasets}
     complete = all(v["n_samples"] >= v["expected_samples"] for v in per.values())
     return {**(header or {}), "complete": complete, "datasets": per}
 
@@ -99,10 +121,24 @@ def _num(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
+def _chooses(select: str | None) -> bool:
+    """A selection that can fail to choose (not Self-Refine's default ``latest``)."""
+    return select is not None and select != "latest"
+
+
+def method_label(summary: dict[str, Any]) -> str:
+    """The method as a run was made: ``self-refine``, ``self-refine (select best)``,
+    ``best-of-n (8 candidates, select majority)``."""
+    method, select = str(summary.get("method", "?")), summary.get("select")
+    if method == BEST_OF_N:
+        return f"{method} ({summary.get('candidates', '?')} candidates, select {select})"
+    return f"{method} (select {select})" if _chooses(select) else method
+
+
 def render_markdown(summary: dict[str, Any]) -> str:
     k = int(summary.get("samples") or 1)
     acc_head = f"accuracy (mean@{k})" if k > 1 else "accuracy"
-    title = f"# pasr eval: {summary.get('model', '?')}, method {summary.get('method', '?')}"
+    title = f"# pasr eval: {summary.get('model', '?')}, method {method_label(summary)}"
     if summary.get("backend"):
         title += f" ({summary['backend']} backend)"
     lines = [title, ""]
@@ -111,15 +147,22 @@ def render_markdown(summary: dict[str, Any]) -> str:
         bits = [f"max new tokens {settings.get('max_new_tokens')}", f"temperature {settings.get('temperature')}"]
         if k > 1:
             bits.append(f"top-p {settings.get('top_p')}, {k} samples per question")
+        elif summary.get("method") == BEST_OF_N and settings.get("temperature"):
+            bits.append(f"top-p {settings.get('top_p')}")
         bits.append(f"judge {settings.get('judge', {}).get('kind', 'rule')}")
         lines += [", ".join(bits) + ".", ""]
     if not summary.get("complete", True):
         lines += ["**Partial**: the run has not finished every sample yet (resume it with the same command).", ""]
     retry = summary.get("method") == REFLECT_RETRY
     retry_head = " first-attempt accuracy | retried | recovered |" if retry else ""
+    select = summary.get("select")
+    choice_cols = [("score failures", "score_failures")] if select in SCORING_SELECTS else []
+    choice_cols += [("fallbacks", "selection_fallbacks")] if _chooses(select) else []
+    choice_head = "".join(f" {head} |" for head, _ in choice_cols)
     lines += [
-        f"| dataset | questions | samples | {acc_head} |{retry_head} mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |",
-        "| --- | ---: | ---: | ---: |" + " ---: |" * (3 if retry else 0) + " ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| dataset | questions | samples | {acc_head} |{retry_head} mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |{choice_head}",
+        "| --- | ---: | ---: | ---: |" + " ---: |" * (3 if retry else 0) + " ---: | ---: | ---: | ---: | ---: | ---: |"
+        + " ---: |" * len(choice_cols),
     ]
     for ds, v in summary["datasets"].items():
         samples = f"{v['n_samples']}" if v["n_samples"] == v["expected_samples"] else f"{v['n_samples']}/{v['expected_samples']}"
@@ -130,11 +173,13 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} |{retry_cells} {_num(v['mean_tokens'])} | "
             f"{_pct(v['format_rate'])} | {_pct(v['refine_rate'])} | {_pct(v['truncated_rate'])} | "
-            f"{v['generation_errors']} | {v['judge_errors']} |"
+            f"{v['generation_errors']} | {v['judge_errors']} |" + "".join(f" {v.get(key, 'n/a')} |" for _, key in choice_cols)
         )
+    scoring = " and every scoring reply" if select in SCORING_SELECTS else ""
     passes = {
-        "self-refine": " and summed over every Self-Refine pass.",
+        "self-refine": f" and summed over every Self-Refine pass{scoring}.",
         REFLECT_RETRY: " and summed over the attempt, reflection and retry.",
+        BEST_OF_N: f" and summed over all {summary.get('candidates', 'N')} candidates{scoring}.",
     }
     lines += [
         "",
@@ -142,6 +187,13 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "error columns. Output tokens are counted from the generated token ids"
         + passes.get(summary.get("method"), "."),
     ]
+    if choice_cols:
+        fallback = "the latest answer" if summary.get("method") == "self-refine" else "the first candidate"
+        why = "no candidate had a score" if select in SCORING_SELECTS else "no candidate had an answer"
+        lines.append(
+            ("Score failures: scoring replies with no parsable score (that candidate could not be chosen); " if scoring else "")
+            + f"fallbacks: samples where {why}, so {fallback} was judged."
+        )
     if retry:
         lines.append(
             "Accuracy is after at most one retry, first-attempt accuracy before it; retried: the scored first "
