@@ -332,19 +332,21 @@ def test_report_and_plots(result):
         assert f"({name})" in report
 
 
-def test_plots_are_drawn_only_for_data(tmp_path):
-    """No spans, outcomes, trends or pairs: only the three per-group overview plots; nothing at all
-    for a stats dict without groups."""
-    from eval.stats.plots import make_plots
+def test_overview_plots_say_no_data_rather_than_vanish(tmp_path):
+    """No spans, outcomes, trends or pairs: the six overview plots all the same (those without data
+    say so, see test_plots_empty.py) and linked from the report; none of the per-run ones."""
+    from eval.stats.plots import OVERVIEW_PLOTS, make_plots
 
     recs = [rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
             rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k")]
     write(tmp_path / "p" / "samples.jsonl", recs)
     assert main(["stats", str(tmp_path / "p"), "--out", str(tmp_path / "o")]) == 0
     s = json.loads((tmp_path / "o" / "stats.json").read_text())
-    assert s["plots"] == ["overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png"]
+    assert s["plots"] == list(OVERVIEW_PLOTS)
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert all(f"({name})" in report for name in OVERVIEW_PLOTS)
     empty = {"groups": {}, "trends": {}, "val_trends": {}, "metrics_trends": {}, "transitions": []}
-    assert make_plots(empty, tmp_path) == []
+    assert make_plots(empty, tmp_path) == list(OVERVIEW_PLOTS)
 
 
 def test_explicit_pair_and_bad_pair(dumps, tmp_path, capsys):

@@ -16,6 +16,8 @@ One pass over the dumps, in bounded memory, then pure rendering of the numbers:
   reflect-retry``): per-step and per-evaluation numbers and example exchanges; their groups show
   the PASR format and refine columns as not applicable;
 * ``report``: ``report.md`` from the ``stats.json`` dict; ``plots``: PNG plots from the same dict;
+  ``plot_style``: their readable axes ("no data" frames, 0-100 % rate axes, wrapped titles),
+  shared with ``pasr eval compare``'s plot;
 * ``cli``: the ``pasr stats`` subcommand.
 
 Format parsing is :func:`rewards.format.check_format`; the definitions of empty refines, refine

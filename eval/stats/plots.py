@@ -1,8 +1,12 @@
 """PNG plots for ``pasr stats`` (matplotlib, Agg backend), drawn from the ``stats.json`` dict.
 
-One function per figure, each yielding ``(file name, figure)`` for every figure it has data for
-(none when it has none), and :func:`make_plots` saving them in order. The file names are made
-here only (:data:`OVERVIEW_PLOTS`, :func:`trend_plot`, :func:`metrics_plot`,
+One function per figure, each yielding ``(file name, figure)``, and :func:`make_plots` saving them
+in order. The six overview figures are always drawn; the others, one per training run, metrics
+file, Reflect, Retry, Reward run or compared pair. A figure (or panel) with nothing to draw keeps
+its frame and says "no data" and what is missing in its middle, instead of an empty chart; a legend
+lists only the series with data, and is left out without one; rates and shares are on a fixed
+0-100 % axis; titles are wrapped to the figure (:mod:`eval.stats.plot_style`). The file names are
+made here only (:data:`OVERVIEW_PLOTS`, :func:`trend_plot`, :func:`metrics_plot`,
 :func:`transition_plot`, :func:`rrr_plot`), so that the report links exactly what was drawn.
 The per-group figures are PASR's (refines, format): groups of Reflect, Retry, Reward records
 are left out of them and get their own figure (:func:`rrr_trends`).
@@ -11,9 +15,11 @@ are left out of them and get their own figure (:func:`rrr_trends`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from eval.stats import plot_style as ps
 
 MAX_GROUPS_PER_PLOT = 8
 MAX_METRIC_PANELS = 12
@@ -74,6 +80,47 @@ def _num(v: float | None) -> float:
     return float("nan") if v is None else v
 
 
+def _nothing_to_draw(values: Iterable[float | None]) -> bool:
+    """No value, or every value 0: bars of nothing."""
+    return not any(ps.finite(values))
+
+
+def _nonneg_axis(ax, values: Iterable[float | None]) -> None:
+    """Counts that cannot be negative (tokens): no axis below 0, and 0 to 1 if every value is 0."""
+    values = ps.finite(values)
+    if values and min(values) >= 0 and ax.get_ylim()[0] < 0:
+        ax.set_ylim(0, ax.get_ylim()[1] if max(values) > 0 else 1)
+
+
+def _has_data(artist) -> bool:
+    """Whether a legend handle drew anything: a line or points with a finite value, a bar series
+    with a finite height."""
+    if hasattr(artist, "get_ydata"):
+        return bool(ps.finite(artist.get_ydata()))
+    if hasattr(artist, "patches"):
+        return bool(ps.finite(p.get_height() for p in artist.patches))
+    if hasattr(artist, "get_offsets"):
+        return bool(ps.finite(v for xy in artist.get_offsets() for v in xy))
+    return True
+
+
+def _legend(ax, *, outside: bool = False, **kw: Any) -> None:
+    """A legend of the series that have data; none at all without one. ``outside``: right of
+    the axes (bars on a fixed 0-100 % axis reach its top)."""
+    pairs = [(h, lab) for h, lab in zip(*ax.get_legend_handles_labels()) if _has_data(h)]
+    if not pairs:
+        return
+    if outside:
+        kw = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, **kw}
+    ax.legend(*zip(*pairs), **kw)
+
+
+def _no_groups_why(stats: dict[str, Any]) -> str:
+    if any(g.get("rrr") for g in stats["groups"].values()):
+        return "no PASR rollouts in these inputs (Reflect, Retry, Reward records have no refine spans or format)"
+    return "no PASR rollouts in these inputs"
+
+
 def _groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
     """The PASR groups with responses (RRR groups have no refine or format numbers)."""
     return [(k, g) for k, g in stats["groups"].items() if g["n_responses"] and not g.get("rrr")][:MAX_GROUPS_PER_PLOT]
@@ -90,63 +137,82 @@ def _groups_with(stats: dict[str, Any], key: str) -> list[dict]:
 def _label(ax, xlabel: str, ylabel: str, title: str) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ps.title(ax, title)
 
 
 def _rate_bars(ax, groups: list[tuple[str, dict]], series: list[tuple[str, list[float]]], width: float,
-               *, xlabel: str, ylabel: str, title: str) -> None:
-    """Bars of rates in % per group (x: the groups), one bar series per rate."""
+               *, xlabel: str, ylabel: str, title: str, why_none: str, why_zero: str) -> None:
+    """Bars of rates in % per group (x: the groups), one bar series per rate; "no data" with
+    ``why_none`` when every rate is n/a, with ``why_zero`` when every one is 0 % or n/a."""
     xs = range(len(groups))
-    for i, (name, values) in enumerate(series):
-        ax.bar([x + i * width for x in xs], values, width, label=name)
+    _label(ax, xlabel, ylabel, title)
     ax.set_xticks([x + (len(series) - 1) / 2 * width for x in xs], [g["label"] for _, g in groups],
                   rotation=20, ha="right", fontsize=8)
-    _label(ax, xlabel, ylabel, title)
-    ax.set_ylim(0, 120)
-    ax.legend(fontsize=8, ncol=len(series), loc="upper center")
+    values = [v for _, vs in series for v in vs]
+    if _nothing_to_draw(values):
+        ax.set_xlim(-0.5, len(groups) - 0.5 + (len(series) - 1) * width)
+        ps.no_data(ax, why_zero if ps.finite(values) else why_none, rate=True, keep_xticks=True)
+        return
+    for i, (name, vals) in enumerate(series):
+        ax.bar([x + i * width for x in xs], vals, width, label=name)
+    ps.rate_axis(ax)
+    _legend(ax, outside=True, fontsize=8)
 
 
 def _share_bars(ax, names: list[str], series: list[tuple[str, list[float]]], *, xlabel: str, ylabel: str,
                 title: str, **tick_style: Any) -> None:
-    """Shares in % per category (x: ``names``), one bar series per group."""
+    """Shares in % per category (x: ``names``), one bar series per group (at least one)."""
     width = 0.8 / len(series)
     for i, (label, shares) in enumerate(series):
         ax.bar([j + i * width for j in range(len(names))], shares, width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, **tick_style)
     _label(ax, xlabel, ylabel, title)
-    ax.legend(fontsize=7)
+    ps.rate_axis(ax)
+    _legend(ax, outside=True, fontsize=7)
 
 
 def overview_rates(stats: dict[str, Any]) -> Figures:
     groups = _groups(stats)
-    if not groups:
-        return
     fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
-    rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
-    series = [(name, [_pct(g[key]) for _, g in groups]) for key, name in rates]
-    series.append(("format pass rate", [_pct(g["format"]["pass_rate"]) for _, g in groups]))
-    _rate_bars(ax, groups, series, 0.8 / len(series), xlabel="group (run · kind [dataset] · variant or eval method)",
-               ylabel="rate (%)", title="Refine usage per group (empty: per span; fix: per applicable refining response)")
+    title = "Refine usage per group (empty: per span; fix: per applicable refining response)"
+    if not groups:
+        _label(ax, "group", "rate (%)", title)
+        ps.no_data(ax, _no_groups_why(stats), rate=True)
+    else:
+        rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
+        series = [(name, [_pct(g[key]) for _, g in groups]) for key, name in rates]
+        series.append(("format pass rate", [_pct(g["format"]["pass_rate"]) for _, g in groups]))
+        _rate_bars(ax, groups, series, 0.8 / len(series), xlabel="group (run · kind [dataset] · variant or eval method)",
+                   ylabel="rate (%)", title=title, why_none="no rate in these groups",
+                   why_zero="every rate is 0 % or n/a: no refine spans and no well-formed response in these groups")
     yield "overview_rates.png", fig
 
 
 def accuracy_by_refine(stats: dict[str, Any]) -> Figures:
     groups = _groups(stats)
-    if not groups:
-        return
     fig, ax = _plt().subplots(figsize=(max(6, 1.4 * len(groups) + 2), 4.5))
-    series = [(side.replace("_", " "), [_pct(g["accuracy"][side]["mean"]) for _, g in groups])
-              for side in ("without_refine", "with_refine")]
-    _rate_bars(ax, groups, series, 0.38, xlabel="group", ylabel="mean judge score (%)",
-               title="Accuracy of responses with and without refinement")
+    title = "Accuracy of responses with and without refinement"
+    if not groups:
+        _label(ax, "group", "mean judge score (%)", title)
+        ps.no_data(ax, _no_groups_why(stats), rate=True)
+    else:
+        series = [(side.replace("_", " "), [_pct(g["accuracy"][side]["mean"]) for _, g in groups])
+                  for side in ("without_refine", "with_refine")]
+        _rate_bars(ax, groups, series, 0.38, xlabel="group", ylabel="mean judge score (%)", title=title,
+                   why_none="no judged response in these groups",
+                   why_zero="every judged response in these groups scored 0")
     yield "accuracy_by_refine.png", fig
 
 
 def refines_per_response(stats: dict[str, Any]) -> Figures:
     groups = _groups(stats)
-    if not groups:
-        return
     fig, ax = _plt().subplots(figsize=(7, 4.5))
+    title = "Distribution of refine spans per response"
+    if not groups:
+        _label(ax, "refine spans per response", "share of responses (%)", title)
+        ps.no_data(ax, _no_groups_why(stats), rate=True)
+        yield "refines_per_response.png", fig
+        return
     maxk = max((int(k) for _, g in groups for k in g["refines_per_response"]), default=0)
     ks = list(range(0, min(maxk, 10) + 1))  # the last bar counts every k >= ks[-1]
     series = []
@@ -155,34 +221,43 @@ def refines_per_response(stats: dict[str, Any]) -> Figures:
         vals = [dist.get(k, 0) for k in ks[:-1]] + [sum(v for k, v in dist.items() if k >= ks[-1])]
         series.append((g["label"], [100 * v / g["n_responses"] for v in vals]))
     names = [str(k) for k in ks[:-1]] + [f"{ks[-1]}+" if maxk > ks[-1] else str(ks[-1])]
-    _share_bars(ax, names, series, xlabel="refine spans per response", ylabel="share of responses (%)",
-                title="Distribution of refine spans per response")
+    _share_bars(ax, names, series, xlabel="refine spans per response", ylabel="share of responses (%)", title=title)
     yield "refines_per_response.png", fig
+
+
+NO_SPANS = "no refine spans in these rollouts"
 
 
 def refine_positions(stats: dict[str, Any]) -> Figures:
     spanned = _groups_with(stats, "n_spans")
-    if not spanned:
-        return
+    placed = [g for g in spanned if g["position_hist"]["n"]]
     fig, ax = _plt().subplots(figsize=(7, 4.5))
-    for g in spanned:
-        h = g["position_hist"]
-        if not h["n"]:
-            continue
-        centers = [(a + b) / 2 for a, b in zip(h["bin_edges"][:-1], h["bin_edges"][1:])]
-        ax.plot(centers, [100 * c / h["n"] for c in h["counts"]], marker="o", label=g["label"])
-    ax.set_xlim(0, 1)
     _label(ax, "refine start / think length (0 = start of think, 1 = end)", "share of refine spans (%)",
            "Where refines start inside the think block")
-    ax.legend(fontsize=7)
+    if not placed:
+        why = (NO_SPANS if _groups(stats) else _no_groups_why(stats)) if not spanned else \
+            "no refine span in a well-formed think block (positions are measured only there)"
+        ps.no_data(ax, why, rate=True)
+        yield "refine_positions.png", fig
+        return
+    for g in placed:
+        h = g["position_hist"]
+        centers = [(a + b) / 2 for a, b in zip(h["bin_edges"][:-1], h["bin_edges"][1:])]
+        ax.plot(centers, [100 * c / h["n"] for c in h["counts"]], marker="o", label=g["label"], clip_on=False)
+    ax.set_xlim(0, 1)
+    ps.rate_axis(ax)
+    _legend(ax, fontsize=7)
     yield "refine_positions.png", fig
 
 
 def refine_lengths(stats: dict[str, Any]) -> Figures:
-    spanned = _groups_with(stats, "n_spans")
-    if not spanned:
-        return
+    spanned = [g for g in _groups_with(stats, "n_spans") if g["refine_length_tokens"]["n"]]
     fig, ax = _plt().subplots(figsize=(8, 4.5))
+    if not spanned:
+        _label(ax, "refine length (whitespace tokens)", "share of refine spans (%)", "Refine span lengths")
+        ps.no_data(ax, NO_SPANS if _groups(stats) else _no_groups_why(stats), rate=True)
+        yield "refine_lengths.png", fig
+        return
     edges = spanned[0]["refine_length_tokens"]["bin_edges"]
     names = [f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+") for a, b in zip(edges[:-1], edges[1:])]
     series = [(g["label"], [100 * c / g["refine_length_tokens"]["n"] for c in g["refine_length_tokens"]["bin_counts"]]) for g in spanned]
@@ -192,54 +267,88 @@ def refine_lengths(stats: dict[str, Any]) -> Figures:
 
 
 def refine_outcomes(stats: dict[str, Any]) -> Figures:
-    with_outcomes = _groups_with(stats, "refine_outcomes")
+    with_outcomes = [g for g in _groups_with(stats, "refine_outcomes") if sum(g["refine_outcomes"].values())]
+    fig, ax = _plt().subplots(figsize=(8, 4.5))
+    title = "Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)"
+    xlabel = "refine outcome (vs. mean plain accuracy of the query)"
     if not with_outcomes:
+        _label(ax, xlabel, "share of rollouts (%)", title)
+        why = "no refine outcomes in these rollouts (training refine rollouts record them)"
+        ps.no_data(ax, why if _groups(stats) else _no_groups_why(stats), rate=True)
+        yield "refine_outcomes.png", fig
         return
     extra = sorted({o for g in with_outcomes for o in g["refine_outcomes"]} - set(OUTCOME_ORDER))
     order = [o for o in OUTCOME_ORDER if any(o in g["refine_outcomes"] for g in with_outcomes)] + extra
-    fig, ax = _plt().subplots(figsize=(8, 4.5))
     series = []
     for g in with_outcomes:
         total = sum(g["refine_outcomes"].values())
         series.append((g["label"], [100 * g["refine_outcomes"].get(o, 0) / total for o in order]))
-    _share_bars(ax, order, series, xlabel="refine outcome (vs. mean plain accuracy of the query)",
-                ylabel="share of rollouts (%)", title="Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)")
+    _share_bars(ax, order, series, xlabel=xlabel, ylabel="share of rollouts (%)", title=title)
     yield "refine_outcomes.png", fig
 
 
 # --------------------------------------------------------------------------- training trends
 
 
+def _lines(ax, steps: list[int], series: list[tuple[str | None, list[float | None], dict[str, Any]]], *,
+           rate: bool, why: str) -> bool:
+    """Lines over the training steps (rates in %); "no data" (``why``) and False when no line has a value."""
+    if not ps.finite(v for _, values, _ in series for v in values):
+        ps.no_data(ax, why, rate=rate)
+        return False
+    xs = []
+    for label, values, style in series:
+        style = dict(style)
+        x = style.pop("steps", steps)
+        xs += x
+        ys = [_pct(v) if rate else _num(v) for v in values]
+        # not clipped: a marker on the 0 or 100 % edge of the fixed axis is drawn whole
+        ax.plot(x, ys, **{"marker": ".", "label": label, "clip_on": False, **style})
+    _one_step_range(ax, xs)
+    if rate:
+        ps.rate_axis(ax)
+    else:
+        _nonneg_axis(ax, [v for _, values, _ in series for v in values])
+    return True
+
+
+def _one_step_range(ax, steps: list[int]) -> None:
+    """A single training step: one step either side of it (else the axis is a fraction of a step wide)."""
+    if steps and min(steps) == max(steps):
+        ax.set_xlim(steps[0] - 1, steps[0] + 1)
+
+
 def _trend_usage(ax, t: dict[str, Any]) -> None:
-    ax.plot(t["steps"], [_pct(v) for v in t["refine_rate"]], marker=".", label="refine rate")
-    ax.plot(t["steps"], [_pct(v) for v in t["empty_refine_rate"]], marker=".", label="empty-refine rate")
     ax.set_title("Refine usage (refine rollouts)")
     ax.set_ylabel("rate (%)")
-    ax.legend(fontsize=8)
+    if _lines(ax, t["steps"], [("refine rate", t["refine_rate"], {}), ("empty-refine rate", t["empty_refine_rate"], {})],
+              rate=True, why="no refine rollouts at these steps"):
+        _legend(ax, fontsize=8)
 
 
 def _trend_format(ax, t: dict[str, Any]) -> None:
-    ax.plot(t["steps"], [_pct(v) for v in t["format_pass_rate"]], marker=".", color="tab:green")
     ax.set_title("Format pass rate (refine rollouts)")
     ax.set_ylabel("rate (%)")
+    _lines(ax, t["steps"], [(None, t["format_pass_rate"], {"color": "tab:green"})], rate=True,
+           why="no refine rollouts at these steps")
 
 
 def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
-    ax.plot(t["steps"], [_pct(v) for v in t["acc_refine"]], marker=".", label="refine rollouts")
-    ax.plot(t["steps"], [_pct(v) for v in t["acc_plain"]], marker=".", label="plain rollouts (mean)")
-    for ds, v in val.items():
-        ax.plot(v["steps"], [_pct(a) for a in v["acc"]], marker="s", linestyle="--", label=f"in-training eval: {ds}")
     ax.set_title("Accuracy: refine rollouts vs. plain baseline")
     ax.set_ylabel("mean judge score (%)")
-    ax.legend(fontsize=8)
+    series = [("refine rollouts", t["acc_refine"], {}), ("plain rollouts (mean)", t["acc_plain"], {})]
+    series += [(f"in-training eval: {ds}", v["acc"], {"steps": v["steps"], "marker": "s", "linestyle": "--"})
+               for ds, v in val.items()]
+    if _lines(ax, t["steps"], series, rate=True, why="no judged rollout at these steps"):
+        _legend(ax, fontsize=8)
 
 
 def _trend_length(ax, t: dict[str, Any]) -> None:
-    ax.plot(t["steps"], [_num(v) for v in t["response_tokens_refine"]], marker=".", label="refine")
-    ax.plot(t["steps"], [_num(v) for v in t["response_tokens_plain"]], marker=".", label="plain")
     ax.set_title("Mean response length")
     ax.set_ylabel("tokens (record's response_tokens)")
-    ax.legend(fontsize=8)
+    if _lines(ax, t["steps"], [("refine", t["response_tokens_refine"], {}), ("plain", t["response_tokens_plain"], {})],
+              rate=False, why="no response lengths at these steps"):
+        _legend(ax, fontsize=8)
 
 
 def _step_axis(ax) -> None:
@@ -252,14 +361,14 @@ def training_trends(stats: dict[str, Any]) -> Figures:
     """One 2x2 figure per training run: usage, format, accuracy (with in-training evals), length."""
     for run_id, t in stats["trends"].items():
         fig, axes = _plt().subplots(2, 2, figsize=(10, 7))
+        for row in axes:
+            for ax in row:
+                _step_axis(ax)  # before the panels: a "no data" panel takes its ticks and grid away
         _trend_usage(axes[0][0], t)
         _trend_format(axes[0][1], t)
         _trend_accuracy(axes[1][0], t, stats.get("val_trends", {}).get(run_id, {}))
         _trend_length(axes[1][1], t)
-        for row in axes:
-            for ax in row:
-                _step_axis(ax)
-        fig.suptitle(f"Training trends · {run_id}")
+        ps.suptitle(fig, f"Training trends · {run_id}")
         yield trend_plot(run_id), fig
 
 
@@ -271,25 +380,34 @@ def _metric_keys(series: dict[str, list]) -> list[str]:
 
 
 def metrics_series(stats: dict[str, Any]) -> Figures:
-    """One grid per ``metrics.jsonl``, a panel per key."""
+    """One grid per ``metrics.jsonl``, a panel per key ("no data" for a file without a step or a number)."""
     for label, m in stats["metrics_trends"].items():
         keys = _metric_keys(m["series"])
         if not keys or not m["steps"]:
+            fig, ax = _plt().subplots(figsize=(8, 3.5))
+            ps.title(ax, f"metrics.jsonl · {label}")
+            ps.no_data(ax, "no training step logged in this metrics.jsonl" if not m["steps"] else
+                     "no numeric value logged in this metrics.jsonl")
+            yield metrics_plot(label), fig
             continue
         cols = 3
         rows = (len(keys) + cols - 1) // cols
         fig, axes = _plt().subplots(rows, cols, figsize=(11, 2.8 * rows), squeeze=False)
         for i, k in enumerate(keys):
             ax = axes[i // cols][i % cols]
-            ax.plot(m["steps"], [_num(v) for v in m["series"][k]], marker=".")
-            ax.set_title(k, fontsize=9)
-            ax.set_xlabel("training step")
-            ax.xaxis.set_major_locator(_integer_ticks())
+            _step_axis(ax)
+            ps.title(ax, k, fontsize=9)
             ax.set_ylabel("value (as logged)")
-            ax.grid(alpha=0.3)
+            values = m["series"][k]
+            if ps.finite(values):
+                ax.plot(m["steps"], [_num(v) for v in values], marker=".", clip_on=False)
+                _nonneg_axis(ax, values)
+                _one_step_range(ax, m["steps"])
+            else:
+                ps.no_data(ax, "no value logged at these steps")
         for j in range(len(keys), rows * cols):
             axes[j // cols][j % cols].axis("off")
-        fig.suptitle(f"metrics.jsonl · {label}")
+        ps.suptitle(fig, f"metrics.jsonl · {label}")
         yield metrics_plot(label), fig
 
 
@@ -300,20 +418,22 @@ def rrr_trends(stats: dict[str, Any]) -> Figures:
     evals = r.get("evals", {})
     for run_id, t in r.get("train", {}).items():
         fig, ax = _plt().subplots(figsize=(8, 4.5))
-        ax.plot(t["steps"], [_pct(v) for v in t["first_attempt_acc"]], marker=".", label="first-attempt accuracy")
-        ax.plot(t["steps"], [_pct(v) for v in t["retry_acc"]], marker=".", label="retry accuracy")
-        ax.plot(t["steps"], [_pct(v) for v in t["recovered_rate"]], marker=".", linestyle=":", label="recovered (failed queries)")
-        for e in evals.values():
-            if e["kind"] == "val" and e["run_id"] == run_id:
-                ax.plot([e["step"]], [_pct(e["first_attempt_acc"])], marker="s", linestyle="", color="tab:blue",
-                        label=f"eval {e['dataset']} step {e['step']}: first attempt")
-                ax.plot([e["step"]], [_pct(e["final_acc"])], marker="^", linestyle="", color="tab:purple",
-                        label=f"eval {e['dataset']} step {e['step']}: after retry")
         _label(ax, "training step", "rate (%)", f"Reflect, Retry, Reward · {run_id}")
         ax.xaxis.set_major_locator(_integer_ticks())
-        ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        series: list[tuple[str | None, list, dict[str, Any]]] = [
+            ("first-attempt accuracy", t["first_attempt_acc"], {}),
+            ("retry accuracy", t["retry_acc"], {}),
+            ("recovered (failed queries)", t["recovered_rate"], {"linestyle": ":"}),
+        ]
+        for e in evals.values():
+            if e["kind"] == "val" and e["run_id"] == run_id:
+                series.append((f"eval {e['dataset']} step {e['step']}: first attempt", [e["first_attempt_acc"]],
+                               {"steps": [e["step"]], "marker": "s", "linestyle": "", "color": "tab:blue"}))
+                series.append((f"eval {e['dataset']} step {e['step']}: after retry", [e["final_acc"]],
+                               {"steps": [e["step"]], "marker": "^", "linestyle": "", "color": "tab:purple"}))
+        if _lines(ax, t["steps"], series, rate=True, why="no scored Reflect, Retry, Reward rollout at these steps"):
+            _legend(ax, fontsize=7)
         yield rrr_plot(run_id), fig
 
 
@@ -326,6 +446,13 @@ def transitions(stats: dict[str, Any]) -> Figures:
         c = tr["counts"]
         grid = [[c["right->right"], c["right->wrong"]], [c["wrong->right"], c["wrong->wrong"]]]
         fig, ax = _plt().subplots(figsize=(5.5, 4.8))
+        ax.set_xlabel(ps.wrap(f"after: {tr['after']}", 0.8 * fig.get_figwidth(), ps.fontsize("axes.labelsize")))
+        ax.set_ylabel(ps.wrap(f"before: {tr['before']}", 0.8 * fig.get_figheight(), ps.fontsize("axes.labelsize")))
+        ps.title(ax, f"Answer transitions ({tr['n_pairs']} paired samples)")
+        if not any(v for row in grid for v in row):
+            ps.no_data(ax, "no judged sample answered by both runs")
+            yield transition_plot(i), fig
+            continue
         im = ax.imshow(grid, cmap="Blues", vmin=0)
         top = max(max(row) for row in grid) or 1
         for r in range(2):
@@ -334,9 +461,6 @@ def transitions(stats: dict[str, Any]) -> Figures:
                 ax.text(col, r, str(v), ha="center", va="center", fontsize=14, color="white" if v > top / 2 else "black")
         ax.set_xticks([0, 1], ["right", "wrong"])
         ax.set_yticks([0, 1], ["right", "wrong"])
-        ax.set_xlabel(f"after: {tr['after']}")
-        ax.set_ylabel(f"before: {tr['before']}")
-        ax.set_title(f"Answer transitions ({tr['n_pairs']} paired samples)")
         cb = fig.colorbar(im, ax=ax, label="samples")
         cb.ax.yaxis.set_major_locator(_integer_ticks())
         yield transition_plot(i), fig
@@ -347,7 +471,7 @@ FIGURES = (overview_rates, refines_per_response, accuracy_by_refine, refine_posi
 
 
 def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
-    """Write every plot that has data; returns the file names (relative to ``out``)."""
+    """Write every plot (see the module docstring); returns the file names (relative to ``out``)."""
     plt = _plt()
     written: list[str] = []
     for draw in FIGURES:

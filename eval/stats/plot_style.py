@@ -1,0 +1,104 @@
+"""Readable matplotlib axes for the PNG plots of ``pasr stats`` and ``pasr eval compare``.
+
+Text wrapped to a measured width (titles that fit their figure), the "no data" frame of a plot
+with nothing to draw, and the fixed 0-100 % axis of rates. Matplotlib is imported by the caller's
+plotting code first (Agg backend); these helpers only use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+NO_DATA = "no data"
+NO_DATA_FONTSIZE = 10
+
+
+def text_width_pt(text: str, fontsize: float) -> float:
+    """Width of one line of ``text`` in points, in the default font at ``fontsize``."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    return text_to_path.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
+
+
+def fontsize(rc_name: str) -> float:
+    """An rcParams font size (``"axes.titlesize"``: ``"large"``, ...) in points."""
+    import matplotlib
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=matplotlib.rcParams[rc_name]).get_size_in_points()
+
+
+def wrap(text: str, width_in: float, size: float) -> str:
+    """``text`` in lines no wider than ``width_in`` inches at ``size`` points, measured: broken
+    at spaces, and a word too long for a line of its own in pieces."""
+    limit = max(width_in, 0.5) * 72 * 0.95  # the measure is a little short of the drawn width
+
+    def fits(s: str) -> bool:
+        return text_width_pt(s, size) <= limit
+
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            candidate = f"{line} {word}" if line else word
+            if fits(candidate):
+                line = candidate
+                continue
+            if line:
+                lines.append(line)
+            line = word
+            while len(line) > 1 and not fits(line):
+                cut = len(line) - 1
+                while cut > 1 and not fits(line[:cut]):
+                    cut -= 1
+                lines.append(line[:cut])
+                line = line[cut:]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def axes_width_in(ax) -> float:
+    """The axes' width in inches (its current position: before a tight layout, the default one)."""
+    return ax.get_position().width * ax.figure.get_figwidth()
+
+
+def title(ax, text: str, **kw: Any) -> None:
+    """An axes title wrapped to the axes' width."""
+    ax.set_title(wrap(text, axes_width_in(ax), kw.get("fontsize") or fontsize("axes.titlesize")), **kw)
+
+
+def suptitle(fig, text: str) -> None:
+    """A figure title wrapped to the figure's width."""
+    fig.suptitle(wrap(text, 0.92 * fig.get_figwidth(), fontsize("figure.titlesize")))
+
+
+def finite(values: Iterable[float | None]) -> list[float]:
+    """The values that are numbers (not None, not NaN or infinite)."""
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def rate_axis(ax, top: float = 100) -> None:
+    """Rates and shares: always 0 to ``top`` (100 for %), never a negative or a >100 % tick."""
+    ax.set_ylim(0, top)
+    ax.set_yticks([top * i / 5 for i in range(6)])
+
+
+def no_data(ax, why: str, *, rate: bool = False, keep_xticks: bool = False) -> None:
+    """The axes frame with a centred "no data" and ``why`` (what is missing) instead of a chart.
+    A rate axis keeps its 0-100 % scale; any other axis loses its ticks. No legend, no grid."""
+    ax.text(0.5, 0.5, f"{NO_DATA}\n{wrap(why, 0.85 * axes_width_in(ax), NO_DATA_FONTSIZE)}", transform=ax.transAxes,
+            ha="center", va="center", fontsize=NO_DATA_FONTSIZE, color="0.3", linespacing=1.5)
+    if not keep_xticks:
+        ax.set_xlim(0, 1)
+        ax.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+    if rate:
+        rate_axis(ax)
+    else:
+        ax.set_ylim(0, 1)
+        ax.tick_params(axis="y", which="both", left=False, labelleft=False)
+    ax.grid(False)
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
