@@ -88,12 +88,16 @@ def check_selection(method: str, select: str | None) -> str | None:
 
 @dataclass
 class Produced:
-    variant: str  # plain | refine | self_refine:<pass that gave the final answer> | attempt | retry
+    # plain | refine | self_refine:<pass that gave the final answer> | attempt | retry | best_of_n:sample:<k>
+    variant: str
     text: str  # the final response, the one extracted and judged
-    n_tokens: int  # output tokens of every pass
+    n_tokens: int  # output tokens of every pass, scoring passes included
     finish_reason: str | None
-    passes: list[dict] = field(default_factory=list)  # self-refine, reflect-retry: every pass (variant, text, tokens)
-    meta: dict = field(default_factory=dict)  # self-refine: rounds, stop; reflect-retry: retried, first_acc
+    # self-refine, reflect-retry, best-of-n: every pass (variant, text, tokens)
+    passes: list[dict] = field(default_factory=list)
+    # self-refine: rounds, stop (and with --select best: selected, scores, ...); reflect-retry: retried,
+    # first_acc; best-of-n: select, candidates, selected, votes or scores (BestOfNTrace.meta)
+    meta: dict = field(default_factory=dict)
     verdict: Verdict | None = None  # the judge's verdict on ``text`` when the method already has it
 
 
