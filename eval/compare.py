@@ -23,6 +23,7 @@ from typing import Any
 
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.best_of_n import METHOD as BEST_OF_N
+from eval.stats import plot_style as ps
 from eval.summary import SUMMARY_JSON, method_label
 
 
@@ -108,19 +109,43 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
-    """Accuracy vs mean output tokens, one panel per dataset, one point per run."""
+def _token_axis(ax, xs: list[float]) -> None:
+    """Room around the points on the tokens axis, never below 0 tokens, and never a range of
+    nothing (one run, or runs of the same length)."""
+    lo, hi = min(xs), max(xs)
+    pad = 0.25 * (hi - lo) if hi - lo >= 1 else max(1.0, 0.25 * hi)
+    ax.set_xlim(max(0.0, lo - pad), hi + pad)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def scatter_figure(runs: list[dict[str, Any]]):
+    """The figure of :func:`scatter`, laid out, not saved. Accuracy is on a fixed 0-100 % axis;
+    a dataset no run has both numbers for gets a "no data" panel."""
+    plt = _pyplot()
+
     datasets = dataset_order(runs)
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(datasets)), figsize=(5 * max(1, len(datasets)), 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = {"plain": "o", "pasr": "*", "self-refine": "s", REFLECT_RETRY: "^", BEST_OF_N: "P"}
     labels_seen = set()
+    for ax in axes[0]:
+        ax.set_xlabel("mean output tokens per sample")
+        ax.set_ylabel("accuracy (%)")
+        ps.rate_axis(ax)
+    if not datasets:
+        ps.title(axes[0][0], "no dataset")
+        ps.no_data(axes[0][0], "no dataset in these runs' summary.json", rate=True)
     for ax, ds in zip(axes[0], datasets):
+        ps.title(ax, ds)
+        xs = []
         for i, run in enumerate(runs):
             v = run["datasets"].get(ds)
             if not v or v.get("accuracy") is None or v.get("mean_tokens") is None:
@@ -129,17 +154,18 @@ def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
             ax.scatter(
                 v["mean_tokens"], 100 * v["accuracy"], s=90, color=colors[i % len(colors)],
                 marker=markers.get(run.get("method"), "D"), label=None if label in labels_seen else label,
-                edgecolors="black", linewidths=0.5, zorder=3,
+                edgecolors="black", linewidths=0.5, zorder=3, clip_on=False,
             )  # fmt: skip
             labels_seen.add(label)
             ax.annotate(label, (v["mean_tokens"], 100 * v["accuracy"]), textcoords="offset points",
-                        xytext=(6, 4), fontsize=7)  # fmt: skip
-        ax.margins(x=0.25, y=0.2)
-        ax.set_title(ds)
-        ax.set_xlabel("mean output tokens per sample")
-        ax.set_ylabel("accuracy (%)")
-        ax.grid(True, alpha=0.3)
-    fig.suptitle("pasr eval: accuracy vs output tokens (up and left is better)")
+                        xytext=(6, 4 if v["accuracy"] < 0.9 else -10), fontsize=7)  # below a point at the top
+            xs.append(v["mean_tokens"])
+        if xs:
+            _token_axis(ax, xs)
+            ax.grid(True, alpha=0.3)
+        else:
+            ps.no_data(ax, f"no run has an accuracy and a mean token count for {ds}", rate=True)
+    ps.suptitle(fig, "pasr eval: accuracy vs output tokens (up and left is better)")
     handles, labels = [], []
     for ax in axes[0]:
         h, lab = ax.get_legend_handles_labels()
@@ -147,11 +173,19 @@ def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
             if ll not in labels:
                 handles.append(hh)
                 labels.append(ll)
+    bottom = 0.0
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.08 if handles else 0, 1, 0.95))
+        legend = fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+        bottom = legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    return fig
+
+
+def scatter(runs: list[dict[str, Any]], out_png: str | Path) -> Path:
+    """Accuracy vs mean output tokens, one panel per dataset, one point per run."""
+    fig = scatter_figure(runs)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
-    plt.close(fig)
+    _pyplot().close(fig)
     return out

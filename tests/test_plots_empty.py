@@ -1,4 +1,4 @@
-"""Plots of `pasr stats` on empty and degenerate input: a "no data" frame
+"""Plots of `pasr stats` and `pasr eval compare` on empty and degenerate input: a "no data" frame
 that says what is missing instead of an empty chart, no legend without entries, rate axes on
 0-100 %, titles inside the figure; and the same functions on normal data still drawing it.
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from eval.compare import run_label, scatter, scatter_figure
 from eval.stats import plots
 from eval.stats.plot_style import NO_DATA, wrap
 from recipe.cli import main
@@ -298,3 +299,52 @@ def test_long_titles_and_labels_are_wrapped():
     assert fig.axes[0].get_title().count("\n") >= 1
     assert_fits(fig)
     assert wrap("one two three", 100, 10) == "one two three"
+
+
+# ----------------------------------------------------------------------------- pasr eval compare
+
+
+def run(method: str, **datasets) -> dict:
+    return {"model": "org/m", "method": method, "datasets": datasets}
+
+
+def test_compare_without_numbers_says_no_data(tmp_path):
+    runs = [run("plain", gsm8k={"accuracy": None, "mean_tokens": None, "n_samples": 0},
+                math={"accuracy": 0.5, "mean_tokens": 40.0, "n_samples": 2})]
+    fig = scatter_figure(runs)
+    gsm8k, math = fig.axes
+    assert_no_data(gsm8k, "no run has an accuracy", "gsm8k")
+    assert no_data_text(math) is None and drawn(math)
+    assert_rate_axis(math)
+    assert_fits(fig)
+    out = scatter(runs, tmp_path / "cmp.png")
+    assert out.read_bytes()[:8] == PNG
+
+
+def test_compare_all_zero_has_no_negative_axis():
+    """One run, accuracy 0 and 0 tokens: was a -0.06 to 0.06 % axis both ways."""
+    fig = scatter_figure([run("plain", gsm8k={"accuracy": 0.0, "mean_tokens": 0.0, "n_samples": 2})])
+    ax = fig.axes[0]
+    assert_rate_axis(ax)
+    assert ax.get_xlim()[0] == 0 and ax.get_xlim()[1] > 0 and drawn(ax)
+
+
+def test_compare_without_datasets(tmp_path):
+    fig = scatter_figure([run("plain")])
+    [ax] = fig.axes
+    assert_no_data(ax, "no dataset")
+    assert not fig.legends
+    assert scatter([run("plain")], tmp_path / "c.png").read_bytes()[:8] == PNG
+
+
+def test_compare_on_normal_data():
+    runs = [run("plain", gsm8k={"accuracy": 0.4, "mean_tokens": 300.0, "n_samples": 5}),
+            run("pasr", gsm8k={"accuracy": 1.0, "mean_tokens": 250.0, "n_samples": 5})]
+    fig = scatter_figure(runs)
+    ax = fig.axes[0]
+    assert no_data_text(ax) is None and len(ax.collections) == 2
+    assert_rate_axis(ax)
+    lo, hi = ax.get_xlim()
+    assert 0 <= lo < 250 and hi > 300
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [run_label(r) for r in runs]
+    assert_fits(fig)
