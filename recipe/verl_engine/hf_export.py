@@ -136,7 +136,7 @@ def merged_model_dir(path: str | Path, cache: str | Path | None = None) -> Path:
 
     from filelock import FileLock
 
-    from recipe.model_loading import cache_root
+    from recipe.cache_dir import cache_root
 
     root = Path(cache) if cache is not None else cache_root() / "verl_merged"
     out = root / f"{_display_name(actor)}-{_cache_key(actor)}"
