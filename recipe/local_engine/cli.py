@@ -124,7 +124,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
 def run(args) -> int:
     from recipe.cli import CliError
     from recipe.local_engine.config import load_config
-    from recipe.local_engine.trainer import prepare_run_dir
+    from recipe.local_engine.run_io import prepare_run_dir
     from recipe.pasr_config import ConfigError
 
     if args.force and not args.resume:
@@ -160,7 +160,7 @@ def _hold_run_dir(run_dir: Path, resume: bool):
     step twice and remove the other's half-written checkpoint. A new run's directory is checked
     again once held, since a run started after the first look may have written there."""
     from recipe.cli import CliError
-    from recipe.local_engine.trainer import prepare_run_dir
+    from recipe.local_engine.run_io import prepare_run_dir
     from recipe.run_lock import DirectoryInUse, RunLock
 
     lock = RunLock(run_dir, "pasr train")
@@ -184,7 +184,8 @@ def _train(cfg, run_dir: Path, resume: bool) -> int:
     from recipe.cli import CliError
     from recipe.judge_errors import JudgeErrorRateExceeded
     from recipe.local_engine.policy_update import NonFiniteLoss
-    from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested, summarize
+    from recipe.local_engine.run_io import summarize
+    from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested
 
     from data.examples import DatasetError
     from recipe.model_loading import ModelLoadError

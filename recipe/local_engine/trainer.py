@@ -2,24 +2,22 @@
 
 Global steps ``1..warmup.steps`` are warm-up steps and the next ``trainer.steps`` are RL
 steps of ``method`` (``pasr``, or ``rrr``: Reflect, Retry, Reward, :mod:`recipe.local_engine.rrr`),
-so one step counter drives checkpoints, metrics and resume. The run directory holds:
+so one step counter drives checkpoints, metrics and resume.
 
-* ``config.yaml`` — the resolved config;
-* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``);
-* ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
-  attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
-  ``eval/<tag>.jsonl`` — evaluation rollouts;
-* ``checkpoints/step_NNNNNN`` — HF model + optimizer + RNG + step (``latest`` points to the
-  newest; the end of the warm-up is pinned).
+This module is the orchestration: set-up, the step loop, evaluations, checkpoints and stops.
+The rest is in modules of its own:
+
+* :mod:`recipe.local_engine.run_io` — the run directory (``config.yaml``, ``metrics.jsonl``,
+  rollout and evaluation dumps; its layout is described there), truncation on resume, tracking,
+  the summary table;
+* :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + optimizer + RNG
+  + step; ``latest`` points to the newest; the end of the warm-up is pinned).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import math
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -27,26 +25,26 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.atomic_write import appending, replace_text
 from data.examples import DatasetError, Example
-from data.records import REFINE, write_records
+from data.records import REFINE
 from prompts import PromptSet, prompt_version
 from recipe.advantages import DRAFT_CLIPPED
 from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.hf_generate import SamplingParams
-from recipe.judge_errors import check_judge_error_rate, judge_error_warning
+from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
-from recipe.local_engine.config import LocalTrainConfig, to_yaml
+from recipe.local_engine import run_io
+from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.policy_update import (
     NonFiniteLoss, TrainRollout, build_batch, require_finite, rl_learning_rate, sft_loss, update_policy,
 )
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
+from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
 from recipe.metrics import step_metrics
 from recipe.model_loading import resolve_device
-from recipe.run_lock import LOCK_FILE
 from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
@@ -151,10 +149,10 @@ class LocalPasrTrainer:
         self.step = 0
         if self.resume:
             self._restore(latest)
-        self._tracking = self._make_tracking()
+        self._tracking = run_io.make_tracking(self.run_dir, cfg.trainer)
         # Last: a start that fails above (model, data, judge) leaves no config.yaml behind, so
         # the fixed command is not refused as "not empty; use --resume".
-        self._write_config()
+        run_io.write_config(self.run_dir, cfg)
 
     def _choose_threads(self) -> None:
         """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
@@ -232,84 +230,19 @@ class LocalPasrTrainer:
         A run killed before its first checkpoint has none: everything it wrote is dropped and
         it starts over in the same directory."""
         if latest is None:
-            self._truncate_after(0)
+            run_io.truncate_after(self.run_dir, 0)
             print(f"no checkpoint in {self.run_dir}: starting the run over", file=sys.stderr)
             return
         self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
-        self._truncate_after(self.step)
+        run_io.truncate_after(self.run_dir, self.step)
         ckpt.prune(self.ckpt_root, self.cfg.trainer.keep_last)
         print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
 
-    def _write_config(self) -> None:
-        """config.yaml, written beside and renamed (a torn config.yaml would make the run
-        impossible to resume); untouched when unchanged, so a no-op resume writes nothing."""
-        path = self.run_dir / "config.yaml"
-        text = to_yaml(self.cfg)
-        if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
-            return
-        replace_text(path, text)
-
-    def _metric_lines(self) -> list[dict]:
-        """The parsable lines of metrics.jsonl. A line cut off by a kill mid-write (or any
-        other line that is not a JSON object) is skipped with a warning, not a crash."""
-        path = self.run_dir / "metrics.jsonl"
-        if not path.is_file():
-            return []
-        lines = []
-        for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-                if not isinstance(line, dict) or not isinstance(line.get("step", 0), int):
-                    raise ValueError("not a metrics line")
-            except ValueError:  # JSONDecodeError and UnicodeDecodeError included
-                print(f"warning: {path}:{n}: dropping a corrupt line (cut off by a kill?)", file=sys.stderr)
-                continue
-            lines.append(line)
-        return lines
-
-    def _truncate_after(self, step: int) -> None:
-        """Drop what steps after the checkpoint wrote, so they are redone once, not twice.
-        ``step`` 0 (no checkpoint) drops everything the run wrote except config.yaml: the
-        start-of-run evaluation is redone too."""
-        metrics = self.run_dir / "metrics.jsonl"
-        if step == 0:
-            metrics.unlink(missing_ok=True)
-            for name in ("rollouts", "eval", "checkpoints", "tensorboard"):
-                shutil.rmtree(self.run_dir / name, ignore_errors=True)
-            return
-        if metrics.is_file():
-            kept = [line for line in self._metric_lines() if line.get("step", 0) <= step]
-            replace_text(metrics, "".join(json.dumps(line) + "\n" for line in kept))  # the old file or the new, never half
-        for dump in (self.run_dir / "rollouts").glob("step_*.jsonl"):
-            if int(dump.stem.split("_")[1]) > step:
-                dump.unlink()
-
-    def _make_tracking(self):
-        loggers = [b for b in self.cfg.trainer.loggers if b]
-        if not loggers:
-            return None
-        import os
-
-        from verl.utils.tracking import Tracking
-
-        os.environ.setdefault("TENSORBOARD_DIR", str(self.run_dir / "tensorboard"))
-        return Tracking(self.cfg.trainer.project, self.cfg.trainer.experiment, default_backend=loggers, config=None)
-
     # ---------------------------------------------------------------- logging
     def _log(self, step: int, phase: str, metrics: dict) -> None:
-        line = {"step": step, "phase": phase, **metrics}
-        with appending(self.run_dir / "metrics.jsonl") as fh:  # a whole line or none
-            fh.write(json.dumps(line) + "\n")
-        if self._tracking is not None:
-            self._tracking.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
-
-    def _previous_evals(self) -> dict[str, dict]:
-        """Evaluations a resumed run already did (for the final summary table)."""
-        return {line["tag"]: line for line in self._metric_lines() if line.get("phase") == "eval" and "tag" in line}
+        run_io.log_metrics(self.run_dir, self._tracking, step, phase, metrics)
 
     def _evaluate(self, tag: str) -> dict:
         from tqdm import tqdm
@@ -329,8 +262,8 @@ class LocalPasrTrainer:
                 # generation per question for a known 0
                 plain=plain, on_finished=bar.update,
             )
-        write_records(self.run_dir / "eval" / f"{tag}.jsonl", records, append=False)
-        _warn_judge_errors(records, f"evaluation {tag!r}")
+        run_io.dump_eval(self.run_dir, tag, records)
+        run_io.warn_judge_errors(records, f"evaluation {tag!r}")
         metrics.update(m)
         self._log(self.step, "eval", {"tag": tag, **metrics})
         self.evals[tag] = metrics
@@ -408,8 +341,7 @@ class LocalPasrTrainer:
                 run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
             )
             scores, mask = group_scores(records, cfg.pasr)
-        self._dump_rollouts(step, records)
-        self._check_judge_errors(step, records)  # before the update: a stopped step trains nothing
+        self._dump_and_check(step, records)  # before the update: a stopped step trains nothing
         # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
         # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
         rows = [i for i, r in enumerate(records) if r.variant == REFINE or cfg.pasr.train_plain]
@@ -447,17 +379,14 @@ class LocalPasrTrainer:
             tokenizer=self.tokenizer, queries=queries, prompts=self.rrr_prompts, judge=self.judge,
             rollout=cfg.rollout, rrr=cfg.rrr, algo=self.algo, run_id=self.run_id, step=step,
         )
-        self._dump_rollouts(step, records)
         # after rrr_step's update, which a stop discards with the step: nothing of it is saved
-        self._check_judge_errors(step, records)
+        self._dump_and_check(step, records)
         return m
 
-    def _dump_rollouts(self, step: int, records) -> None:
-        if self.cfg.trainer.dump_rollouts:
-            write_records(self._rollout_dump(step), records, append=False)
-
-    def _rollout_dump(self, step: int) -> Path:
-        return self.run_dir / "rollouts" / f"step_{step:06d}.jsonl"
+    def _dump_and_check(self, step: int, records) -> None:
+        """Step ``step``'s rollouts dumped, then its judge errors checked."""
+        run_io.dump_rollouts(self.run_dir, self.cfg.trainer, step, records)
+        self._check_judge_errors(step, records)
 
     def _check_judge_errors(self, step: int, records) -> None:
         """The verl engine's judge-error stop (:func:`recipe.judge_errors.check_judge_error_rate`,
@@ -466,9 +395,10 @@ class LocalPasrTrainer:
         check_judge_error_rate(
             records, self.cfg.trainer.max_judge_error_rate, step=step, setting="trainer.max_judge_error_rate",
             judge=self.cfg.pasr.judge, resume=f"resume: pasr train --resume {self.run_dir}",
-            records_at=self._rollout_dump(step) if self.cfg.trainer.dump_rollouts else "not dumped (trainer.dump_rollouts=false)",
+            records_at=run_io.rollout_dump(self.run_dir, step) if self.cfg.trainer.dump_rollouts
+            else "not dumped (trainer.dump_rollouts=false)",
         )
-        _warn_judge_errors(records, f"step {step}")
+        run_io.warn_judge_errors(records, f"step {step}")
 
     # ---------------------------------------------------------------- loop
     def _save(self) -> Path:
@@ -485,7 +415,7 @@ class LocalPasrTrainer:
         from tqdm import tqdm
 
         cfg = self.cfg
-        self.evals = self._previous_evals()
+        self.evals = run_io.previous_evals(self.run_dir)
         total = cfg.warmup.steps + cfg.trainer.steps
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         # the final evaluation belongs to the last step (a run extended with more trainer.steps
@@ -555,53 +485,3 @@ class LocalPasrTrainer:
             "refine": f"{m['pasr/refine_rate']:.2f}",
             "acc": f"{m['pasr/acc_refine']:.2f}",
         }
-
-
-def prepare_run_dir(run_dir: Path, resume: bool) -> None:
-    """Check (and for a new run, create) the run directory before any model is loaded. A new
-    run's may hold a lock file (:mod:`recipe.run_lock`), left by a start that failed."""
-    if resume:
-        if not (run_dir / "config.yaml").is_file():
-            raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
-        return
-    if run_dir.is_dir() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        from recipe.cli import why_mkdir_failed
-
-        raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
-
-
-# the accuracies are over judged answers only (None: nothing judged), so the judge-error count
-# stands beside them (recipe.judge_errors)
-PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
-                ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
-                ("eval/response_length/mean", "tokens"), ("eval/judge_errors", "judge errors")]
-RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
-               ("eval/reflection_length/mean", "reflection tokens"),
-               ("eval/tokens", "tokens"), ("eval/judge_errors", "judge errors")]
-COUNT_COLUMNS = ("eval/judge_errors",)
-
-
-def _cell(key: str, value) -> str:
-    if value is None or math.isnan(value):  # None: not measured (no judged answer, or an older run's line)
-        return "-"
-    return f"{value:.0f}" if key in COUNT_COLUMNS else f"{value:.2f}"
-
-
-def summarize(evals: dict[str, dict]) -> str:
-    """The held-out table of a run (PASR's columns, or RRR's when its evaluations have them)."""
-    rrr = any("eval/first_attempt_acc" in m for m in evals.values())
-    cols = RRR_COLUMNS if rrr else PASR_COLUMNS
-    lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for tag, m in evals.items():
-        lines.append(f"| {tag} | " + " | ".join(_cell(k, m.get(k)) for k, _ in cols) + " |")
-    return "\n".join(lines)
-
-
-def _warn_judge_errors(records, what: str) -> None:
-    """Said loudly on stderr, not only counted in metrics.jsonl (recipe.judge_errors)."""
-    if warning := judge_error_warning(records, what):
-        print(f"pasr train: {warning}", file=sys.stderr, flush=True)

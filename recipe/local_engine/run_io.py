@@ -1,0 +1,174 @@
+"""What the local trainer reads and writes in its run directory, checkpoints aside
+(:mod:`recipe.local_engine.checkpoint`), and the held-out table it ends with.
+
+The run directory holds:
+
+* ``config.yaml`` — the resolved config;
+* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``);
+* ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
+  attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
+  ``eval/<tag>.jsonl`` — evaluation rollouts;
+* ``checkpoints/step_NNNNNN`` — HF model + optimizer + RNG + step (``latest`` points to the
+  newest; the end of the warm-up is pinned);
+* ``tensorboard/`` — with ``trainer.loggers`` naming tensorboard (verl's ``Tracking``).
+
+A resume cuts ``metrics.jsonl`` and the rollout dumps back to the checkpoint it starts from
+(:func:`truncate_after`), so the steps after it are written once, not twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+from data.atomic_write import appending, replace_text
+from data.records import write_records
+from recipe.judge_errors import judge_error_warning
+from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
+from recipe.run_lock import LOCK_FILE
+
+
+def prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    """Check (and for a new run, create) the run directory before any model is loaded. A new
+    run's may hold a lock file (:mod:`recipe.run_lock`), left by a start that failed."""
+    if resume:
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
+        return
+    if run_dir.is_dir() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from recipe.cli import why_mkdir_failed
+
+        raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
+
+
+def write_config(run_dir: Path, cfg: LocalTrainConfig) -> None:
+    """config.yaml, written beside and renamed (a torn config.yaml would make the run
+    impossible to resume); untouched when unchanged, so a no-op resume writes nothing."""
+    path = run_dir / "config.yaml"
+    text = to_yaml(cfg)
+    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+        return
+    replace_text(path, text)
+
+
+def metric_lines(run_dir: Path) -> list[dict]:
+    """The parsable lines of metrics.jsonl. A line cut off by a kill mid-write (or any
+    other line that is not a JSON object) is skipped with a warning, not a crash."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    lines = []
+    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+            if not isinstance(line, dict) or not isinstance(line.get("step", 0), int):
+                raise ValueError("not a metrics line")
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError included
+            print(f"warning: {path}:{n}: dropping a corrupt line (cut off by a kill?)", file=sys.stderr)
+            continue
+        lines.append(line)
+    return lines
+
+
+def truncate_after(run_dir: Path, step: int) -> None:
+    """Drop what steps after the checkpoint wrote, so they are redone once, not twice.
+    ``step`` 0 (no checkpoint) drops everything the run wrote except config.yaml: the
+    start-of-run evaluation is redone too."""
+    metrics = run_dir / "metrics.jsonl"
+    if step == 0:
+        metrics.unlink(missing_ok=True)
+        for name in ("rollouts", "eval", "checkpoints", "tensorboard"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+        return
+    if metrics.is_file():
+        kept = [line for line in metric_lines(run_dir) if line.get("step", 0) <= step]
+        replace_text(metrics, "".join(json.dumps(line) + "\n" for line in kept))  # the old file or the new, never half
+    for dump in (run_dir / "rollouts").glob("step_*.jsonl"):
+        if int(dump.stem.split("_")[1]) > step:
+            dump.unlink()
+
+
+def make_tracking(run_dir: Path, trainer: TrainerConfig):
+    """verl's ``Tracking`` for ``trainer.loggers`` (None when there are none)."""
+    loggers = [b for b in trainer.loggers if b]
+    if not loggers:
+        return None
+    import os
+
+    from verl.utils.tracking import Tracking
+
+    os.environ.setdefault("TENSORBOARD_DIR", str(run_dir / "tensorboard"))
+    return Tracking(trainer.project, trainer.experiment, default_backend=loggers, config=None)
+
+
+# ---------------------------------------------------------------- logging
+def log_metrics(run_dir: Path, tracking, step: int, phase: str, metrics: dict) -> None:
+    """One line of metrics.jsonl, and the numbers to ``tracking`` when there is one."""
+    line = {"step": step, "phase": phase, **metrics}
+    with appending(run_dir / "metrics.jsonl") as fh:  # a whole line or none
+        fh.write(json.dumps(line) + "\n")
+    if tracking is not None:
+        tracking.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
+
+
+def previous_evals(run_dir: Path) -> dict[str, dict]:
+    """Evaluations a resumed run already did (for the final summary table)."""
+    return {line["tag"]: line for line in metric_lines(run_dir) if line.get("phase") == "eval" and "tag" in line}
+
+
+def rollout_dump(run_dir: Path, step: int) -> Path:
+    return run_dir / "rollouts" / f"step_{step:06d}.jsonl"
+
+
+def dump_rollouts(run_dir: Path, trainer: TrainerConfig, step: int, records) -> None:
+    """Step ``step``'s rollouts, with ``trainer.dump_rollouts``."""
+    if trainer.dump_rollouts:
+        write_records(rollout_dump(run_dir, step), records, append=False)
+
+
+def dump_eval(run_dir: Path, tag: str, records) -> None:
+    """The rollouts of evaluation ``tag``."""
+    write_records(run_dir / "eval" / f"{tag}.jsonl", records, append=False)
+
+
+def warn_judge_errors(records, what: str) -> None:
+    """Said loudly on stderr, not only counted in metrics.jsonl (recipe.judge_errors)."""
+    if warning := judge_error_warning(records, what):
+        print(f"pasr train: {warning}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- summary
+# the accuracies are over judged answers only (None: nothing judged), so the judge-error count
+# stands beside them (recipe.judge_errors)
+PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
+                ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
+                ("eval/response_length/mean", "tokens"), ("eval/judge_errors", "judge errors")]
+RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
+               ("eval/reflection_length/mean", "reflection tokens"),
+               ("eval/tokens", "tokens"), ("eval/judge_errors", "judge errors")]
+COUNT_COLUMNS = ("eval/judge_errors",)
+
+
+def _cell(key: str, value) -> str:
+    if value is None or math.isnan(value):  # None: not measured (no judged answer, or an older run's line)
+        return "-"
+    return f"{value:.0f}" if key in COUNT_COLUMNS else f"{value:.2f}"
+
+
+def summarize(evals: dict[str, dict]) -> str:
+    """The held-out table of a run (PASR's columns, or RRR's when its evaluations have them)."""
+    rrr = any("eval/first_attempt_acc" in m for m in evals.values())
+    cols = RRR_COLUMNS if rrr else PASR_COLUMNS
+    lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for tag, m in evals.items():
+        lines.append(f"| {tag} | " + " | ".join(_cell(k, m.get(k)) for k, _ in cols) + " |")
+    return "\n".join(lines)
