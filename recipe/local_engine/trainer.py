@@ -10,6 +10,8 @@ The rest is in modules of its own:
 * :mod:`recipe.local_engine.run_io` — the run directory (``config.yaml``, ``metrics.jsonl``,
   rollout and evaluation dumps; its layout is described there), truncation on resume, tracking,
   the summary table;
+* :mod:`recipe.local_engine.device_setup` — threads, attention, rollout dtype and autocast, the
+  model that generates;
 * :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + optimizer + RNG
   + step; ``latest`` points to the newest; the end of the warm-up is pinned).
 """
@@ -17,7 +19,6 @@ The rest is in modules of its own:
 from __future__ import annotations
 
 import copy
-import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.hf_generate import SamplingParams
 from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
-from recipe.local_engine import run_io
+from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.policy_update import (
@@ -123,7 +124,7 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         self._load_data()  # first: data the run cannot use fails before the model loads
-        self._choose_threads()
+        device_setup.choose_threads(cfg.model.threads)
         torch.manual_seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +134,7 @@ class LocalPasrTrainer:
         self.model, self.tokenizer, _ = load_model_and_tokenizer(
             str(latest or self.model_path), dtype=cfg.model.dtype, device=self.device
         )
-        self._choose_attention()
+        self.attention = device_setup.choose_attention(self.model, cfg.model.attention)
         self._choose_dtypes()
         self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
@@ -154,52 +155,14 @@ class LocalPasrTrainer:
         # the fixed command is not refused as "not empty; use --resume".
         run_io.write_config(self.run_dir, cfg)
 
-    def _choose_threads(self) -> None:
-        """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
-        from recipe.cpu_dtype import choose_threads
-
-        n = self.cfg.model.threads or choose_threads(torch.get_num_threads())
-        torch.set_num_threads(n)
-
-    def _choose_attention(self) -> None:
-        """Grouped-query attention without KV copies (``model.attention=grouped``); the bf16
-        rollout copy and the KL reference are deep copies and inherit it."""
-        from recipe.gqa_attention import use_attention
-
-        self.attention = use_attention(self.model, self.cfg.model.attention)
-        print(f"attention: {self.attention}", file=sys.stderr)
-
     def _choose_dtypes(self) -> None:
-        """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``).
-        On a GPU the CPU probe says nothing: ``auto`` keeps the master dtype and no autocast
-        (a 135M model's GPU steps are bound by kernel launches, not by matmul precision)."""
-        from recipe.cpu_dtype import AUTO, resolve_dtype
-
-        m, a = self.cfg.model, self.cfg.algo
-        auto = m.rollout_dtype == AUTO or a.bf16_autocast is None
-        on_cpu = self.device == "cpu"
-        choice = resolve_dtype(AUTO) if auto and on_cpu else None
-        auto_dtype, auto_bf16 = (choice.dtype, choice.use_bf16) if choice is not None else (m.dtype, False)
-        self.rollout_dtype = auto_dtype if m.rollout_dtype == AUTO else m.rollout_dtype
-        self.algo = dataclasses.replace(a, bf16_autocast=auto_bf16 if a.bf16_autocast is None else a.bf16_autocast)
-        if choice is not None:
-            print(choice.describe(), file=sys.stderr)
-        where = f"{torch.get_num_threads()} torch threads" if on_cpu else self.device
-        print(f"rollouts in {self.rollout_dtype}, update bf16 autocast {'on' if self.algo.bf16_autocast else 'off'}"
-              f" ({where})", file=sys.stderr)
+        """``self.rollout_dtype`` and ``self.algo`` (:func:`device_setup.choose_dtypes`)."""
+        self.rollout_dtype, self.algo = device_setup.choose_dtypes(self.cfg.model, self.cfg.algo, self.device)
 
     def _generator(self):
         """The policy for generation, synced with the trained weights."""
-        dtype = getattr(torch, self.rollout_dtype)
-        if dtype == self.model.dtype:
-            return self.model
-        if self.rollout_model is None:
-            self.rollout_model = copy.deepcopy(self.model).to(dtype).eval().requires_grad_(False)
-        else:
-            with torch.no_grad():
-                for dst, src in zip(self.rollout_model.parameters(), self.model.parameters()):
-                    dst.copy_(src)
-        return self.rollout_model
+        model, self.rollout_model = device_setup.generator(self.model, self.rollout_dtype, self.rollout_model)
+        return model
 
     def _make_optimizer(self, phase: str):
         self.optimizer_phase = phase
