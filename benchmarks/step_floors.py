@@ -343,8 +343,8 @@ def time_parts(cfg, policy_dir: Path) -> tuple[list[Part], dict]:
     import torch
 
     import recipe.local_engine.evaluate as evaluate_module
+    import recipe.local_engine.pasr_step as pasr_step_module
     import recipe.local_engine.policy_update as policy_update
-    import recipe.local_engine.trainer as trainer_module
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -386,7 +386,7 @@ def time_parts(cfg, policy_dir: Path) -> tuple[list[Part], dict]:
                 return fn(model, ref_model, data, *args, **kwargs)
             return call
 
-        with wrapped(trainer_module, "generate_step", recorder(gens)), \
+        with wrapped(pasr_step_module, "generate_step", recorder(gens)), \
                 wrapped(policy_update, "fill_logprobs", lambda fn: seen_rows(stopwatch(logprob_s)(fn))), \
                 wrapped(trainer.optimizer, "step", stopwatch(adam)):
             metrics = trainer.pasr_step(step)

@@ -12,6 +12,7 @@ The rest is in modules of its own:
   the summary table;
 * :mod:`recipe.local_engine.device_setup` — threads, attention, rollout dtype and autocast, the
   model that generates;
+* :mod:`recipe.local_engine.pasr_step` — one PASR step (:mod:`recipe.local_engine.rrr`: one RRR step);
 * :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + optimizer + RNG
   + step; ``latest`` points to the newest; the end of the warm-up is pinned).
 """
@@ -27,26 +28,18 @@ import numpy as np
 import torch
 
 from data.examples import DatasetError, Example
-from data.records import REFINE
 from prompts import PromptSet, prompt_version
-from recipe.advantages import DRAFT_CLIPPED
-from recipe.draft_credit import CLIPPED_MODES, draft_columns
 from recipe.hf_generate import SamplingParams
 from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.policy_update import (
-    NonFiniteLoss, TrainRollout, build_batch, require_finite, rl_learning_rate, sft_loss, update_policy,
-)
-from recipe.local_engine.rollout import THINK_PREFILL, generate_step
+from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_learning_rate, sft_loss
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
-from recipe.metrics import step_metrics
 from recipe.model_loading import resolve_device
-from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
 
 
 def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
@@ -288,44 +281,19 @@ class LocalPasrTrainer:
         self.ref_model.eval().requires_grad_(False)
 
     def pasr_step(self, step: int) -> dict:
+        """One PASR step (:func:`recipe.local_engine.pasr_step.pasr_step`) on this step's
+        queries; its rollouts are dumped and the judge errors checked before the update."""
+        from recipe.local_engine.pasr_step import pasr_step
+
         cfg = self.cfg
         self._ensure_ref_model()
         queries = self._step_queries(step)
-        m: dict = {}
-        self.model.eval()
-        with timer(m, "gen"):
-            gens = generate_step(
-                self._generator(), self.tokenizer, queries, self.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain,
-                self.params, cfg.rollout.gen_batch_size, cfg.rollout.prefill_think,
-            )
-        with timer(m, "reward"):
-            records = judge_and_record(
-                [g.rollout for g in gens], self.judge,
-                run_id=self.run_id, step=step, engine="local", prompt_versions=self.prompt_versions,
-            )
-            scores, mask = group_scores(records, cfg.pasr)
-        self._dump_and_check(step, records)  # before the update: a stopped step trains nothing
-        # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
-        # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
-        rows = [i for i, r in enumerate(records) if r.variant == REFINE or cfg.pasr.train_plain]
-        train = [TrainRollout(group_uid(records[i]), gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
-        draft = None
-        if cfg.pasr.draft_credit in CLIPPED_MODES:
-            prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""
-            draft = draft_columns(
-                [records[i] for i in rows], [gens[i].response_ids for i in rows],
-                lambda ids: decode_response(self.tokenizer, ids), cfg.pasr.draft_credit, text_offset=len(prefill),
-            )
-        with timer(m, "update"):
-            if any(mask[i] for i in rows):
-                batch = build_batch(train, self.tokenizer.pad_token_id, self.algo, mask=[mask[i] for i in rows], draft=draft)
-                if draft is not None:
-                    m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
-                m.update(update_policy(self.model, self.ref_model, self.optimizer, batch, self.algo, cfg.rollout.temperature))
-        m.update(step_metrics(records))
-        total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
-        m["timing_s/step"] = total
-        m["pasr/reward_time_share"] = m["timing_s/reward"] / total if total else 0.0
+        m, _ = pasr_step(
+            get_generator=self._generator, model=self.model, ref_model=self.ref_model, optimizer=self.optimizer,
+            tokenizer=self.tokenizer, queries=queries, prompts=self.prompts, prompt_versions=self.prompt_versions,
+            judge=self.judge, params=self.params, rollout=cfg.rollout, pasr=cfg.pasr, algo=self.algo,
+            run_id=self.run_id, step=step, before_update=lambda records: self._dump_and_check(step, records),
+        )
         return m
 
     def rrr_step(self, step: int) -> dict:

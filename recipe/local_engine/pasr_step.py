@@ -1,0 +1,82 @@
+"""One PASR step on the local engine: rollouts, scoring, the GRPO update and the step's metrics.
+
+The counterpart of :func:`recipe.local_engine.rrr.rrr_step` for ``method=pasr``; the trainer
+(:class:`recipe.local_engine.trainer.LocalPasrTrainer`) picks the queries, makes the KL
+reference and logs what this returns. The pieces are PASR's everywhere else too:
+
+1. ``pasr.n_refine`` refine-prompt and ``pasr.n_plain`` plain-prompt rollouts per query,
+   batched (:func:`recipe.local_engine.rollout.generate_step`);
+2. judged and recorded (:func:`recipe.scoring.judge_and_record`), scored per group
+   (:func:`recipe.scoring.group_scores`); the records go to ``before_update`` (the trainer's
+   dump and judge-error stop) before anything is trained, so a stopped step trains nothing;
+3. an update on the refine rollouts (and the plain ones with ``pasr.train_plain``) with verl's
+   GRPO and clipped loss (:mod:`recipe.local_engine.policy_update`), the draft's tokens set
+   apart with a clipped ``pasr.draft_credit`` (:mod:`recipe.draft_credit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from data.examples import Example
+from data.records import REFINE, RolloutRecord
+from prompts import PromptSet
+from recipe.advantages import DRAFT_CLIPPED
+from recipe.draft_credit import CLIPPED_MODES, draft_columns
+from recipe.hf_generate import SamplingParams
+from recipe.local_engine.config import AlgoConfig, RolloutConfig
+from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
+from recipe.local_engine.rollout import THINK_PREFILL, generate_step
+from recipe.local_engine.timing import timer
+from recipe.metrics import step_metrics
+from recipe.pasr_config import PasrConfig
+from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
+
+
+def pasr_step(
+    *, get_generator: Callable[[], object], model, ref_model, optimizer, tokenizer, queries: Sequence[Example],
+    prompts: PromptSet, prompt_versions: dict[str, str], judge, params: SamplingParams, rollout: RolloutConfig,
+    pasr: PasrConfig, algo: AlgoConfig, run_id: str, step: int,
+    before_update: Callable[[list[RolloutRecord]], None],
+) -> tuple[dict[str, float], list[RolloutRecord]]:
+    """One PASR training step (see the module docstring): returns the ``pasr/*``, ``actor/*``
+    and ``timing_s/*`` metrics with the step's records. ``get_generator`` gives the policy that
+    samples (``model`` or its bf16 copy, synced with it): it is called inside the ``gen``
+    timer, so the copy's sync counts as generation. ``ref_model`` is the KL reference (None
+    without KL). A step whose rows are all masked out (judge errors) trains nothing."""
+    m: dict = {}
+    model.eval()
+    with timer(m, "gen"):
+        gens = generate_step(
+            get_generator(), tokenizer, queries, prompts, pasr.n_refine, pasr.n_plain,
+            params, rollout.gen_batch_size, rollout.prefill_think,
+        )
+    with timer(m, "reward"):
+        records = judge_and_record(
+            [g.rollout for g in gens], judge,
+            run_id=run_id, step=step, engine="local", prompt_versions=prompt_versions,
+        )
+        scores, mask = group_scores(records, pasr)
+    before_update(records)  # before the update: a stopped step trains nothing
+    # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
+    # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
+    rows = [i for i, r in enumerate(records) if r.variant == REFINE or pasr.train_plain]
+    train = [TrainRollout(group_uid(records[i]), gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
+    draft = None
+    if pasr.draft_credit in CLIPPED_MODES:
+        prefill = THINK_PREFILL if rollout.prefill_think else ""
+        draft = draft_columns(
+            [records[i] for i in rows], [gens[i].response_ids for i in rows],
+            lambda ids: decode_response(tokenizer, ids), pasr.draft_credit, text_offset=len(prefill),
+        )
+    with timer(m, "update"):
+        if any(mask[i] for i in rows):
+            batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows], draft=draft)
+            if draft is not None:
+                m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
+            m.update(update_policy(model, ref_model, optimizer, batch, algo, rollout.temperature))
+    m.update(step_metrics(records))
+    total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
+    m["timing_s/step"] = total
+    m["pasr/reward_time_share"] = m["timing_s/reward"] / total if total else 0.0
+    return m, records
