@@ -142,7 +142,10 @@ class HFBackend:
 
         use_attention(self.model, self.attention)  # grouped: batched decoding without copying the KV cache
 
-    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
+        """``prefill``: text that starts every response, as the local engine's ``<think>``
+        (``rollout.prefill_think``): appended to the prompt, so its tokens are not counted, and
+        the text returned begins with it. ``pasr eval`` itself passes none."""
         from recipe.hf_generate import SamplingParams, generate_chats
 
         self.load()
@@ -154,7 +157,8 @@ class HFBackend:
             top_p=params.top_p,
             do_sample=not params.greedy,
         )
-        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size, on_finished=on_finished)
+        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size, prefill=prefill,
+                              on_finished=on_finished)
         return [Completion(g.text, g.n_tokens, g.finish_reason) for g in gens]
 
 

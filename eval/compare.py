@@ -175,8 +175,19 @@ def scatter_figure(runs: list[dict[str, Any]]):
                 labels.append(ll)
     bottom = 0.0
     if handles:
-        legend = fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-        bottom = legend.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height + 0.01
+        # as many columns (at most 4) as fit the figure's width (ten runs in four columns ran off
+        # both edges of a one-panel figure), and the figure made taller by the legend's height,
+        # so a long legend does not squeeze the panels
+        renderer = fig.canvas.get_renderer()
+        for ncol in range(min(4, len(labels)), 0, -1):
+            legend = fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+            if ncol == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
+                break
+            legend.remove()
+        width, height = fig.get_size_inches()
+        legend_in = legend.get_window_extent(renderer).height / fig.dpi
+        fig.set_size_inches(width, height + legend_in)
+        bottom = legend_in / (height + legend_in) + 0.01
     fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
 
