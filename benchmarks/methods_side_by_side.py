@@ -1,0 +1,460 @@
+"""Every evaluated method on the embedded model's held-out problems: one table and one plot.
+
+The reading of the PASR paper's Table 1 at small scale: accuracy and output tokens per question of
+plain prompting, the PASR prompt without training, the warm-up, PASR-trained, Self-Refine (latest
+and best), best-of-N at about PASR's token budget, majority vote and Reflect, Retry, Reward's
+reflect-retry, each paired against PASR-trained (two-sided sign test on per-question
+correctness, :mod:`eval.significance`).
+
+    python -m benchmarks.methods_side_by_side --warmup RUN/checkpoints/step_000160 \\
+        --pasr RUN/checkpoints/latest --threads 2
+
+Rows (``--baseline-model`` moves the last six to another model; default the warm-up):
+
+=============================  ============  =========================================
+row                            model         ``pasr eval`` method
+=============================  ============  =========================================
+plain prompting                base          plain
+PASR prompt, untrained         base          pasr
+warm-up                        warm-up       pasr
+PASR-trained (the reference)   PASR          pasr
+<baseline>, plain prompt       baseline      plain (greedy; its tokens set N)
+Self-Refine (latest)           baseline      self-refine --select latest
+Self-Refine (best)             baseline      self-refine --select best
+best-of-N (own scores)         baseline      best-of-n --samples N --select score
+majority vote                  baseline      best-of-n --samples N --select majority
+RRR (reflect-retry)            baseline      reflect-retry
+=============================  ============  =========================================
+
+The baselines run on the warm-up because that is where PASR's RL starts: the paper's Table 1
+applies every method to the model PASR is trained from, and here that model is the warm-up, which
+writes the ``<think>``/``<answer>`` format (the base SmolLM2 never does, so any baseline on it
+scores a known 0). N is the PASR-trained row's mean output tokens per question over the baseline
+model's greedy plain-prompt tokens, rounded, at least 2 (one candidate leaves nothing to choose);
+``--candidates`` sets it.
+
+Every row is one ``pasr eval`` run (:func:`eval.run.run_eval`, its own ``samples.jsonl`` and
+``summary.json`` under ``--out-dir/rows/``), and one ``pasr eval compare`` over all rows writes the
+accuracy-vs-tokens PNG. Two things differ from typing ``pasr eval`` by hand, both so that the rows
+are evaluated as the local engine evaluates the checkpoints it trains:
+
+* **the problems**: ``pasr eval --datasets synthetic`` draws the generator's *training* split with
+  seed 0; the local engine holds out ``split="test"`` problems of seed ``data.seed + 1`` (1235) at
+  ``data.difficulty`` (1). Those are written to ``--out-dir/data/synthetic-heldout.jsonl`` and
+  evaluated as a file (ids ``synthetic-heldout:<index>``; the same questions, in the same order, as
+  the local engine's held-out set);
+* **the prompts and the ``<think>`` prefill**: the local engine's CPU prompts
+  (``refine_system_short``, ``plain_system_short``) and, as its ``rollout.prefill_think``, every
+  answer under either prompt starts with ``<think>`` already in the prompt (not counted as an
+  output token). Passes under other prompts (Self-Refine's feedback and refine, scoring, RRR's
+  attempt, reflection and retry) get no prefill, as the local engine gives RRR none.
+  ``--no-prefill`` evaluates as ``pasr eval`` does.
+
+Rerunning the same command resumes: finished rows are read back, an interrupted one continues
+(``pasr eval``'s resume). An ``--out-dir`` made with other models, problems or prefill is refused.
+
+Time (estimated from token counts, not measured yet): about 1.5-2.5 hours on a 2-core AVX2 CPU in
+fp32 with two threads and the machine to itself, most of it Self-Refine's (nine passes over growing
+histories, twice), see docs/results/methods_side_by_side.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.backends import HFBackend
+from eval.significance import paired_counts, sign_test
+
+REPO = Path(__file__).resolve().parents[1]
+BASE, WARMUP, PASR = "base", "warm-up", "pasr-trained"  # model roles, also the names pasr eval compare shows
+BASELINE = "baseline"  # the model the inference-time baselines run on (--baseline-model)
+REFERENCE = "pasr-trained"  # the row every other row is paired against
+DATASET = "synthetic-heldout"  # the file stem: the dataset's label in every summary and in the plot
+MIN_CANDIDATES = 2  # best-of-N with one candidate has nothing to choose
+SETTINGS_FILE = "benchmark.json"  # what decides the rows' samples and pasr eval cannot see
+WALLS_FILE = "walls.json"  # seconds each row has spent, summed over invocations (a resumed row keeps its time)
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str  # its directory under rows/, and its id in the JSON
+    name: str
+    model: str  # BASE | WARMUP | PASR | BASELINE
+    method: str
+    select: str | None = None
+    best_of_n: bool = False  # --samples N candidates
+
+
+ROWS = (
+    Row("plain", "plain prompting", BASE, "plain"),
+    Row("pasr-prompt-untrained", "PASR prompt, untrained", BASE, "pasr"),
+    Row("warm-up", "warm-up", WARMUP, "pasr"),
+    Row(REFERENCE, "PASR-trained", PASR, "pasr"),
+    Row("baseline-plain", "plain prompt", BASELINE, "plain"),  # its tokens set N
+    Row("self-refine-latest", "Self-Refine (latest)", BASELINE, "self-refine", "latest"),
+    Row("self-refine-best", "Self-Refine (best)", BASELINE, "self-refine", "best"),
+    Row("best-of-n", "best-of-N (own scores)", BASELINE, "best-of-n", "score", best_of_n=True),
+    Row("majority", "majority vote", BASELINE, "best-of-n", "majority", best_of_n=True),
+    Row("rrr", "RRR (reflect-retry)", BASELINE, "reflect-retry"),
+)
+
+
+# ----------------------------------------------------------------------------- pure parts
+
+
+def choose_candidates(pasr_tokens: float | None, plain_tokens: float | None, floor: int = MIN_CANDIDATES) -> dict:
+    """Best-of-N's N at about PASR's token budget: PASR-trained's mean output tokens per question
+    over one plain answer's (the baseline model's greedy plain row), rounded half up, at least
+    ``floor``. Returns N with the numbers it came from."""
+    ratio = None
+    if pasr_tokens is not None and plain_tokens:
+        ratio = pasr_tokens / plain_tokens
+    n = max(floor, int(ratio + 0.5)) if ratio is not None else floor
+    return {"n": n, "pasr_tokens": pasr_tokens, "plain_tokens": plain_tokens, "ratio": ratio, "floor": floor}
+
+
+def paired_table(correct: dict[str, dict[str, bool]], reference: str = REFERENCE) -> dict[str, dict | None]:
+    """Each row against ``reference`` on the questions both answered: ``wins`` (the row right,
+    the reference wrong), ``losses`` (the reverse), the two-sided sign test's ``p`` and
+    ``n_paired``; None for the reference itself."""
+    ref = correct[reference]
+    out: dict[str, dict | None] = {}
+    for key, row in correct.items():
+        if key == reference:
+            out[key] = None
+            continue
+        wins, losses = paired_counts(ref, row)  # (row right & ref wrong, ref right & row wrong)
+        out[key] = {"wins": wins, "losses": losses, "p": sign_test(wins, losses), "n_paired": len(ref.keys() & row.keys())}
+    return out
+
+
+def starts_answer(chat, systems: frozenset[str]) -> bool:
+    """Whether ``chat`` asks for an answer under one of the trained system prompts (``systems``):
+    the turns the local engine starts with ``<think>``."""
+    return bool(chat) and chat[0].get("role") == "system" and chat[0].get("content") in systems
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+class AnswerPrefillBackend(HFBackend):
+    """``pasr eval``'s hf backend, with the local engine's assistant prefill on the chats that
+    :func:`starts_answer` picks (answers under the trained prompts); other chats get none."""
+
+    def __init__(self, model: str, prefill: str, systems: frozenset[str], **kwargs):
+        super().__init__(model, **kwargs)
+        self.prefill, self.systems = prefill, systems
+
+    def generate(self, chats, params, on_finished=None, prefill: str = ""):
+        if not self.prefill:
+            return super().generate(chats, params, on_finished)
+        marks = [starts_answer(c, self.systems) for c in chats]
+        out: list = [None] * len(chats)
+        for mark in (True, False):
+            idx = [i for i, m in enumerate(marks) if m == mark]
+            if idx:
+                gens = super().generate([chats[i] for i in idx], params, on_finished, prefill=self.prefill if mark else "")
+                for i, g in zip(idx, gens):
+                    out[i] = g
+        return out
+
+
+def heldout_file(out_dir: Path, limit: int, seed: int, difficulty: int) -> Path:
+    """The local engine's held-out problems (``split="test"``, seed ``seed``) as a JSONL file
+    ``pasr eval`` reads; the first ``limit`` of them, in the local engine's order."""
+    from data.atomic_write import replace_text
+    from data.synthetic import generate_problems
+
+    path = out_dir / "data" / f"{DATASET}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    problems = generate_problems(limit, seed=seed, difficulty=difficulty, split="test")
+    lines = [json.dumps({"question": p.question, "answer": p.answer, "local_id": p.id}) for p in problems]
+    replace_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def resolve(spec: str) -> str:
+    from eval.backends import BackendError, resolve_model
+
+    try:
+        return str(Path(resolve_model(spec)).resolve())
+    except BackendError as exc:
+        raise SystemExit(f"methods_side_by_side: {exc}") from None
+
+
+def check_out_dir(out_dir: Path, fixed: dict) -> None:
+    """Refuse an ``--out-dir`` whose rows were made with other models, problems or prefill (the
+    rows' own ``pasr eval`` fingerprints see the model links' names, not their targets); record
+    ``fixed`` in a new one."""
+    path = out_dir / SETTINGS_FILE
+    if path.is_file():
+        old = json.loads(path.read_text())
+        diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in fixed.items() if old.get(k) != v]
+        if diff:
+            raise SystemExit(f"methods_side_by_side: {out_dir} holds rows made with other settings ({'; '.join(diff)}): "
+                             "use another --out-dir, or remove it")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fixed, indent=2) + "\n")
+
+
+def link_models(out_dir: Path, models: dict[str, str]) -> dict[str, Path]:
+    """``out_dir/models/<role>`` -> each resolved model folder, so that ``pasr eval compare``
+    names the points base / warm-up / pasr-trained rather than step_000160."""
+    links = {}
+    for role, target in models.items():
+        link = out_dir / "models" / role
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() and Path(link.readlink()) != Path(target):
+            link.unlink()
+        if not link.is_symlink():
+            link.symlink_to(target, target_is_directory=True)
+        links[role] = link
+    return links
+
+
+def git_commit() -> dict:
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def correct_by_question(run_dir: Path, ids: list[str]) -> dict[str, bool]:
+    """Per held-out question, whether the row's answer is right (a judge or generation error is
+    wrong); the last record of a question wins (``pasr eval`` appends re-judged ones)."""
+    from data.records import iter_records
+    from rewards.refine_quality import is_correct
+
+    by_id = {r.query_id: bool(is_correct(r.acc)) for r in iter_records(run_dir / "samples.jsonl")}
+    return {q: by_id[q] for q in ids if q in by_id}
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+
+def parse_args(argv):
+    from recipe.local_engine.config import LocalTrainConfig
+
+    local = LocalTrainConfig()  # the local engine's defaults: held-out seed, prompts, eval budget, prefill
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", default=local.model.path, help="the base model (default: the embedded smollm2)")
+    p.add_argument("--warmup", required=True, metavar="CKPT", help="the warm-up checkpoint (RUN/checkpoints/step_000160)")
+    p.add_argument("--pasr", required=True, metavar="CKPT", help="the PASR-trained checkpoint (RUN/checkpoints/latest)")
+    p.add_argument("--baseline-model", choices=(WARMUP, PASR, BASE), default=WARMUP,
+                   help="the model Self-Refine, best-of-N, majority vote and RRR run on (default: warm-up, where "
+                   "PASR's RL starts)")  # fmt: skip
+    p.add_argument("--dataset", choices=("synthetic",), default="synthetic",
+                   help="the local engine's held-out synthetic problems (split test, seed --data-seed + 1)")
+    p.add_argument("--data-seed", type=int, default=local.data.seed,
+                   help=f"the run's data.seed; held-out problems use it + 1 (default {local.data.seed})")
+    p.add_argument("--difficulty", type=int, default=local.data.difficulty, choices=(1, 2, 3),
+                   help=f"data.difficulty (default {local.data.difficulty})")
+    p.add_argument("--limit", type=int, default=150, help="held-out problems (default 150, the demo's)")
+    p.add_argument("--max-new-tokens", type=int, default=local.rollout.eval_max_new_tokens,
+                   help=f"per pass (default {local.rollout.eval_max_new_tokens}, the local engine's evaluation)")
+    p.add_argument("--max-rounds", type=int, default=4, help="Self-Refine's feedback/refine rounds at most (default 4)")
+    p.add_argument("--max-reflection-tokens", type=int,
+                   help="RRR's reflection pass (default: --max-new-tokens, the budget of every other pass)")
+    p.add_argument("--candidates", type=int, metavar="N", help="best-of-N's N (default: from the token counts)")
+    p.add_argument("--no-prefill", action="store_true",
+                   help="no <think> prefill: evaluate as `pasr eval` does, not as the local engine")
+    p.add_argument("--out-dir", default="runs/bench-methods-side-by-side", help="one pasr eval run per row under rows/")
+    p.add_argument("--out", default="benchmarks/results/methods_side_by_side.json", help="the JSON")
+    p.add_argument("--png", help="the accuracy-vs-tokens plot (default: --out with .png)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
+    p.add_argument("--batch-size", type=int, default=local.rollout.eval_batch_size,
+                   help=f"prompts per generate call (default {local.rollout.eval_batch_size}, the local engine's)")
+    p.add_argument("--dtype", default="auto", help="auto (measured on CPU) | float32 | bfloat16")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of best-of-N's candidates")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    if args.limit < 1 or args.max_new_tokens < 1 or (args.candidates is not None and args.candidates < 1):
+        p.error("--limit, --max-new-tokens and --candidates must be >= 1")
+    args.local = local
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    from eval.run import EvalConfig, EvalError, run_eval
+    from prompts import load_prompt
+    from recipe.local_engine.rollout import THINK_PREFILL
+
+    start = time.perf_counter()
+    local = args.local
+    out_dir = Path(args.out_dir)
+    prefill = "" if args.no_prefill else THINK_PREFILL
+    prompts = {"refine": local.pasr.prompts.refine, "plain": local.pasr.prompts.plain}
+    systems = frozenset(load_prompt(name) for name in prompts.values())
+    heldout_seed = args.data_seed + 1
+    resolved = {BASE: resolve(args.base), WARMUP: resolve(args.warmup), PASR: resolve(args.pasr)}
+    check_out_dir(out_dir, {"models": resolved, "prefill": prefill, "prompts": prompts,
+                            "data": {"seed": heldout_seed, "difficulty": args.difficulty, "split": "test"}})
+    links = link_models(out_dir, resolved)
+    links[BASELINE] = links[args.baseline_model]
+    data_file = heldout_file(out_dir, args.limit, heldout_seed, args.difficulty)
+    walls_path = out_dir / WALLS_FILE
+    walls = json.loads(walls_path.read_text()) if walls_path.is_file() else {}
+
+    summaries: dict[str, dict] = {}
+    candidates: dict | None = None
+    for row in ROWS:
+        if row.best_of_n and candidates is None:
+            measured = choose_candidates(summaries[REFERENCE]["datasets"][DATASET]["mean_tokens"],
+                                         summaries["baseline-plain"]["datasets"][DATASET]["mean_tokens"])
+            candidates = {**measured, "n": args.candidates or measured["n"], "given": args.candidates is not None}
+            print(f"best-of-N: N = {candidates['n']} (PASR-trained {fmt(measured['pasr_tokens'], 1)} tokens per question,"
+                  f" one plain answer {fmt(measured['plain_tokens'], 1)})", file=sys.stderr)
+        cfg = EvalConfig(
+            model=str(links[row.model]), datasets=[str(data_file)], out=str(out_dir / "rows" / row.key),
+            method=row.method, backend="hf", samples=candidates["n"] if row.best_of_n else 1, limit=args.limit,
+            max_new_tokens=args.max_new_tokens, seed=args.seed, batch_size=args.batch_size, max_rounds=args.max_rounds,
+            select=row.select, refine_prompt=prompts["refine"], plain_prompt=prompts["plain"],
+            max_reflection_tokens=args.max_reflection_tokens or args.max_new_tokens, dtype=args.dtype,
+            threads=args.threads or None, device=args.device, progress=not args.no_progress,
+        )  # fmt: skip
+        backend = AnswerPrefillBackend(
+            cfg.model, prefill, systems, batch_size=cfg.batch_size, dtype=cfg.dtype, device=cfg.device,
+            threads=cfg.threads, attention=cfg.attention, seed=cfg.seed,
+        )  # fmt: skip
+        print(f"== {row.key}: {row.method} on {Path(cfg.model).name}", file=sys.stderr)
+        t0 = time.perf_counter()
+        try:
+            summaries[row.key] = run_eval(cfg, backend=backend)
+        except EvalError as exc:
+            raise SystemExit(f"methods_side_by_side: row {row.key}: {exc}") from None
+        finally:
+            walls[row.key] = walls.get(row.key, 0.0) + time.perf_counter() - t0
+            walls_path.write_text(json.dumps(walls, indent=2) + "\n")
+            del backend
+            gc.collect()
+
+    png = Path(args.png) if args.png else Path(args.out).with_suffix(".png")
+    compare(out_dir, png)
+    result = report(args, out_dir, data_file, summaries, candidates, walls, resolved, prefill, prompts, links, png)
+    result["wall_s"] = time.perf_counter() - start
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result)
+    print(f"wrote {out} and {png}")
+    return 0
+
+
+def compare(out_dir: Path, png: Path) -> None:
+    """``pasr eval compare`` over every row (its table on stdout, the PNG at ``png``)."""
+    import eval.cli as eval_cli
+
+    parser = argparse.ArgumentParser(prog="pasr eval")
+    eval_cli.build_parser(parser)
+    eval_cli.run(parser.parse_args(["compare", *(str(out_dir / "rows" / r.key) for r in ROWS), "--out", str(png)]))
+
+
+def report(args, out_dir, data_file, summaries, candidates, walls, resolved, prefill, prompts, links, png) -> dict:
+    from data.loaders import load_examples
+    from eval.summary import method_label
+
+    ids = [ex.id for ex in load_examples(str(data_file), limit=args.limit)]
+    correct = {row.key: correct_by_question(out_dir / "rows" / row.key, ids) for row in ROWS}
+    pairs = paired_table(correct)
+    baseline_label = {WARMUP: "warm-up", PASR: "PASR-trained", BASE: "base"}[args.baseline_model]
+    rows = []
+    for row in ROWS:
+        s = summaries[row.key]
+        ds = s["datasets"][DATASET]
+        role = args.baseline_model if row.model == BASELINE else row.model
+        entry: dict[str, Any] = {
+            "key": row.key,
+            "name": f"{baseline_label}, {row.name}" if row.key == "baseline-plain" else row.name,
+            "model": role,
+            "model_path": resolved[role],
+            "method": row.method,
+            "method_label": method_label(s),
+            "acc": ds["accuracy"],
+            "tokens_per_question": ds["mean_tokens"],
+            "n": ds["n_questions"],
+            "format_rate": ds["format_rate"],
+            "refine_rate": ds["refine_rate"],
+            "truncated_rate": ds["truncated_rate"],
+            "errors": ds["errors"],
+            "vs_pasr_trained": pairs[row.key],
+            "wall_s": walls.get(row.key),
+            "run_dir": str(out_dir / "rows" / row.key),
+        }
+        for k in ("first_attempt_accuracy", "retry_rate", "selection_fallbacks", "score_failures"):
+            if k in ds:
+                entry[k] = ds[k]
+        if row.select is not None:
+            entry["select"] = row.select
+        if row.best_of_n:
+            entry["candidates"] = s.get("candidates")
+        rows.append(entry)
+    from benchmarks.training_stages import cpu_info
+
+    gpu = None
+    if args.device != "cpu":
+        import torch
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {
+        "benchmark": "methods_side_by_side",
+        "reference": REFERENCE,
+        "rows": rows,
+        "candidates": candidates,
+        "settings": {
+            "dataset": {"name": args.dataset, "label": DATASET, "split": "test", "seed": args.data_seed + 1,
+                        "difficulty": args.difficulty, "limit": args.limit, "file": str(data_file)},
+            "models": {BASE: args.base, WARMUP: args.warmup, PASR: args.pasr},
+            "baseline_model": args.baseline_model,
+            "prompts": prompts,
+            "prefill": prefill,
+            "max_new_tokens": args.max_new_tokens,
+            "max_rounds": args.max_rounds,
+            "max_reflection_tokens": args.max_reflection_tokens or args.max_new_tokens,
+            "decoding": "greedy; best-of-N candidates sampled at temperature 0.6, top-p 0.95 (pasr eval's defaults)",
+            "seed": args.seed,
+            "batch_size": args.batch_size,
+            "threads": args.threads,
+            "dtype": args.dtype,
+            "device": args.device,
+            "out_dir": str(out_dir),
+        },  # fmt: skip
+        "machine": {"cpu": cpu_info(), "gpu": gpu},
+        "commit": git_commit(),
+        "png": str(png),
+    }
+
+
+def fmt(v, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def print_table(result: dict) -> None:
+    print(f"\n{'row':<34} {'model':<13} {'acc':>6} {'tokens':>7} {'n':>4} {'won/lost vs PASR':>17} {'p':>7} {'wall s':>7}")
+    for r in result["rows"]:
+        v = r["vs_pasr_trained"]
+        pair = "reference" if v is None else f"{v['wins']} / {v['losses']}"
+        p = "" if v is None else f"{v['p']:.3g}"
+        wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
+        print(f"{r['name']:<34} {r['model']:<13} {fmt(r['acc']):>6} {fmt(r['tokens_per_question'], 1):>7} {r['n']:>4} "
+              f"{pair:>17} {p:>7} {wall:>7}")
+    c = result["candidates"]
+    print(f"\nbest-of-N and majority vote: N = {c['n']}" + (" (given)" if c.get("given") else
+          f" (PASR-trained {fmt(c['pasr_tokens'], 1)} / plain {fmt(c['plain_tokens'], 1)} tokens per question)"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
