@@ -40,9 +40,10 @@ from eval.resume import Key, ResumeError, RunDir, fingerprint, is_judge_error
 from eval.self_refine import MAX_ROUNDS
 from eval.summary import summarize, write_summary
 from recipe.pasr_config import JudgeConfig
+from rewards.judge_kinds import JUDGE_KINDS as JUDGE_KINDS_BUILT
 from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 
-JUDGE_KINDS = ("auto", "rule", "openai", "hybrid", "countdown")
+JUDGE_KINDS = ("auto", *JUDGE_KINDS_BUILT)  # auto: picked per dataset
 LLM_JUDGES = ("openai", "hybrid")  # the kinds that need an endpoint and a judge prompt
 HELDOUT_SPLITS = {"countdown": "test"}  # a generated set is evaluated on problems training never sees
 COUNTDOWN_DIFFICULTY = 1  # the loader's default, and the rrr preset's data.difficulty

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from rewards.judge_kinds import JUDGE_KINDS
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES, EMPTY_MODES
 
@@ -94,8 +95,8 @@ class PasrConfig:
             problems.append(f"pasr.draft_credit must be {' or '.join(DRAFT_CREDIT_MODES)}, got {self.draft_credit!r}")
         if self.empty_refine_mode not in EMPTY_MODES:
             problems.append(f"pasr.empty_refine_mode must be {' or '.join(EMPTY_MODES)}, got {self.empty_refine_mode!r}")
-        if self.judge.kind not in ("rule", "openai", "hybrid", "countdown"):
-            problems.append(f"pasr.judge.kind must be rule|openai|hybrid|countdown, got {self.judge.kind!r}")
+        if self.judge.kind not in JUDGE_KINDS:
+            problems.append(f"pasr.judge.kind must be {'|'.join(JUDGE_KINDS)}, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):
             problems.append(f"pasr.judge.kind={self.judge.kind} needs pasr.judge.base_url and pasr.judge.model")
         if self.judge.concurrency < 1 or self.judge.retries < 0 or self.judge.timeout_s <= 0:

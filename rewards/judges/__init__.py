@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewards.judge_kinds import JUDGE_KINDS
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.countdown_judge import CountdownJudge
 from rewards.judges.hybrid import HybridJudge, gold_is_math
 from rewards.judges.openai_judge import JudgeStats, OpenAIJudge, parse_score
 from rewards.judges.rule import RuleJudge, parses_as_math
-
-JUDGE_KINDS = ("rule", "openai", "hybrid", "countdown")
 
 
 def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
