@@ -38,7 +38,7 @@ Every row is one ``pasr eval`` run (:func:`eval.run.run_eval`, its own ``samples
 accuracy-vs-tokens PNG. Two things differ from typing ``pasr eval`` by hand, both so that the rows
 are evaluated as the local engine evaluates the checkpoints it trains:
 
-* **the problems**: ``pasr eval --datasets synthetic`` draws the generator's *training* split with
+* **the problems**: ``pasr eval --dataset synthetic`` draws the generator's *training* split with
   seed 0; the local engine holds out ``split="test"`` problems of seed ``data.seed + 1`` (1235) at
   ``data.difficulty`` (1). Those are written to ``--out-dir/data/synthetic-heldout.jsonl`` and
   evaluated as a file (ids ``synthetic-heldout:<index>``; the same questions, in the same order, as
@@ -355,12 +355,13 @@ def main(argv=None) -> int:
 
 
 def compare(out_dir: Path, png: Path) -> None:
-    """``pasr eval compare`` over every row (its table on stdout, the PNG at ``png``)."""
-    import eval.cli as eval_cli
+    """What ``pasr eval compare`` does over every row (its table on stdout), with the PNG at
+    ``png`` (the command's ``--out`` is a folder and names its files itself)."""
+    from eval.compare import comparison_table, load_runs, scatter
 
-    parser = argparse.ArgumentParser(prog="pasr eval")
-    eval_cli.build_parser(parser)
-    eval_cli.run(parser.parse_args(["compare", *(str(out_dir / "rows" / r.key) for r in ROWS), "--out", str(png)]))
+    runs = load_runs([str(out_dir / "rows" / r.key) for r in ROWS])
+    print(comparison_table(runs))
+    scatter(runs, png)
 
 
 def report(args, out_dir, data_file, summaries, candidates, walls, resolved, prefill, prompts, links, png) -> dict:

@@ -2,10 +2,13 @@
 
     pasr data list
     pasr data preview --dataset gsm8k --limit 3
-    pasr data prepare --dataset gsm8k --split train --out ~/data/pasr/gsm8k_train.parquet
-    pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out train.parquet
-    pasr data prepare --dataset countdown --n 500 --seed 0 --difficulty 2 --out countdown.parquet
-    pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out t.parquet
+    pasr data prepare --dataset gsm8k --split train --out ~/data/pasr        # ~/data/pasr/gsm8k_train.parquet
+    pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out data   # data/synthetic_train.parquet
+    pasr data prepare --dataset countdown --n 500 --seed 0 --difficulty 2 --out data    # data/countdown_train.parquet
+    pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out data  # data/evol.parquet
+
+``--out`` is a folder, as in every subcommand (data.cli_flags); the old ``--out FILE.parquet``
+still writes that file, with a deprecation note.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 from pathlib import Path
 
 from data.cli_errors import CliError, why_mkdir_failed
+from data.cli_flags import legacy_out_file
 
 _DATASET_HELP = (
     "a known set ({names}; {generated} are generated, the others read from a local copy in "
@@ -38,7 +42,7 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
     p.add_argument(
         "--dataset",
         required=True,
-        metavar="NAME|PATH",
+        metavar="NAME_OR_FILE",
         help=_DATASET_HELP.format(names=", ".join(DATASETS), generated=" and ".join(GENERATED)),
     )
     p.add_argument(
@@ -57,7 +61,7 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
     )
     generator = p.add_argument_group(f"generated data (--dataset {generated})")
     generator.add_argument("--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)")
-    generator.add_argument("--seed", type=int, default=None, metavar="S", help="generator seed (default 0)")
+    generator.add_argument("--seed", type=int, default=None, metavar="N", help="generator seed (default 0)")
     levels = "; ".join(
         f"{d} = {level.count} numbers up to {level.high}, target up to {level.max_target}"
         for d, level in countdown.LEVELS.items()
@@ -70,7 +74,7 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
         help="synthetic: 1 = one +/- step, 2 = two steps, 3 = three steps (+, -, sometimes x2/x3); "
         f"countdown (how many numbers a problem gives): {levels}. Default 1",
     )
-    gen = p.add_argument_group("generic data files (--dataset PATH)")
+    gen = p.add_argument_group("generic data files (--dataset FILE)")
     gen.add_argument("--question-field", metavar="FIELD", help="field holding the question (e.g. instruction)")
     gen.add_argument("--answer-field", metavar="FIELD", help="field holding the reference answer (e.g. output)")
     gen.add_argument("--id-field", metavar="FIELD", help="field holding a row id (default: the row index)")
@@ -109,12 +113,18 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     prep.add_argument(
         "--system-prompt",
         default="refine_system",
-        metavar="NAME|PATH",
+        metavar="NAME_OR_FILE",
         help="system prompt: a template name from prompts/templates or a text file (default refine_system); "
         "'none' writes no system message",
     )
     prep.add_argument("--ability", default="math", help="the ability column (default math)")
-    prep.add_argument("--out", required=True, metavar="FILE.parquet", help="output parquet file")
+    prep.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder for the parquet file, named <dataset>_<split>.parquet (e.g. gsm8k_train.parquet; "
+        "a data file's stem, with _<split> only when --split is given)",
+    )
 
 
 def _options(args) -> dict:
@@ -141,7 +151,7 @@ def _options(args) -> dict:
         raise CliError(f"--{'/--'.join(generated)}: only for --dataset {' or '.join(GENERATED)}")
     if generic and not is_file:
         flags = "/".join("--" + k.replace("_", "-") for k in generic)
-        raise CliError(f"{flags}: only for a data file given as --dataset PATH")
+        raise CliError(f"{flags}: only for a data file given as --dataset FILE")
     return {**generated, **generic}
 
 
@@ -182,6 +192,24 @@ def _run_preview(args) -> int:
     return 0
 
 
+def output_file(args) -> Path:
+    """Where ``pasr data prepare`` writes: ``OUT/<dataset>_<split>.parquet`` (the names
+    recipe/scripts/run_pasr_node.sh looks for), or the old ``--out FILE.parquet`` itself."""
+    from data.examples import DatasetError
+    from data.loaders import get_dataset
+
+    if legacy_out_file("pasr data prepare", args.out, (".parquet",), "<dataset>_<split>.parquet"):
+        return Path(args.out).expanduser()
+    split = args.split
+    if split is None:
+        try:
+            split = get_dataset(args.dataset).default_split  # a known set (or an alias of one)
+        except DatasetError:
+            pass  # a data file: no split in the name unless --split gives one
+    stem = Path(args.dataset).stem
+    return Path(args.out).expanduser() / (f"{stem}_{split}.parquet" if split else f"{stem}.parquet")
+
+
 def _run_prepare(args) -> int:
     from data.verl_parquet import write_rl_parquet
     from prompts import load_prompt
@@ -196,10 +224,11 @@ def _run_prepare(args) -> int:
     examples = _load(args)
     if not examples:
         raise CliError(f"{args.dataset}: no rows to write")
+    out = output_file(args)
     try:
-        path = write_rl_parquet(examples, args.out, system, ability=args.ability)
+        path = write_rl_parquet(examples, out, system, ability=args.ability)
     except OSError as exc:
-        raise CliError(f"cannot write {args.out}: {why_mkdir_failed(Path(args.out).expanduser(), exc)}") from None
+        raise CliError(f"cannot write {out}: {why_mkdir_failed(out.parent, exc)}") from None
     sources = sorted({ex.data_source for ex in examples})
     print(f"wrote {len(examples)} rows ({', '.join(sources)}) to {path}")
     return 0

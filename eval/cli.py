@@ -10,6 +10,7 @@ import argparse
 import math
 from pathlib import Path
 
+from data.cli_flags import add_alias, legacy_out_file
 from recipe.gqa_attention import ATTENTIONS
 from recipe.model_loading import DEVICES
 
@@ -17,15 +18,16 @@ DESCRIPTION = """\
 Evaluate a model on GSM8K, MATH-500, AIME24 or Countdown with PASR, Reflect-Retry or a
 baseline, or compare runs.
 
-  pasr eval --model PATH_OR_NAME --datasets gsm8k math500 aime24 --method pasr --out DIR
+  pasr eval --model PATH_OR_NAME --dataset gsm8k math500 aime24 --method pasr --out DIR
       generate, judge and summarise; writes DIR/samples.jsonl (one rollout record per
       sample), DIR/summary.json and DIR/summary.md. Rerunning the same command resumes an
       interrupted run and re-judges samples whose judge failed; other settings in the same
       DIR are refused, and so is a second run while one is writing to DIR.
 
-  pasr eval compare DIR [DIR ...] [--out FILE.png]
+  pasr eval compare DIR [DIR ...] [--out DIR]
       print the runs side by side (model x method x dataset: accuracy, mean output tokens)
-      and plot accuracy against output tokens.
+      and plot accuracy against output tokens; writes eval_compare.md (the table) and
+      eval_compare.png (the plot) into --out.
 
 Methods: plain (plain system prompt), pasr (refine system prompt: <think> with <refine>,
 then <answer>), self-refine (Madaan et al.: plain answer, then up to --max-rounds rounds of
@@ -37,25 +39,26 @@ best-of-n (--samples N plain answers per question, one chosen by --select majori
 over the answers, or --select score, the model's own scores; one scored sample per question,
 the tokens of all N and of any scoring count).
 Decoding is greedy by default; with --samples K > 1 accuracy is mean@K (best-of-n: N
-candidates) and sampling defaults to temperature 0.6, top-p 0.95. Countdown (--datasets
+candidates) and sampling defaults to temperature 0.6, top-p 0.95. Countdown (--dataset
 countdown, held-out problems) is scored by the countdown judge, which --judge auto picks;
---countdown-difficulty sets its level.
+--difficulty sets its level.
 """
 
 EPILOG = """\
 examples:
-  pasr eval --model smollm2 --datasets gsm8k --method plain --backend hf --limit 20 --out runs/eval/smol
-  pasr eval --model /ckpt/qwen3-8b-pasr --datasets gsm8k math500 aime24 --method pasr --backend vllm \\
+  pasr eval --model smollm2 --dataset gsm8k --method plain --backend hf --limit 20 --out runs/eval/smol
+  pasr eval --model /ckpt/qwen3-8b-pasr --dataset gsm8k math500 aime24 --method pasr --backend vllm \\
       --out runs/eval/qwen3-pasr
-  pasr eval --model Qwen/Qwen3-8B --datasets aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
-  pasr eval --model runs/rrr/checkpoints/step_000050 --datasets countdown --limit 200 --method reflect-retry \\
+  pasr eval --model Qwen/Qwen3-8B --dataset aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
+  pasr eval --model runs/rrr/checkpoints/step_000050 --dataset countdown --limit 200 --method reflect-retry \\
       --backend hf --threads 1 --out runs/eval/rrr-50
-  pasr eval --model Qwen/Qwen3-8B --datasets math500 --method best-of-n --samples 8 --select majority \\
+  pasr eval --model Qwen/Qwen3-8B --dataset math500 --method best-of-n --samples 8 --select majority \\
       --out runs/eval/qwen3-best-of-8
-  pasr eval --model Qwen/Qwen3-8B --datasets math500 --method self-refine --select best --out runs/eval/qwen3-sr-best
-  pasr eval compare runs/eval/qwen3-* --out runs/eval/compare.png
+  pasr eval --model Qwen/Qwen3-8B --dataset math500 --method self-refine --select best --out runs/eval/qwen3-sr-best
+  pasr eval compare runs/eval/qwen3-* --out runs/eval/compare
 """
 
+COMPARE_STEM = "eval_compare"  # pasr eval compare --out DIR: DIR/eval_compare.md and .png
 METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry", "best-of-n")  # eval.methods.METHODS (not imported: --help stays fast)
 
 
@@ -91,24 +94,26 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
     g = parser.add_argument_group("what to evaluate")
     g.add_argument("--model", help="model: a local HF folder, a hub name, or smollm2 (the embedded SmolLM2-135M-Instruct)")
-    g.add_argument(
-        "--datasets", nargs="+", default=["gsm8k", "math500", "aime24"], metavar="NAME_OR_FILE",
+    datasets = g.add_argument(
+        "--dataset", dest="datasets", nargs="+", default=["gsm8k", "math500", "aime24"], metavar="NAME_OR_FILE",
         help="gsm8k, math500, aime24 (local copies in ../shared/data or $PASR_DATA_DIR, else the hub), "
         "countdown (seeded held-out Countdown problems, scored by the countdown judge) "
-        "or .jsonl/.json/.parquet files (default: gsm8k math500 aime24)",
+        "or .jsonl/.json/.parquet files; one or more (default: gsm8k math500 aime24)",
     )  # fmt: skip
-    g.add_argument("--countdown-difficulty", type=int, default=1, metavar="{1,2,3}",
-                   help="countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; default 1, as "
-                   "`pasr train --preset rrr`); how many problems: --limit (default 1000)")  # fmt: skip
+    add_alias(g, "--datasets", datasets)
+    difficulty = g.add_argument("--difficulty", dest="countdown_difficulty", type=int, default=1, metavar="{1,2,3}",
+                                help="--dataset countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; "
+                                "default 1, as `pasr train --preset rrr`); how many problems: --limit (default 1000)")  # fmt: skip
+    add_alias(g, "--countdown-difficulty", difficulty)
     g.add_argument("--method", default="pasr", metavar="{" + ",".join(METHOD_NAMES) + "}",
                    help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
                    "(for Reflect, Retry, Reward checkpoints); best-of-n: --samples N answers, one chosen by "
                    "--select")  # fmt: skip
-    g.add_argument("--limit", type=int, help="first N questions of each dataset (AIME24 has 30)")
+    g.add_argument("--limit", type=int, metavar="N", help="first N questions of each dataset (AIME24 has 30)")
     g.add_argument("--samples", type=int, default=1, metavar="K",
                    help="samples per question; accuracy is then mean@K (default 1). best-of-n: the N candidates "
                    "one answer is chosen from (one scored sample per question; changing N needs another --out)")  # fmt: skip
-    g.add_argument("--out", help="run directory (default: runs/eval/<model>-<method>)")
+    g.add_argument("--out", metavar="DIR", help="run directory (default: runs/eval/<model>-<method>)")
 
     g = parser.add_argument_group("generation")
     g.add_argument("--backend", default="auto", metavar="{auto,vllm,hf}",
@@ -118,7 +123,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=finite_float,
                    help="0 = greedy (default for one sample; 0.6 with --samples K > 1)")  # fmt: skip
     g.add_argument("--top-p", type=finite_float, help="nucleus sampling when temperature > 0 (default 0.95)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed (default 0)")
     g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
     g.add_argument("--chunk-size", type=int,
                    help="samples generated and written per step (default: the batch size for hf, "
@@ -127,7 +132,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
     g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
-    g.add_argument("--threads", type=thread_count,
+    g.add_argument("--threads", type=thread_count, metavar="N",
                    help="hf on CPU: torch threads (default or 0: torch's choice; on a busy shared CPU, 1 can be "
                    "several times faster)")  # fmt: skip
     g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
@@ -177,8 +182,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                    help="auto (default): countdown for Countdown datasets, rule otherwise; rule: Math-Verify; "
                    "openai: an OpenAI-compatible LLM judge; hybrid: rule for math golds, LLM otherwise; "
                    "countdown: the exact Countdown equation verifier")  # fmt: skip
-    g.add_argument("--judge-url", help="LLM judge endpoint, e.g. http://host:8000/v1")
-    g.add_argument("--judge-model", help="LLM judge model name")
+    base_url = g.add_argument("--judge-base-url", metavar="URL",
+                              help="LLM judge endpoint (pasr.judge.base_url), e.g. http://host:8000/v1")  # fmt: skip
+    add_alias(g, "--judge-url", base_url)
+    g.add_argument("--judge-model", metavar="NAME", help="LLM judge model name (pasr.judge.model)")
     g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
     g.add_argument("--judge-timeout", type=finite_float, default=30.0, metavar="SECONDS",
                    help="LLM judge: time limit of one request attempt (default 30); a sample whose judge "
@@ -191,18 +198,34 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--retry-errors", action="store_true",
                    help="on resume, also regenerate samples whose generation failed (judge errors are "
                    "re-judged on every resume)")  # fmt: skip
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    progress = g.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                              help="progress bar on stderr while samples are generated (auto, the default, "
+                              "and on: shown; off: none)")  # fmt: skip
+    add_alias(g, "--no-progress", progress, value="off")
 
     sub = parser.add_subparsers(dest="eval_command", title="other commands", metavar="compare")
     cp = sub.add_parser(
         "compare",
         help="compare eval runs: side-by-side table and accuracy-vs-tokens plot",
         description="Print eval runs side by side (model x method x dataset: accuracy, mean output "
-        "tokens) and write an accuracy-vs-output-tokens scatter plot.",
+        f"tokens) and write that table ({COMPARE_STEM}.md) and an accuracy-vs-output-tokens scatter plot "
+        f"({COMPARE_STEM}.png) into the --out folder.",
     )
     cp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories of `pasr eval` (with summary.json)")
-    cp.add_argument("--out", dest="compare_out", default="eval_compare.png", metavar="FILE.png",
-                    help="scatter plot path (default: eval_compare.png)")  # fmt: skip
+    cp.add_argument("--out", dest="compare_out", default=".", metavar="DIR",
+                    help=f"folder for {COMPARE_STEM}.md (the table) and {COMPARE_STEM}.png (the accuracy-vs-tokens "
+                    "plot); default: the current folder")  # fmt: skip
+
+
+def compare_outputs(out: str) -> tuple[Path, Path]:
+    """The table (.md) and plot (.png) ``pasr eval compare --out`` writes: ``OUT/eval_compare.*``;
+    the old ``--out FILE.png`` (or ``FILE.md``) writes ``FILE.md`` and ``FILE.png``, with a
+    deprecation note."""
+    if legacy_out_file("pasr eval compare", out, (".png", ".md"), f"{COMPARE_STEM}.md and {COMPARE_STEM}.png"):
+        base = Path(out).expanduser()
+    else:
+        base = Path(out).expanduser() / COMPARE_STEM
+    return base.with_suffix(".md"), base.with_suffix(".png")
 
 
 def _cli_error(msg: str):
@@ -229,15 +252,23 @@ def default_out(model: str, method: str) -> str:
 
 
 def run_compare(args) -> int:
+    from data.atomic_write import replace_text
+    from data.cli_errors import why_mkdir_failed
     from eval.compare import CompareError, comparison_table, load_runs, scatter
 
     try:
         runs = load_runs(args.dirs)
     except CompareError as exc:
         raise _cli_error(str(exc)) from None
-    print(comparison_table(runs))
-    png = scatter(runs, args.compare_out)
-    print(f"\nwrote {png}")
+    md, png = compare_outputs(args.compare_out)
+    table = comparison_table(runs)
+    print(table)
+    try:
+        replace_text(md, table + "\n")
+    except OSError as exc:  # a full disk is a DiskFullError (a CliError) already
+        raise _cli_error(f"cannot write {md}: {why_mkdir_failed(md.parent, exc)}") from None
+    png = scatter(runs, png)
+    print(f"\nwrote {md} and {png}")
     return 0
 
 
@@ -275,7 +306,7 @@ def run(args) -> int:
         select=args.select,
         max_score_tokens=args.max_score_tokens,
         score_prompt=args.score_prompt,
-        judge=JudgeConfig(kind=args.judge, base_url=args.judge_url, model=args.judge_model, timeout_s=args.judge_timeout),
+        judge=JudgeConfig(kind=args.judge, base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout),
         judge_prompt=args.judge_prompt,
         refine_prompt=args.refine_prompt,
         plain_prompt=args.plain_prompt,
@@ -288,7 +319,7 @@ def run(args) -> int:
         ),
         fallback_last_number=args.fallback_last_number,
         retry_errors=args.retry_errors,
-        progress=not args.no_progress,
+        progress=args.progress != "off",
         tensor_parallel_size=args.tensor_parallel_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_model_len=args.max_model_len,

@@ -8,7 +8,7 @@ directory (``.lock``, an ``flock``): two runs into one ``--out`` would both appe
 sample. ``run.json`` holds the settings that decide *how* a sample is
 produced and scored (model, method, backend, sampling, prompts, judge) and their fingerprint;
 a restart with other settings is refused, since mixing them would make the summary
-meaningless. Settings that only decide *which* samples exist (``--datasets``, ``--limit``,
+meaningless. Settings that only decide *which* samples exist (``--dataset``, ``--limit``,
 ``--samples``) may change between restarts: the run is extended (or summarised on a subset).
 """
 

@@ -97,7 +97,7 @@ class EvalConfig:
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
     attention: str = "grouped"  # hf: grouped (GQA without KV copies, recipe/gqa_attention.py) | sdpa
     device: str = "auto"  # hf: auto (the GPU torch sees, else the CPU) | cpu | cuda
-    countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --datasets countdown: data.countdown.LEVELS (3/4/5 numbers)
+    countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --dataset countdown: data.countdown.LEVELS (3/4/5 numbers)
 
     def gen_params(self) -> GenParams:
         temp = self.temperature
@@ -142,7 +142,7 @@ class EvalConfig:
         if self.backend not in BACKENDS:
             problems.append(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if not self.datasets:
-            problems.append("no datasets given (--datasets gsm8k math500 aime24, or file paths)")
+            problems.append("no datasets given (--dataset gsm8k math500 aime24, or file paths)")
         if self.samples < 1:
             problems.append(f"--samples must be >= 1, got {self.samples}")
         if self.limit is not None and self.limit < 1:
@@ -160,11 +160,11 @@ class EvalConfig:
 
             if self.countdown_difficulty not in DIFFICULTIES:
                 problems.append(
-                    f"--countdown-difficulty must be one of {', '.join(map(str, DIFFICULTIES))}, "
+                    f"--difficulty must be one of {', '.join(map(str, DIFFICULTIES))}, "
                     f"got {self.countdown_difficulty}"
                 )
             elif "countdown" not in [d.lower() for d in self.datasets]:
-                problems.append("--countdown-difficulty applies to --datasets countdown only")
+                problems.append("--difficulty applies to --dataset countdown only")
         if self.max_rounds < 0:
             problems.append(f"--max-rounds must be >= 0, got {self.max_rounds}")
         if (problem := check_selection(self.method, self.select)) is not None:
@@ -180,7 +180,7 @@ class EvalConfig:
         if self.judge.kind not in JUDGE_KINDS:
             problems.append(f"unknown judge {self.judge.kind!r}: choose one of {', '.join(JUDGE_KINDS)}")
         elif self.judge.kind in LLM_JUDGES and not (self.judge.base_url and self.judge.model):
-            problems.append(f"--judge {self.judge.kind} needs --judge-url and --judge-model")
+            problems.append(f"--judge {self.judge.kind} needs --judge-base-url and --judge-model")
         if not self.judge.timeout_s > 0:
             problems.append(f"--judge-timeout must be > 0 seconds, got {self.judge.timeout_s}")
         if problems:

@@ -38,6 +38,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from data.cli_flags import add_alias
 from recipe.cli import CliError
 
 REPO_MARKER = Path("recipe") / "main_pasr.py"
@@ -199,10 +200,11 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="the job's runtime env, a YAML file as for `ray job submit --runtime-env` (default: recipe/runtime_env.yaml)",
     )  # fmt: skip
     parser.add_argument("--no-gpu-check", action="store_true", help="submit even if the cluster lacks the GPUs the config asks for")
-    parser.add_argument(
-        "--submission-id", "--job-id", dest="submission_id", default=None, metavar="ID",
-        help="submission id to use (default: Ray picks one); --job-id is Ray's older name",
+    submission_id = parser.add_argument(
+        "--submission-id", dest="submission_id", default=None, metavar="ID",
+        help="submission id to use (default: Ray picks one)",
     )  # fmt: skip
+    add_alias(parser, "--job-id", submission_id)  # Ray's older name
     parser.add_argument("--metadata-json", default=None, metavar="JSON", help="metadata to attach to the job (a JSON object)")
     parser.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for the job (repeatable); KEY alone passes this shell's value, e.g. --env WANDB_API_KEY"

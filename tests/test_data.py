@@ -321,9 +321,10 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, monkeypatch):
     ],
 )
 def test_cli_prepare_writes_parquet(local_data, tmp_path, capsys, dataset, extra, n, source):
-    out = tmp_path / f"{dataset}.parquet"
-    assert pasr_main(["data", "prepare", "--dataset", dataset, *extra, "--out", str(out)]) == 0
-    assert f"wrote {n} rows ({source})" in capsys.readouterr().out
+    split = extra[extra.index("--split") + 1] if "--split" in extra else DATASETS[dataset].default_split
+    out = tmp_path / "out" / f"{dataset}_{split}.parquet"  # --out DIR: DIR/<dataset>_<split>.parquet
+    assert pasr_main(["data", "prepare", "--dataset", dataset, *extra, "--out", str(out.parent)]) == 0
+    assert f"wrote {n} rows ({source}) to {out}" in capsys.readouterr().out
     rows = read_rl_parquet(out)
     assert len(rows) == n and {r["data_source"] for r in rows} == {source}
     assert rows[0]["prompt"][0] == {"role": "system", "content": load_prompt("refine_system")}
@@ -336,8 +337,9 @@ def test_cli_prepare_passes_the_generator_options_to_countdown(tmp_path, capsys)
     from data.countdown import LEVELS
 
     def prepare(*args: str) -> list[dict]:
-        out = tmp_path / "countdown.parquet"
-        assert pasr_main(["data", "prepare", "--dataset", "countdown", *args, "--out", str(out)]) == 0
+        split = args[args.index("--split") + 1] if "--split" in args else "train"
+        out = tmp_path / f"countdown_{split}.parquet"
+        assert pasr_main(["data", "prepare", "--dataset", "countdown", *args, "--out", str(tmp_path)]) == 0
         capsys.readouterr()
         return read_rl_parquet(out)
 
@@ -374,7 +376,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--dataset", str(bad)], "bad.jsonl:2: bad JSON"),
         (["--dataset", "gsm8k", "--seed", "1"], "--seed: only for --dataset synthetic or countdown"),
         (["--dataset", "math500", "--n", "5", "--difficulty", "2"], "--n/--difficulty: only for --dataset synthetic or countdown"),
-        (["--dataset", "countdown", "--question-field", "q"], "--question-field: only for a data file given as --dataset PATH"),
+        (["--dataset", "countdown", "--question-field", "q"], "--question-field: only for a data file given as --dataset FILE"),
         (["--dataset", "synthetic", "--system-prompt", "no_such_prompt"], "unknown prompt 'no_such_prompt'"),
     ]
     latin1 = tmp_path / "latin1.jsonl"
@@ -388,12 +390,12 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--dataset", str(evol)], "map the fields with --question-field/--answer-field"),
     ]
     for args, message in cases:
-        assert pasr_main(["data", "prepare", *args, "--out", str(tmp_path / "o.parquet")]) == 2
+        assert pasr_main(["data", "prepare", *args, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("pasr data: error: ") and message in err and err.count("\n") == 1, err
-    assert not (tmp_path / "o.parquet").exists()
+    assert not (tmp_path / "o").exists()
     (tmp_path / "a_file").write_text("x")
-    assert pasr_main(["data", "prepare", "--dataset", "synthetic", "--n", "2", "--out", str(tmp_path / "a_file" / "o.parquet")]) == 2
+    assert pasr_main(["data", "prepare", "--dataset", "synthetic", "--n", "2", "--out", str(tmp_path / "a_file" / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'a_file'} is a file, not a directory" in err and "File exists" not in err
     proc = subprocess.run(

@@ -282,17 +282,17 @@ def run_cli(argv, capsys):
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["--model", "m", "--datasets", "nosuchset"], "unknown dataset 'nosuchset'"),
-        (["--model", "m", "--datasets", "gsm8k", "--method", "magic"], "unknown method 'magic'"),
-        (["--model", "m", "--datasets", "missing/file.jsonl"], "data file not found"),
-        (["--model", "./no/such/model", "--datasets", "gsm8k", "--backend", "hf"], "model path does not exist"),
-        (["--model", "ckpts/run1/step_10", "--datasets", "gsm8k", "--backend", "hf"], "model path does not exist"),
-        (["--datasets", "gsm8k"], "--model is required"),
-        (["--model", "m", "--datasets", "gsm8k", "--judge", "openai"], "needs --judge-url and --judge-model"),
+        (["--model", "m", "--dataset", "nosuchset"], "unknown dataset 'nosuchset'"),
+        (["--model", "m", "--dataset", "gsm8k", "--method", "magic"], "unknown method 'magic'"),
+        (["--model", "m", "--dataset", "missing/file.jsonl"], "data file not found"),
+        (["--model", "./no/such/model", "--dataset", "gsm8k", "--backend", "hf"], "model path does not exist"),
+        (["--model", "ckpts/run1/step_10", "--dataset", "gsm8k", "--backend", "hf"], "model path does not exist"),
+        (["--dataset", "gsm8k"], "--model is required"),
+        (["--model", "m", "--dataset", "gsm8k", "--judge", "openai"], "needs --judge-base-url and --judge-model"),
     ],
 )
 def test_cli_errors_are_one_line(data_env, tmp_path, capsys, argv, needle):
-    rc, out, err = run_cli(["eval", *argv, "--limit", "1", "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    rc, out, err = run_cli(["eval", *argv, "--limit", "1", "--out", str(tmp_path / "o"), "--progress", "off"], capsys)
     assert rc == 2
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "o" / "run.json").exists()
@@ -300,7 +300,7 @@ def test_cli_errors_are_one_line(data_env, tmp_path, capsys, argv, needle):
 
 def test_vllm_missing_is_one_line(data_env, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    argv = ["eval", "--model", "m", "--datasets", "gsm8k", "--backend", "vllm", "--limit", "1", "--out", str(tmp_path / "o")]
+    argv = ["eval", "--model", "m", "--dataset", "gsm8k", "--backend", "vllm", "--limit", "1", "--out", str(tmp_path / "o")]
     rc, _, err = run_cli(argv, capsys)
     assert rc == 2 and "vllm backend needs the vllm package" in err and err.count("\n") == 1
 
@@ -427,10 +427,10 @@ def test_cli_judge_timeout_flag(data_env, tmp_path, capsys, monkeypatch):
         raise EvalError("stop here")
 
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
-    rc, _, err = run_cli(["eval", "--model", "m", "--datasets", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and seen == {"timeout_s": 2.5}
     monkeypatch.undo()
-    rc, _, err = run_cli(["eval", "--model", "m", "--datasets", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and "--judge-timeout must be > 0" in err and err.count("\n") == 1
 
 
@@ -472,7 +472,7 @@ def test_dataset_file_errors_are_one_line(tmp_path, capsys):
     evol = tmp_path / "evol.jsonl"
     evol.write_text(json.dumps({"instruction": "2+2?", "output": "4"}) + "\n")
     for path, needle in ((latin1, "latin1.jsonl:1: not UTF-8 text"), (evol, "pasr data preview --dataset")):
-        rc, _, err = run_cli(["eval", "--model", "m", "--datasets", str(path), "--out", str(tmp_path / "o")], capsys)
+        rc, _, err = run_cli(["eval", "--model", "m", "--dataset", str(path), "--out", str(tmp_path / "o")], capsys)
         assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
         assert "map them with" not in err  # no eval flag that does not exist
 
@@ -491,9 +491,9 @@ def test_compare_table_and_png(data_env, tmp_path, capsys):
             backend=Scripted(lambda s, u, style=style: style(gold[u])),
         )
         dirs.append(str(out))
-    png = tmp_path / "cmp.png"
-    rc, out, err = run_cli(["eval", "compare", *dirs, "--out", str(png)], capsys)
-    assert rc == 0, err
+    png = tmp_path / "cmp" / "eval_compare.png"
+    rc, out, err = run_cli(["eval", "compare", *dirs, "--out", str(tmp_path / "cmp")], capsys)
+    assert rc == 0 and err == "", err
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert "gsm8k acc %" in lines[0] and "aime24 tokens" in lines[0]
     assert any("| plain " in ln and "100.0" in ln for ln in lines) and any("| pasr " in ln for ln in lines)
@@ -509,10 +509,10 @@ def test_parser_takes_run_and_compare():
     from recipe.cli import build_parser
 
     p = build_parser()
-    a = p.parse_args(["eval", "--model", "m", "--datasets", "gsm8k", "math500", "aime24", "--method", "plain", "--out", "d"])
+    a = p.parse_args(["eval", "--model", "m", "--dataset", "gsm8k", "math500", "aime24", "--method", "plain", "--out", "d"])
     assert a.eval_command is None and a.datasets == ["gsm8k", "math500", "aime24"] and a.out == "d"
-    b = p.parse_args(["eval", "compare", "d1", "d2", "--out", "x.png"])
-    assert b.eval_command == "compare" and b.dirs == ["d1", "d2"] and b.compare_out == "x.png"
+    b = p.parse_args(["eval", "compare", "d1", "d2", "--out", "x"])
+    assert b.eval_command == "compare" and b.dirs == ["d1", "d2"] and b.compare_out == "x"
     help_text = p._subparsers._group_actions[0].choices["eval"].format_help()
     assert "pasr eval compare DIR" in help_text and "--samples" in help_text and "self-refine" in help_text
 
@@ -591,8 +591,8 @@ def test_eval_cli_enforce_eager_flag():
 
     parser = argparse.ArgumentParser()
     build_parser(parser)
-    assert parser.parse_args(["--model", "m", "--datasets", "gsm8k"]).enforce_eager == "auto"
-    assert parser.parse_args(["--model", "m", "--datasets", "gsm8k", "--enforce-eager", "on"]).enforce_eager == "on"
+    assert parser.parse_args(["--model", "m", "--dataset", "gsm8k"]).enforce_eager == "auto"
+    assert parser.parse_args(["--model", "m", "--dataset", "gsm8k", "--enforce-eager", "on"]).enforce_eager == "on"
 
 
 def test_vllm_backend_missing_model(tmp_path, monkeypatch):
@@ -640,7 +640,7 @@ def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, n
         raise EvalError("stop here")
 
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
-    base = ["eval", "--model", "m", "--datasets", "gsm8k", "--out", str(tmp_path / "o")]
+    base = ["eval", "--model", "m", "--dataset", "gsm8k", "--out", str(tmp_path / "o")]
     with pytest.raises(SystemExit) as exc:
         run_cli([*base, *argv], capsys)
     err = capsys.readouterr().err
@@ -653,8 +653,8 @@ def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, n
 @pytest.mark.slow
 def test_hf_backend_smollm2_end_to_end(data_env, tmp_path, capsys):
     out = tmp_path / "smol"
-    argv = ["eval", "--model", "smollm2", "--datasets", "gsm8k", "--method", "pasr", "--backend", "hf",
-            "--limit", "2", "--max-new-tokens", "16", "--threads", "1", "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = ["eval", "--model", "smollm2", "--dataset", "gsm8k", "--method", "pasr", "--backend", "hf",
+            "--limit", "2", "--max-new-tokens", "16", "--threads", "1", "--progress", "off", "--out", str(out)]  # fmt: skip
     rc, stdout, err = run_cli(argv, capsys)
     assert rc == 0, err
     recs = records_of(out)

@@ -74,7 +74,7 @@ def question_of(chat) -> str:
 
 
 def countdown(n: int = N) -> dict[str, object]:
-    """The held-out Countdown problems ``pasr eval --datasets countdown`` evaluates, by question."""
+    """The held-out Countdown problems ``pasr eval --dataset countdown`` evaluates, by question."""
     return {ex.question: ex for ex in load_examples("countdown", split="test", limit=n)}
 
 
@@ -397,8 +397,8 @@ def test_cli_runs_reflect_retry_on_countdown(tmp_path, capsys, monkeypatch):
     backend = Scripted(script({problems[0]}, {problems[1]}))
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)
     out = tmp_path / "rr"
-    argv = ["eval", "--model", "m", "--datasets", "countdown", "--method", "reflect-retry", "--backend", "hf",
-            "--limit", "2", "--max-reflection-tokens", "12", "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = ["eval", "--model", "m", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
+            "--limit", "2", "--max-reflection-tokens", "12", "--progress", "off", "--out", str(out)]  # fmt: skip
     rc, stdout, err = run_cli(argv, capsys)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% | 50.0% | 50.0% | 100.0% |" in stdout
@@ -414,8 +414,8 @@ def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypat
     backend = Scripted(lambda k, q, c: answer(hard[q].extra["solution"]))  # a KeyError if level 1 were asked
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)
     out = tmp_path / "d3"
-    argv = ["eval", "--model", "m", "--datasets", "countdown", "--countdown-difficulty", "3", "--method", "plain",
-            "--backend", "hf", "--limit", "2", "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = ["eval", "--model", "m", "--dataset", "countdown", "--difficulty", "3", "--method", "plain",
+            "--backend", "hf", "--limit", "2", "--progress", "off", "--out", str(out)]  # fmt: skip
     rc, stdout, err = run_cli(argv, capsys)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% |" in stdout
@@ -431,8 +431,8 @@ def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypat
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["--datasets", "countdown", "--countdown-difficulty", "4"], "--countdown-difficulty must be one of 1, 2, 3"),
-        (["--datasets", "gsm8k", "--countdown-difficulty", "2"], "applies to --datasets countdown only"),
+        (["--dataset", "countdown", "--difficulty", "4"], "--difficulty must be one of 1, 2, 3"),
+        (["--dataset", "gsm8k", "--difficulty", "2"], "applies to --dataset countdown only"),
     ],
 )
 def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, capsys, argv, needle):
@@ -442,7 +442,7 @@ def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, capsys, argv, needle
 
 
 def test_cli_judge_mismatch_is_one_line(tmp_path, capsys):
-    argv = ["eval", "--model", "m", "--datasets", "countdown", "--judge", "rule", "--method", "reflect-retry",
+    argv = ["eval", "--model", "m", "--dataset", "countdown", "--judge", "rule", "--method", "reflect-retry",
             "--limit", "1", "--out", str(tmp_path / "o")]  # fmt: skip
     rc, _, err = run_cli(argv, capsys)
     assert rc == 2 and "needs --judge countdown" in err and err.count("\n") == 1 and "Traceback" not in err
@@ -455,7 +455,7 @@ def test_help_explains_the_method():
     help_text = p._subparsers._group_actions[0].choices["eval"].format_help()
     assert "reflect-retry (Reflect, Retry, Reward" in help_text and "--max-reflection-tokens" in help_text
     assert "countdown" in help_text and "--rrr-feedback-prompt" in help_text
-    args = p.parse_args(["eval", "--model", "m", "--datasets", "countdown", "--method", "reflect-retry"])
+    args = p.parse_args(["eval", "--model", "m", "--dataset", "countdown", "--method", "reflect-retry"])
     assert args.method == "reflect-retry" and args.datasets == ["countdown"] and args.judge == "auto"
 
 
@@ -485,9 +485,9 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, c
 @pytest.mark.slow
 def test_hf_backend_smollm2_countdown(tmp_path, capsys):
     out = tmp_path / "smol"
-    argv = ["eval", "--model", "smollm2", "--datasets", "countdown", "--method", "reflect-retry", "--backend", "hf",
+    argv = ["eval", "--model", "smollm2", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
             "--limit", "2", "--max-new-tokens", "16", "--max-reflection-tokens", "8", "--threads", "1",
-            "--no-progress", "--out", str(out)]  # fmt: skip
+            "--progress", "off", "--out", str(out)]  # fmt: skip
     rc, stdout, err = run_cli(argv, capsys)
     assert rc == 0, err
     recs = records_of(out)

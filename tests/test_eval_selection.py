@@ -469,7 +469,7 @@ def run_cli(argv, capsys):
     ],
 )
 def test_cli_selection_errors_are_one_line(tmp_path, capsys, argv, needle):
-    base = ["eval", "--model", "m", "--datasets", "gsm8k", "--limit", "1", "--out", str(tmp_path / "o"), "--no-progress"]
+    base = ["eval", "--model", "m", "--dataset", "gsm8k", "--limit", "1", "--out", str(tmp_path / "o"), "--progress", "off"]
     rc, _, err = run_cli([*base, *argv], capsys)
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (tmp_path / "o" / "run.json").exists()
@@ -485,7 +485,7 @@ def test_cli_passes_the_selection_flags(tmp_path, capsys, monkeypatch):
         raise EvalError("stop here")
 
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
-    base = ["eval", "--model", "m", "--datasets", "gsm8k", "--out", str(tmp_path / "o")]
+    base = ["eval", "--model", "m", "--dataset", "gsm8k", "--out", str(tmp_path / "o")]
     run_cli([*base, "--method", "best-of-n", "--samples", "8", "--select", "score", "--max-score-tokens", "64",
              "--score-prompt", "self_score"], capsys)  # fmt: skip
     run_cli([*base, "--method", "self-refine"], capsys)

@@ -275,8 +275,8 @@ def test_full_disk_in_pasr_eval_is_one_line(tmp_path, capsys, monkeypatch):
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps({"question": f"{i}+{4 - i}?", "answer": "4"}) + "\n" for i in range(4)))
     out = tmp_path / "out"
-    argv = ["eval", "--model", "m", "--datasets", str(data), "--method", "plain", "--batch-size", "2",
-            "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = ["eval", "--model", "m", "--dataset", str(data), "--method", "plain", "--batch-size", "2",
+            "--progress", "off", "--out", str(out)]  # fmt: skip
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: _Answers())
     with monkeypatch.context() as full:
         FullDisk(full, lambda p: p.name.startswith(("samples", "summary")), writes_left=2)
@@ -298,5 +298,5 @@ def test_full_disk_where_no_writer_names_the_file_is_one_line(tmp_path, capsys, 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/out/events.bin")
 
     monkeypatch.setattr(eval.run, "run_eval", full)
-    assert main(["eval", "--model", "m", "--datasets", "gsm8k", "--out", str(tmp_path / "o")]) == 2
+    assert main(["eval", "--model", "m", "--dataset", "gsm8k", "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == "pasr eval: error: no space left on device writing /data/out/events.bin\n"

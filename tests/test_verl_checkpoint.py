@@ -161,8 +161,8 @@ def test_pasr_eval_runs_on_a_verl_checkpoint(verl_run, tmp_path, monkeypatch, ca
     data = tmp_path / "two.jsonl"
     data.write_text("".join(json.dumps({"question": f"What is {k}+{k}?", "answer": str(2 * k)}) + "\n" for k in (1, 2)))
     out = tmp_path / "eval"
-    argv = ["eval", "--model", str(verl_run / "global_step_2"), "--datasets", str(data), "--method", "pasr",
-            "--backend", "hf", "--max-new-tokens", "4", "--threads", "1", "--no-progress", "--out", str(out)]  # fmt: skip
+    argv = ["eval", "--model", str(verl_run / "global_step_2"), "--dataset", str(data), "--method", "pasr",
+            "--backend", "hf", "--max-new-tokens", "4", "--threads", "1", "--progress", "off", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(0 < r["response_tokens"] <= 4 for r in rows)

@@ -10,6 +10,7 @@ padding and output assembly, ``DataProto``'s union, ``extract_reward``, ``comput
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.util
 import re
@@ -524,7 +525,13 @@ def test_rrr_smoke_script_drives_the_node_script_with_an_rrr_config():
         assert "${" + name in node or "$" + name in node, name
     assert (env["TRAIN_DATASET"], env["VAL_DATASET"], env["TRAIN_BSZ"], env["MINI_BSZ"]) == ("countdown", "countdown", "16", "16")
     # the data files it writes are the ones the node script would otherwise prepare
-    assert '"$DATA_DIR/countdown_train.parquet"' in text and '"$DATA_DIR/countdown_test.parquet"' in text
+    from data.prepare import output_file
+
+    assert text.count('--out "$DATA_DIR"') == 2
+    for split in ("train", "test"):  # pasr data prepare --out DIR names it <dataset>_<split>.parquet
+        assert f"--dataset countdown --split {split} " in text
+        args = argparse.Namespace(dataset="countdown", split=split, out="D")
+        assert output_file(args) == Path("D") / f"countdown_{split}.parquet"
     assert 'TRAIN_FILE="$DATA_DIR/$(basename "$TRAIN_DATASET"' in node
     overrides = [line.strip().rstrip("\\").strip() for line in train.split("run_pasr_node.sh")[1].splitlines()]
     literal = [o for o in overrides if "=" in o and "$" not in o]

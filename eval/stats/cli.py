@@ -36,7 +36,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                              "two are given, the plain one as BEFORE")
     parser.add_argument("--correct-at", type=float, default=None, metavar="SCORE",
                         help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the example sampling (default 0)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the example sampling (default 0)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                         help=f"progress bar by bytes read (auto: inputs over {PROGRESS_AUTO_BYTES >> 20} MiB)")

@@ -49,11 +49,12 @@ JUDGE_PORT=${JUDGE_PORT:-8000}
 JUDGE_KIND=${JUDGE_KIND:-hybrid}
 
 # ---------------------------------------------------------------- data (written once)
+# the names `pasr data prepare --out DIR` gives: <dataset stem>_<split>.parquet
 TRAIN_FILE="$DATA_DIR/$(basename "$TRAIN_DATASET" | sed 's/\.[a-z]*$//')_train.parquet"
 VAL_FILE="$DATA_DIR/$(basename "$VAL_DATASET" | sed 's/\.[a-z]*$//')_test.parquet"
 mkdir -p "$DATA_DIR" "$CKPT_DIR"
-[[ -f "$TRAIN_FILE" ]] || python3 -m recipe data prepare --dataset "$TRAIN_DATASET" --split train --out "$TRAIN_FILE"
-[[ -f "$VAL_FILE" ]] || python3 -m recipe data prepare --dataset "$VAL_DATASET" --split test --out "$VAL_FILE"
+[[ -f "$TRAIN_FILE" ]] || python3 -m recipe data prepare --dataset "$TRAIN_DATASET" --split train --out "$DATA_DIR"
+[[ -f "$VAL_FILE" ]] || python3 -m recipe data prepare --dataset "$VAL_DATASET" --split test --out "$DATA_DIR"
 
 # ---------------------------------------------------------------- judge
 JUDGE_ARGS=()

@@ -48,8 +48,8 @@ train() {  # $1 = total steps, $2 = log file
 # a failed phase is reported by the checks below, with the log to read
 train_and_resume "$@"
 stamp "eval: pasr eval --backend vllm on global_step_$STEPS_TOTAL ($EVAL_LIMIT GSM8K questions)"
-python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --datasets gsm8k --limit "$EVAL_LIMIT" \
-    --method pasr --backend vllm --max-new-tokens 384 --gpu-memory-utilization 0.5 --no-progress \
+python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --dataset gsm8k --limit "$EVAL_LIMIT" \
+    --method pasr --backend vllm --max-new-tokens 384 --gpu-memory-utilization 0.5 --progress off \
     --out "$RUN_DIR/eval" 2>&1 | tee "$RUN_DIR/eval.log" || stamp "eval failed: $RUN_DIR/eval.log"
 stamp "done"
 

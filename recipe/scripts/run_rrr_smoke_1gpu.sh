@@ -35,14 +35,15 @@ DATA_DIR="$RUN_DIR/data"
 source recipe/scripts/smoke_common.sh
 smoke_prelude "$CKPT_DIR" "$DATA_DIR"  # clears a previous smoke run, gpu.txt, MODEL_PATH
 
-# Countdown parquet files under the names run_pasr_node.sh looks for (it then skips its own
-# preparation): training problems and held-out ones (the splits share no problem). The system
+# Countdown parquet files under the names run_pasr_node.sh looks for (countdown_train.parquet and
+# countdown_test.parquet: `pasr data prepare --out DIR` writes DIR/<dataset>_<split>.parquet), so it
+# skips its own preparation: training problems and held-out ones (the splits share no problem). The system
 # prompt is RRR's attempt prompt; the RRR rollout sets it on every first attempt anyway.
 stamp "data: $TRAIN_N Countdown training problems, $VAL_N held-out"
 python3 -m recipe data prepare --dataset countdown --split train --limit "$TRAIN_N" --system-prompt rrr_attempt \
-    --out "$DATA_DIR/countdown_train.parquet"
+    --out "$DATA_DIR"
 python3 -m recipe data prepare --dataset countdown --split test --limit "$VAL_N" --system-prompt rrr_attempt \
-    --out "$DATA_DIR/countdown_test.parquet"
+    --out "$DATA_DIR"
 
 # MINI_BSZ = TRAIN_BSZ: one actor update per step. A mini-batch holding only masked rows (the
 # queries whose first attempt succeeded) would have no token to train on; the trainer skips a
@@ -64,9 +65,9 @@ train() {  # $1 = total steps, $2 = log file
 train_and_resume "$@"
 if python3 -c "import sys; from eval.cli import METHOD_NAMES; sys.exit('reflect-retry' not in METHOD_NAMES)" 2>/dev/null; then
     stamp "eval: pasr eval --method reflect-retry --backend vllm on global_step_$STEPS_TOTAL ($EVAL_LIMIT Countdown problems)"
-    python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --datasets countdown --limit "$EVAL_LIMIT" \
+    python3 -m recipe eval --model "$CKPT_DIR/global_step_$STEPS_TOTAL" --dataset countdown --limit "$EVAL_LIMIT" \
         --method reflect-retry --judge countdown --backend vllm --max-new-tokens 384 --gpu-memory-utilization 0.5 \
-        --no-progress --out "$RUN_DIR/eval" 2>&1 | tee "$RUN_DIR/eval.log" || stamp "eval failed: $RUN_DIR/eval.log"
+        --progress off --out "$RUN_DIR/eval" 2>&1 | tee "$RUN_DIR/eval.log" || stamp "eval failed: $RUN_DIR/eval.log"
 else
     stamp "eval: skipped (pasr eval has no reflect-retry method yet)"
 fi
