@@ -30,10 +30,10 @@ def load_subject(args: argparse.Namespace) -> Subject:
 
     from data.synthetic import generate_problems
     from prompts import PromptSet
-    from recipe.cpu_dtype import choose_threads
+    from recipe.cpu_dtype import set_threads
     from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
 
-    torch.set_num_threads(args.threads or choose_threads(torch.get_num_threads()))
+    set_threads(args.threads)
     model, tok, _ = load_model_and_tokenizer(str(resolve_model_path(args.model)), dtype="float32")
     model.eval()
     prompts = PromptSet.load(refine="refine_system_short", plain="plain_system_short")

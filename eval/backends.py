@@ -120,10 +120,13 @@ class HFBackend:
         import torch
 
         resolve_model(self.model_spec)  # fail fast on a missing local path
-        if self.threads:
+        if self.device == "cpu" or self.threads:
             # On a shared or small CPU box, fewer torch threads than cores can be much faster:
-            # oversubscribed OpenMP threads spin-wait on each other.
-            torch.set_num_threads(self.threads)
+            # oversubscribed OpenMP threads spin-wait on each other. Unset (or 0) on the CPU: the
+            # same probe as the local engine's model.threads=0 (recipe.cpu_dtype.set_threads)
+            from recipe.cpu_dtype import set_threads
+
+            set_threads(self.threads)
         torch.manual_seed(self.seed)  # sampling (--samples K) draws from torch's global generator
         dtype = self.dtype
         if dtype == "auto":

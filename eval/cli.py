@@ -76,7 +76,7 @@ def finite_float(text: str) -> float:
 
 
 def thread_count(text: str) -> int:
-    """argparse type of ``--threads``: a count, 0 (or leaving it out) for torch's own choice. A
+    """argparse type of ``--threads``: a count, 0 (or leaving it out) for the measured choice. A
     negative count reached ``torch.set_num_threads`` and died there with a RuntimeError traceback."""
     try:
         value = int(text)
@@ -133,8 +133,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=thread_count, metavar="N",
-                   help="hf on CPU: torch threads (default or 0: torch's choice; on a busy shared CPU, 1 can be "
-                   "several times faster)")  # fmt: skip
+                   help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
+                   "else 1, as pasr train's model.threads=0; on a busy shared CPU, 1 can be several times faster)")  # fmt: skip
     g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
                    help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
                    "in padded batches, same results, faster; sdpa: transformers' own")  # fmt: skip

@@ -114,3 +114,13 @@ def choose_threads(
     for _ in range(max(1, rounds)):
         one, many = min(one, timer(1)), min(many, timer(max_threads))
     return max_threads if many > 0 and one / many >= min_speedup else 1
+
+
+def set_threads(requested: int | None, timer: Callable[[int], float] = time_threads) -> int:
+    """Set torch's intra-op threads: ``requested`` when given (> 0), else the probe's choice
+    (:func:`choose_threads` over the cores torch sees). The one place every CPU path decides
+    it: the local engine (``model.threads``), ``pasr eval``'s hf backend (``--threads``) and the
+    benchmarks. Returns the number set."""
+    n = requested if requested and requested > 0 else choose_threads(torch.get_num_threads(), timer)
+    torch.set_num_threads(n)
+    return n

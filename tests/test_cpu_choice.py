@@ -196,3 +196,24 @@ def test_eval_hf_backend_resolves_its_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert build_backend("hf", "smollm2").device == "cuda"
     assert build_backend("hf", "smollm2", device="cpu").device == "cpu"
+
+
+def test_set_threads_is_the_one_thread_decision(monkeypatch):
+    """A count is obeyed; none (or 0) asks the probe, here scripted: all cores only where they are
+    measurably faster than one."""
+    import torch
+
+    from recipe.cpu_dtype import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+        set_by = []
+        monkeypatch.setattr(torch, "set_num_threads", set_by.append)
+        assert set_threads(None, timer=lambda n: 1.0 / n) == 4  # 4 threads 4x faster: all of them
+        assert set_threads(0, timer=lambda n: 1.0) == 1  # no gain: one
+        assert set_by == [4, 1]
+    finally:
+        monkeypatch.undo()
+        torch.set_num_threads(before)

@@ -19,10 +19,9 @@ from recipe.local_engine.config import AlgoConfig, ModelConfig
 
 def choose_threads(threads: int) -> None:
     """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
-    from recipe.cpu_dtype import choose_threads as probed_threads
+    from recipe.cpu_dtype import set_threads
 
-    n = threads or probed_threads(torch.get_num_threads())
-    torch.set_num_threads(n)
+    set_threads(threads)
 
 
 def choose_attention(model, attention: str) -> str:
