@@ -249,17 +249,21 @@ def _best_of_n(questions, generate, prompts: MethodPrompts, selection: Selection
         extract=extract, judge_kind=selection.judge_kind, score_prompt=prompts.score,
         score_tokens=selection.score_tokens,
     )  # fmt: skip
-    return [
-        Produced(
-            variant=t.final.variant,
-            text=t.final.text,
-            n_tokens=t.total_tokens,
-            finish_reason=t.final.finish_reason,
-            passes=[p.to_dict() for p in t.passes],
-            meta=t.meta(),
-        )
-        for t in traces
-    ]
+    return [_from_trace(t) for t in traces]
+
+
+def _from_trace(t, **extra) -> Produced:
+    """The sample of a multi-pass trace (best-of-n's, reflect-retry's): its final pass's text,
+    every pass's tokens, every pass recorded, the trace's own ``meta()``."""
+    return Produced(
+        variant=t.final.variant,
+        text=t.final.text,
+        n_tokens=t.total_tokens,
+        finish_reason=t.final.finish_reason,
+        passes=[p.to_dict() for p in t.passes],
+        meta=t.meta(),
+        **extra,
+    )
 
 
 def _reflect_retry(questions, generate, prompts: MethodPrompts, verify, reflection_tokens, attempts) -> list[Produced]:
@@ -268,15 +272,4 @@ def _reflect_retry(questions, generate, prompts: MethodPrompts, verify, reflecti
     traces = run_reflect_retry(
         questions, generate, verify, prompts.rrr, reflection_tokens=reflection_tokens, attempts=attempts
     )
-    return [
-        Produced(
-            variant=t.final.variant,
-            text=t.final.text,
-            n_tokens=t.total_tokens,
-            finish_reason=t.final.finish_reason,
-            passes=[p.to_dict() for p in t.passes],
-            meta=t.meta(),
-            verdict=t.final_verdict,
-        )
-        for t in traces
-    ]
+    return [_from_trace(t, verdict=t.final_verdict) for t in traces]
