@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
-    from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
+    from runtime.cpu_dtype import cpu_capability, measured_cpu_dtype
 
     rows = []
     for seed in args.seeds:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recipe.prompt_prefill import shared_prefixes
+from runtime.prompt_prefill import shared_prefixes
 
 
 # ---------------------------------------------------------------- FLOP counting (pure)
@@ -78,8 +78,8 @@ def pass_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Seque
     """One forward pass that scores ``responses`` after ``prompts`` (the update's log-probs, the
     warm-up's loss), in one call.
 
-    Prompt pieces are counted once each, as :mod:`recipe.prompt_prefill` runs them: each prefix
-    that rows share (:func:`recipe.prompt_prefill.shared_prefixes`) and each distinct prompt's
+    Prompt pieces are counted once each, as :mod:`runtime.prompt_prefill` runs them: each prefix
+    that rows share (:func:`runtime.prompt_prefill.shared_prefixes`) and each distinct prompt's
     rest. A response of ``R`` tokens feeds ``R - 1`` of them (its last token is predicted, never
     fed) and needs ``R`` rows of logits. Every fed token attends to itself and what precedes it."""
     if len(prompts) != len(responses):
@@ -103,14 +103,14 @@ def pass_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Seque
 def generation_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
                     batch_size: int) -> list[Work]:
     """Generating ``responses`` to ``prompts`` in the engine's batches
-    (:func:`recipe.hf_generate.length_batches` of ``batch_size``): each batch's prompt pass
+    (:func:`runtime.hf_generate.length_batches` of ``batch_size``): each batch's prompt pass
     (:func:`pass_work`), then one decode step per new token with the rows still writing.
 
     The FLOPs are those of :func:`pass_work` over the same rows (the same tokens are fed and the
     same logits taken), but a decode step's matmuls have only as many rows as rows are still
     writing, which is why its rate, and so its floor, differ from a pass's. A row that has
     stopped costs nothing here (the engine drops stopped rows every 16 tokens)."""
-    from recipe.hf_generate import length_batches
+    from runtime.hf_generate import length_batches
 
     work: list[Work] = []
     for batch in length_batches([len(p) for p in prompts], batch_size):

@@ -411,7 +411,7 @@ def main(argv=None) -> int:
     final_eval = final_eval_dir / "eval" / "base.jsonl"
     merged = None
     try:
-        from recipe.verl_engine.hf_export import merged_model_dir
+        from runtime.hf_export import merged_model_dir
 
         merged = merged_model_dir(ckpt_dir, cache=root / "merged")
         mark("merge", t)

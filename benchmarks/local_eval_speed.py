@@ -1,6 +1,6 @@
 """Local engine generation: grouped-query attention and wide evaluation batches, side by side.
 
-1. **Attention without KV copies** (``model.attention=grouped``, :mod:`recipe.gqa_attention`):
+1. **Attention without KV copies** (``model.attention=grouped``, :mod:`runtime.gqa_attention`):
    with a padding mask, transformers' SDPA path expands the cached keys and values from the 3
    KV heads to all 9 query heads in every layer at every decode step; the grouped path does not.
 2. **Wide evaluation batches** (``rollout.eval_batch_size``, 256): a decode step of
@@ -39,9 +39,9 @@ def main(argv=None) -> int:
     import torch
 
     from data.synthetic import generate_problems
-    from recipe.gqa_attention import use_attention
-    from recipe.hf_generate import SamplingParams
     from recipe.local_engine.rollout import generate_step
+    from runtime.gqa_attention import use_attention
+    from runtime.hf_generate import SamplingParams
 
     subject = load_subject(args)
     model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries

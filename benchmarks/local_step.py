@@ -24,11 +24,11 @@ def main(argv=None) -> int:
 
     import torch
 
-    from recipe.hf_generate import SamplingParams, eos_token_ids
     from recipe.local_engine.config import load_config
     from recipe.local_engine.rollout import generate_step
     from recipe.local_engine.trainer import LocalPasrTrainer
-    from recipe.prompt_prefill import pad_around_prefixes
+    from runtime.hf_generate import SamplingParams, eos_token_ids
+    from runtime.prompt_prefill import pad_around_prefixes
 
     overrides = ["warmup.steps=2", f"trainer.steps={args.steps}", "trainer.eval_at_start=false",
                  "trainer.eval_after_warmup=false", "trainer.eval_at_end=false", "trainer.save_every=1000", *args.overrides]

@@ -59,7 +59,7 @@ def floor_seconds(work: Sequence[Work], rates: Rates, train: bool = False) -> fl
 
 def time_linear(dtype, rows: int, k: int, n: int, reps: int = 3) -> float:
     """Best-of-``reps`` seconds of ``F.linear`` on ``rows x k`` inputs and an ``n x k`` weight,
-    after a warm-up: the layout the model's layers use. :func:`recipe.cpu_dtype.time_matmul`
+    after a warm-up: the layout the model's layers use. :func:`runtime.cpu_dtype.time_matmul`
     multiplies by a ``k x n`` matrix instead, which at a few rows runs another kernel (one bf16
     row through the output layer: 7 GFLOP/s that way, 17 this way, on the 2-core EPYC)."""
     import torch
@@ -80,10 +80,10 @@ def measure_rates(shapes: Shapes, dtype: str, reps: int = 5) -> Rates:
     :data:`LINEAR_ROWS` / :data:`LOGIT_ROWS` rows: a layer's seven linear maps together, and the
     output layer. Forward: :func:`time_linear`; backward: the two products autograd runs for a
     linear layer, ``d out @ W`` and ``d out^T @ x``, as plain matmuls
-    (:func:`recipe.cpu_dtype.time_matmul`, whose layout they have)."""
+    (:func:`runtime.cpu_dtype.time_matmul`, whose layout they have)."""
     import torch
 
-    from recipe.cpu_dtype import time_matmul
+    from runtime.cpu_dtype import time_matmul
 
     dt = getattr(torch, dtype)
 

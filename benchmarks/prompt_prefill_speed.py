@@ -1,8 +1,8 @@
 """Generation with the prompts' shared prefixes prefilled once, side by side with before, in one run.
 
 Every prompt starts with the chat template and its system prompt (25-40 of the CPU presets'
-~72 prompt tokens). ``recipe.hf_generate.prompt_cache`` now prefills each distinct prefix of a
-batch once instead of once per row (:mod:`recipe.prompt_prefill`); before, it prefilled each
+~72 prompt tokens). ``runtime.hf_generate.prompt_cache`` now prefills each distinct prefix of a
+batch once instead of once per row (:mod:`runtime.prompt_prefill`); before, it prefilled each
 distinct prompt once (repeated prompts) and nothing else was shared. Rows: a greedy evaluation
 with both prompts in wide batches (the trainer's evaluations, ``pasr eval --backend hf``), and
 one PASR step's sampled generation (8 x (4 + 2), one batch, whose prompts already repeat).
@@ -33,7 +33,7 @@ SETTINGS = ("before", "shared prefixes")
 @contextlib.contextmanager
 def setting(name: str):
     """Switch prefix sharing off for ``before``, and back on after."""
-    import recipe.hf_generate as hf
+    import runtime.hf_generate as hf
 
     saved = hf.shared_prefixes
     if name == "before":
@@ -55,9 +55,9 @@ def main(argv=None) -> int:
     import torch
 
     from data.synthetic import generate_problems
-    from recipe.gqa_attention import use_attention
-    from recipe.hf_generate import SamplingParams
     from recipe.local_engine.rollout import generate_step
+    from runtime.gqa_attention import use_attention
+    from runtime.hf_generate import SamplingParams
 
     subject = load_subject(args)
     model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries

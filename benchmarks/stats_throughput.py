@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plots", action="store_true", help="time the reading only (no PNGs)")
     args = ap.parse_args(argv)
 
-    from recipe.cli import main as pasr_main
+    from pasr_cli import main as pasr_main
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="pasr_stats_bench_"))
     try:

@@ -149,8 +149,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from benchmarks.training_stages import cpu_info
-    from recipe.cpu_dtype import resolve_dtype
     from recipe.local_engine.config import load_config
+    from runtime.cpu_dtype import resolve_dtype
 
     dtype = [] if args.dtype == "auto" else [f"model.rollout_dtype={args.dtype}",
                                               f"algo.bf16_autocast={str(args.dtype == 'bfloat16').lower()}"]

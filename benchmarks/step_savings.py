@@ -3,10 +3,10 @@
 1. **One prompt pass per distinct prompt.** A step samples each query's refine prompt
    ``n_refine`` times and its plain prompt ``n_plain`` times and trains the refine responses on
    their one prompt: generation prefills each distinct prompt once
-   (``recipe.hf_generate.prompt_cache``) and the update's log-probs run it once
+   (``runtime.hf_generate.prompt_cache``) and the update's log-probs run it once
    (``recipe.local_engine.logprobs._shared_prompt_hidden``); both also run the prefix the
    prompts share once (``benchmarks.prompt_prefill_speed`` times that part alone).
-2. **Finished rows leave the batch** (``recipe.hf_generate._generate_dropping_finished``): plain
+2. **Finished rows leave the batch** (``runtime.hf_generate._generate_dropping_finished``): plain
    answers stop after about 20 tokens, refining ones after 60-90.
 
 Columns: neither (a prompt pass per row, one ``generate`` call until the longest row stops, as
@@ -35,7 +35,7 @@ SETTINGS = ("neither", "shared prompts", "+ rows dropped")
 @contextlib.contextmanager
 def setting(name: str):
     """Switch the savings off as ``name`` says (``neither``: both off), and back on after."""
-    import recipe.hf_generate as hf
+    import runtime.hf_generate as hf
     import recipe.local_engine.logprobs as lp
 
     saved = hf.prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY
@@ -60,9 +60,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from recipe.hf_generate import SamplingParams
     from recipe.local_engine.logprobs import pack, response_logprobs
     from recipe.local_engine.rollout import generate_step
+    from runtime.hf_generate import SamplingParams
 
     subject = load_subject(args)
     model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries

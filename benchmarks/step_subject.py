@@ -30,8 +30,8 @@ def load_subject(args: argparse.Namespace) -> Subject:
 
     from data.synthetic import generate_problems
     from prompts import PromptSet
-    from recipe.cpu_dtype import set_threads
-    from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
+    from runtime.cpu_dtype import set_threads
+    from runtime.model_loading import load_model_and_tokenizer, resolve_model_path
 
     set_threads(args.threads)
     model, tok, _ = load_model_and_tokenizer(str(resolve_model_path(args.model)), dtype="float32")

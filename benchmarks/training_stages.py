@@ -210,7 +210,7 @@ def trends(steps: list[dict], keys: tuple[str, ...]) -> dict:
 
 def cpu_info() -> dict:
     """The CPU a result was measured on: model, capability, the measured dtype choice, cores."""
-    from recipe.cpu_dtype import cpu_capability, measured_cpu_dtype
+    from runtime.cpu_dtype import cpu_capability, measured_cpu_dtype
 
     dtype = measured_cpu_dtype()
     return {"model": cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
@@ -222,7 +222,7 @@ def machine_info(cfg) -> dict:
     on the CPU)."""
     import torch
 
-    from recipe.model_loading import resolve_device
+    from runtime.model_loading import resolve_device
 
     gpu = torch.cuda.get_device_name() if resolve_device(cfg.model.device) == "cuda" else None
     return {"cpu": cpu_info(), "gpu": gpu}

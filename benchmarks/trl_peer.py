@@ -20,8 +20,8 @@ def trl_step(cfg, subject: dict, steps: int) -> dict:
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from recipe.hf_generate import render_prompts
     from recipe.local_engine.rollout import THINK_PREFILL
+    from runtime.hf_generate import render_prompts
 
     tok, prompts = subject["tokenizer"], subject["prompts"]
     prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""

@@ -7,7 +7,7 @@ lay the rows end to end in one sequence (each row masked off from the others) an
 same loss without them, at the price of attention over the whole sequence; it does so where a
 FLOP count says it pays (``recipe.local_engine.logprobs.end_to_end_pays``). Every prompt also
 starts with the template and one of two system prompts (about half its tokens): laid end to
-end, each such prefix can come once, with each row seeing its own (:mod:`recipe.prompt_prefill`).
+end, each such prefix can come once, with each row seeing its own (:mod:`runtime.prompt_prefill`).
 
 Columns: the padded batch and the rows end to end, each with every prompt whole (before shared
 prefixes), then end to end with shared prefixes (the trainer's choice now). All run the forward

@@ -1,8 +1,8 @@
 """The one-line error of every ``pasr`` subcommand, and the reason a directory cannot be made.
 
-``recipe.cli`` prints a :class:`CliError` as one line and exits with status 2. The class lives
+``pasr_cli`` prints a :class:`CliError` as one line and exits with status 2. The class lives
 here, in ``data/`` (the lowest layer that has a subcommand, ``pasr data``), so that no module
-imports a layer above its own for it; ``recipe.cli`` re-exports both names.
+imports a layer above its own for it (``pasr_cli``, at the top, re-exports both names).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Generation backends of ``pasr eval``: one interface, two engines.
 
-* ``hf``: transformers on CPU (or one GPU) through :mod:`recipe.hf_generate`, the same batched,
+* ``hf``: transformers on CPU (or one GPU) through :mod:`runtime.hf_generate`, the same batched,
   length-grouped, left-padded generation the local training engine uses.
 * ``vllm``: the vLLM offline engine on GPU. ``vllm`` is imported only when this backend loads,
   so everything else runs on a machine without it.
@@ -60,12 +60,12 @@ class BackendError(RuntimeError):
 
 
 def resolve_model(spec: str) -> str:
-    """:func:`recipe.model_loading.resolve_model_path`, plus one check of ours: a spec that can
+    """:func:`runtime.model_loading.resolve_model_path`, plus one check of ours: a spec that can
     only be a local path (three or more parts, or its parent folder exists here) but is missing
     fails at once, instead of being tried as a hub name (which, offline, retries for a minute)."""
     from pathlib import Path
 
-    from recipe.model_loading import EMBEDDED_ALIASES, ModelNotFoundError, resolve_model_path
+    from runtime.model_loading import EMBEDDED_ALIASES, ModelNotFoundError, resolve_model_path
 
     path = Path(spec).expanduser()
     if spec not in EMBEDDED_ALIASES and not path.exists():
@@ -79,7 +79,7 @@ def resolve_model(spec: str) -> str:
 
 
 class HFBackend:
-    """transformers generation via :func:`recipe.hf_generate.generate_chats`."""
+    """transformers generation via :func:`runtime.hf_generate.generate_chats`."""
 
     name = "hf"
 
@@ -87,14 +87,14 @@ class HFBackend:
         self,
         model: str,
         batch_size: int = 32,
-        dtype: str = "auto",  # auto: measured on CPU (recipe/cpu_dtype.py), bfloat16 on an accelerator
-        device: str = "auto",  # auto | cpu | cuda (recipe.model_loading.resolve_device)
+        dtype: str = "auto",  # auto: measured on CPU (runtime/cpu_dtype.py), bfloat16 on an accelerator
+        device: str = "auto",  # auto | cpu | cuda (runtime.model_loading.resolve_device)
         threads: int | None = None,
         attention: str = "grouped",
         seed: int = 0,
     ):
-        from recipe.gqa_attention import ATTENTIONS
-        from recipe.model_loading import resolve_device
+        from runtime.gqa_attention import ATTENTIONS
+        from runtime.model_loading import resolve_device
 
         if attention not in ATTENTIONS:
             raise BackendError(f"unknown attention {attention!r}: {' or '.join(ATTENTIONS)}")
@@ -115,7 +115,7 @@ class HFBackend:
     def load(self) -> None:
         if self.model is not None:
             return
-        from recipe.model_loading import ModelLoadError, load_model_and_tokenizer
+        from runtime.model_loading import ModelLoadError, load_model_and_tokenizer
 
         import torch
 
@@ -123,14 +123,14 @@ class HFBackend:
         if self.device == "cpu" or self.threads:
             # On a shared or small CPU box, fewer torch threads than cores can be much faster:
             # oversubscribed OpenMP threads spin-wait on each other. Unset (or 0) on the CPU: the
-            # same probe as the local engine's model.threads=0 (recipe.cpu_dtype.set_threads)
-            from recipe.cpu_dtype import set_threads
+            # same probe as the local engine's model.threads=0 (runtime.cpu_dtype.set_threads)
+            from runtime.cpu_dtype import set_threads
 
             set_threads(self.threads)
         torch.manual_seed(self.seed)  # sampling (--samples K) draws from torch's global generator
         dtype = self.dtype
         if dtype == "auto":
-            from recipe.cpu_dtype import resolve_dtype
+            from runtime.cpu_dtype import resolve_dtype
 
             dtype = resolve_dtype("auto").dtype if self.device == "cpu" else "bfloat16"
             print(f"hf backend: {dtype} on {self.device} (--dtype to choose)", file=sys.stderr)
@@ -141,7 +141,7 @@ class HFBackend:
         except ModelLoadError as exc:  # missing, offline hub name, no weights, broken config.json, ...
             raise BackendError(str(exc)) from None
         self.model.eval()
-        from recipe.gqa_attention import use_attention
+        from runtime.gqa_attention import use_attention
 
         use_attention(self.model, self.attention)  # grouped: batched decoding without copying the KV cache
 
@@ -149,7 +149,7 @@ class HFBackend:
         """``prefill``: text that starts every response, as the local engine's ``<think>``
         (``rollout.prefill_think``): appended to the prompt, so its tokens are not counted, and
         the text returned begins with it. ``pasr eval`` itself passes none."""
-        from recipe.hf_generate import SamplingParams, generate_chats
+        from runtime.hf_generate import SamplingParams, generate_chats
 
         self.load()
         if not chats:
@@ -221,7 +221,7 @@ class VLLMBackend:
         try:
             self.llm = vllm.LLM(model=self.model_path, **self.engine_kwargs)
         except (OSError, ValueError) as exc:
-            from recipe.model_loading import first_line
+            from runtime.model_loading import first_line
 
             raise BackendError(f"vllm cannot load model {self.model_spec!r}: {first_line(exc)}") from None
 

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 
 from data.cli_flags import add_alias, legacy_out_file
-from recipe.gqa_attention import ATTENTIONS
-from recipe.model_loading import DEVICES
+from runtime.gqa_attention import ATTENTIONS
+from runtime.model_loading import DEVICES
 
 DESCRIPTION = """\
 Evaluate a model on GSM8K, MATH-500, AIME24 or Countdown with PASR, Reflect-Retry or a
@@ -229,7 +229,7 @@ def compare_outputs(out: str) -> tuple[Path, Path]:
 
 
 def _cli_error(msg: str):
-    from recipe.cli import CliError
+    from data.cli_errors import CliError
 
     return CliError(msg)
 

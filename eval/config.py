@@ -69,7 +69,7 @@ class EvalConfig:
     enforce_eager: bool | None = None  # vllm; None: eval.backends.eager_by_default
     dtype: str | None = None
     threads: int | None = None  # hf on CPU: torch threads (default: torch's choice)
-    attention: str = "grouped"  # hf: grouped (GQA without KV copies, recipe/gqa_attention.py) | sdpa
+    attention: str = "grouped"  # hf: grouped (GQA without KV copies, runtime/gqa_attention.py) | sdpa
     device: str = "auto"  # hf: auto (the GPU torch sees, else the CPU) | cpu | cuda
     countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --dataset countdown: data.countdown.LEVELS (3/4/5 numbers)
 

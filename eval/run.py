@@ -133,7 +133,7 @@ def run_eval(
     try:
         run_dir.path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from recipe.cli import why_mkdir_failed
+        from data.cli_errors import why_mkdir_failed
 
         raise EvalError(f"cannot create --out {cfg.out}: {why_mkdir_failed(run_dir.path, exc)}") from None
     try:

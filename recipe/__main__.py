@@ -1,5 +1,5 @@
 import sys
 
-from recipe.cli import main
+from pasr_cli import main
 
 sys.exit(main())

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from recipe.cli import CliError
+from data.cli_errors import CliError
 
 EXIT_BY_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
 DEFAULT_PORT = 8265

@@ -1,6 +1,6 @@
 """The PASR step core: what both engines and ``pasr eval`` do between generating and updating.
 
-* :func:`decode_response`: token ids to text, one setting for every engine;
+* token ids to text, one setting for every engine: :func:`runtime.decoding.decode_response`;
 * :func:`judge_and_record`: extract the answer, judge it, check the format and build the one
   :class:`~data.records.RolloutRecord` per rollout (``pasr eval`` stops here);
 * :func:`group_scores`: the PASR reward per query group, written into the refine records, and
@@ -27,17 +27,15 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from data.records import PLAIN, REFINE, RolloutRecord
 from recipe.pasr_config import PasrConfig
 from rewards.extract import extract_answer
-from rewards.format import TAG_NAMES, check_format
+from rewards.format import check_format
 from rewards.judges.base import Judge, JudgeItem, JudgeResult
 from rewards.pasr import plain_rewards, score_group
 
-PASR_TAGS = tuple(f"<{n}>" for n in TAG_NAMES) + tuple(f"</{n}>" for n in TAG_NAMES)
 JUDGE_ERROR = "judge error"  # the error text when a judge failed without saying why
 
 
@@ -56,26 +54,6 @@ class Rollout:
     sample_index: int = 0
     dataset: str | None = None  # evaluation data set; None for training rollouts
     extra: dict[str, Any] = field(default_factory=dict)  # copied into the record's extra
-
-
-# --------------------------------------------------------------------------- decode
-@lru_cache(maxsize=8)
-def _dropped_ids(tokenizer) -> frozenset[int]:
-    keep = set()
-    for tag in PASR_TAGS:
-        tid = tokenizer.convert_tokens_to_ids(tag)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
-            keep.add(tid)
-    return frozenset(tokenizer.all_special_ids) - keep
-
-
-def decode_response(tokenizer, ids: Sequence[int]) -> str:
-    """The text of a response's token ids, as every engine must read it: special tokens
-    (padding, EOS, chat markers) dropped, PASR's tags kept even where a tokenizer registers them
-    as special tokens (``skip_special_tokens=True`` would drop them and fail the format). For
-    SmolLM2 the tags are plain text and this equals ``skip_special_tokens=True``."""
-    dropped = _dropped_ids(tokenizer)
-    return tokenizer.decode([t for t in ids if t not in dropped], skip_special_tokens=False)
 
 
 # --------------------------------------------------------------------------- judge and record

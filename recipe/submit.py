@@ -38,8 +38,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from data.cli_errors import CliError
 from data.cli_flags import add_alias
-from recipe.cli import CliError
 
 REPO_MARKER = Path("recipe") / "main_pasr.py"
 RUNTIME_ENV_FILE = Path(__file__).resolve().parent / "runtime_env.yaml"

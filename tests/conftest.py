@@ -26,7 +26,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
     cfg = LlamaConfig(

@@ -1,6 +1,6 @@
 """One flag vocabulary across ``pasr`` subcommands (docs/development.md, "CLI flag vocabulary").
 
-On the parsers :func:`recipe.cli.build_parser` builds: every canonical flag parses; every old
+On the parsers :func:`pasr_cli.build_parser` builds: every canonical flag parses; every old
 spelling kept as a hidden alias parses to the same ``dest`` and value as its canonical flag and
 prints a one-line deprecation note; aliases are absent from ``--help``; one concept has one
 spelling in every subcommand that has it; ``--out`` is a folder everywhere (the old file form of
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from data.cli_flags import DeprecatedAlias
-from recipe.cli import build_parser, main
+from pasr_cli import build_parser, main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

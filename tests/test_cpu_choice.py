@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from recipe import cpu_dtype
-from recipe.cpu_dtype import DtypeChoice, choose_cpu_dtype, choose_threads, resolve_dtype
+from runtime import cpu_dtype
+from runtime.cpu_dtype import DtypeChoice, choose_cpu_dtype, choose_threads, resolve_dtype
 
 
 def _timer(fp32_s: float, bf16_s: float):
@@ -107,7 +107,7 @@ def test_rollout_dtype_is_validated():
 
 
 def test_resolve_device(monkeypatch):
-    from recipe.model_loading import resolve_device
+    from runtime.model_loading import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
@@ -203,7 +203,7 @@ def test_set_threads_is_the_one_thread_decision(monkeypatch):
     measurably faster than one."""
     import torch
 
-    from recipe.cpu_dtype import set_threads
+    from runtime.cpu_dtype import set_threads
 
     before = torch.get_num_threads()
     try:

@@ -13,8 +13,8 @@ from data.examples import DataFormatError, DatasetError, Example
 from data.loaders import DATASETS, describe_sources, get_dataset, load_examples
 from data.synthetic import DIFFICULTIES, MAX_VALUE, apply_op, generate_problems, split_of, split_problems
 from data.verl_parquet import COLUMNS, read_rl_parquet, write_rl_parquet
+from pasr_cli import main as pasr_main
 from prompts import load_prompt
-from recipe.cli import main as pasr_main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -281,7 +281,7 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
     system = load_prompt("refine_system")

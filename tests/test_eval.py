@@ -272,7 +272,7 @@ def test_resume_refuses_other_settings(data_env, tmp_path):
 
 
 def run_cli(argv, capsys):
-    from recipe.cli import main
+    from pasr_cli import main
 
     rc = main(argv)
     out, err = capsys.readouterr()
@@ -506,7 +506,7 @@ def test_compare_missing_dir(tmp_path, capsys):
 
 
 def test_parser_takes_run_and_compare():
-    from recipe.cli import build_parser
+    from pasr_cli import build_parser
 
     p = build_parser()
     a = p.parse_args(["eval", "--model", "m", "--dataset", "gsm8k", "math500", "aime24", "--method", "plain", "--out", "d"])
@@ -667,7 +667,7 @@ def test_grouped_attention_matches_sdpa(q_len):
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from recipe.gqa_attention import grouped_sdpa_forward
+    from runtime.gqa_attention import grouped_sdpa_forward
 
     torch.manual_seed(0)
     b, kv_heads, n_rep, length, d = 3, 2, 3, 9, 8

@@ -383,7 +383,7 @@ def test_other_methods_summaries_have_no_retry_keys(tmp_path):
 
 
 def run_cli(argv, capsys):
-    from recipe.cli import main
+    from pasr_cli import main
 
     rc = main(argv)
     out, err = capsys.readouterr()
@@ -449,7 +449,7 @@ def test_cli_judge_mismatch_is_one_line(tmp_path, capsys):
 
 
 def test_help_explains_the_method():
-    from recipe.cli import build_parser
+    from pasr_cli import build_parser
 
     p = build_parser()
     help_text = p._subparsers._group_actions[0].choices["eval"].format_help()

@@ -442,7 +442,7 @@ def test_best_of_n_score_run_counts_scoring_tokens(data_env, tmp_path):
 
 
 def run_cli(argv, capsys):
-    from recipe.cli import main
+    from pasr_cli import main
 
     rc = main(argv)
     out, err = capsys.readouterr()
@@ -497,7 +497,7 @@ def test_cli_passes_the_selection_flags(tmp_path, capsys, monkeypatch):
 
 
 def test_help_explains_every_new_flag():
-    from recipe.cli import build_parser
+    from pasr_cli import build_parser
 
     help_text = build_parser()._subparsers._group_actions[0].choices["eval"].format_help()
     flat = " ".join(help_text.split())

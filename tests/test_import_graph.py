@@ -1,7 +1,7 @@
 """No import circle between the project's modules: every ``import`` and ``from ... import`` of a
 project module, also the ones inside functions (a lazy import still ties two modules together),
-walked with ``ast`` without importing anything. ``recipe.model_loading`` and
-``recipe.verl_engine.hf_export`` used to import each other (for the cache folder)."""
+walked with ``ast`` without importing anything. ``runtime.model_loading`` and
+``runtime.hf_export`` used to import each other (for the cache folder)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("recipe", "eval", "data", "rewards", "prompts", "benchmarks")
+# The floors of the house, bottom to top: a package imports only packages on a lower floor (and
+# itself). The prompt templates; the reward functions and judges; datasets, records and the CLI
+# error type; the model runtime (loading, generation, attention, dtype, checkpoint export) that
+# both engines and eval/ run models with; the engines and the PASR step core; the evaluation and
+# refine statistics (which reuse the step core and configs); the ``pasr`` command line; the
+# benchmarks, which may drive anything, the CLI included.
+FLOORS = ("prompts", "rewards", "data", "runtime", "recipe", "eval", "pasr_cli", "benchmarks")
+PACKAGES = FLOORS
 
 
 def project_modules() -> dict[str, Path]:
@@ -88,5 +95,34 @@ def test_cycle_finder_finds_a_circle():
 def test_no_import_circle_between_project_modules():
     graph = import_graph(project_modules())
     assert len(graph) > 100  # the walk found the project
-    assert "recipe.verl_engine.hf_export" in graph["recipe.model_loading"]  # lazy imports are seen
+    assert "runtime.hf_export" in graph["runtime.model_loading"]  # lazy imports are seen
     assert cycles(graph) == []
+
+
+def package_of(module: str) -> str:
+    """The floor a module lives on: its top-level package, except that a ``__main__`` module (an
+    entry point that nothing imports, e.g. ``python -m recipe``) counts as the command line."""
+    return "pasr_cli" if module.endswith(".__main__") else module.split(".")[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    floor = {pkg: i for i, pkg in enumerate(FLOORS)}
+    return sorted(
+        f"{mod} -> {dep}"
+        for mod, deps in graph.items()
+        for dep in deps
+        if floor[package_of(dep)] > floor[package_of(mod)]
+    )
+
+
+def test_upward_import_finder_finds_one():
+    graph = {"runtime.x": {"recipe.y", "rewards.z"}, "recipe.y": {"runtime.x"}, "recipe.__main__": {"pasr_cli"}}
+    assert upward_imports(graph) == ["runtime.x -> recipe.y"]
+
+
+def test_every_package_imports_only_floors_below_it():
+    """Lazy imports inside functions count too: importing an engine from the runtime on demand
+    still makes the runtime depend on the engine."""
+    mods = project_modules()
+    assert {name.split(".")[0] for name in mods} == set(FLOORS)
+    assert upward_imports(import_graph(mods)) == []

@@ -85,7 +85,7 @@ def test_step_indices_are_a_pure_function_of_the_step():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    from recipe.model_loading import load_model_and_tokenizer
+    from runtime.model_loading import load_model_and_tokenizer
 
     model, tok, _ = load_model_and_tokenizer(str(tiny_model_dir))
     return model, tok
@@ -143,8 +143,8 @@ def test_finished_rows_are_dropped_between_calls_with_the_same_tokens(tiny, monk
     """Rows that stopped leave the batch between two generate calls; every row keeps exactly the
     greedy tokens of one call over the whole batch (rows stopping at different points, one not
     stopping at all, prompts of other lengths)."""
-    import recipe.hf_generate as hf
-    from recipe.hf_generate import SamplingParams, generate_ids
+    import runtime.hf_generate as hf
+    from runtime.hf_generate import SamplingParams, generate_ids
 
     model, tok = tiny
     prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14, 15, 16, 17, 18], [19, 20]]
@@ -219,10 +219,10 @@ def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_di
 
     from transformers import AutoModelForCausalLM
 
-    from recipe.gqa_attention import install
     from recipe.local_engine.logprobs import concatenated_response_logprobs
     from recipe.local_engine.policy_update import sft_loss
-    from recipe.prompt_prefill import shared_prefixes
+    from runtime.gqa_attention import install
+    from runtime.prompt_prefill import shared_prefixes
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
     if attention == "grouped":
@@ -261,7 +261,7 @@ def test_warmup_layout_is_chosen_by_cost():
     from transformers import AutoConfig
 
     from recipe.local_engine.logprobs import end_to_end_pays
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     smollm = AutoConfig.from_pretrained(resolve_model_path("smollm2"))
     smollm._attn_implementation = "sdpa"
@@ -278,8 +278,8 @@ def test_warmup_layout_is_chosen_by_cost():
 def test_generate_step_layout(tiny):
     from data.examples import Example
     from prompts import PromptSet
-    from recipe.hf_generate import SamplingParams
     from recipe.local_engine.rollout import generate_step
+    from runtime.hf_generate import SamplingParams
 
     model, tok = tiny
     qs = [Example("a", "synthetic", "1+1?", "2"), Example("b", "synthetic", "2+2?", "4")]
@@ -302,9 +302,9 @@ def test_shared_prefixes_and_repeated_prompts_are_prefilled_once_and_generate_th
     it (greedy, and sampled from the same seed), prompts of different lengths included."""
     import torch
 
-    import recipe.hf_generate as hf
-    from recipe import prompt_prefill
-    from recipe.hf_generate import SamplingParams, generate_ids
+    import runtime.hf_generate as hf
+    from runtime import prompt_prefill
+    from runtime.hf_generate import SamplingParams, generate_ids
 
     model, tok = tiny
     sys_a, sys_b = [5, 6, 7, 8, 9, 10], [5, 6, 11, 12, 13, 14]
@@ -388,9 +388,9 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
     import recipe.local_engine.rollout as rollout_mod
     import copy
 
-    from recipe.gqa_attention import NAME, use_attention
-    from recipe.hf_generate import SamplingParams
     from recipe.local_engine.trainer import LocalPasrTrainer
+    from runtime.gqa_attention import NAME, use_attention
+    from runtime.hf_generate import SamplingParams
 
     with pytest.raises(ConfigError, match="model.attention"):
         load_config(overrides=["model.attention=flash"])
@@ -493,7 +493,7 @@ def test_pasr_train_stops_on_a_judge_that_always_fails(tiny_model_dir, tmp_path,
     """A judge that never answers is neither accuracy 0 nor a quiet exit 0: the evaluation has no
     accuracy, counts its errors and warns; the first PASR step stops the run with one line."""
     import rewards.judges
-    from recipe.cli import main
+    from pasr_cli import main
 
     monkeypatch.setattr(rewards.judges, "build_judge", lambda cfg, prompt=None: BrokenJudge())
     run_dir = tmp_path / "run"

@@ -224,7 +224,7 @@ def test_resume_refuses_other_settings_unless_forced(reference_run, tmp_path):
 
 
 def _train(capsys, *argv) -> tuple[int, str]:
-    from recipe.cli import main
+    from pasr_cli import main
 
     capsys.readouterr()
     rc = main(["train", *argv])

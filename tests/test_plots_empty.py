@@ -15,7 +15,7 @@ import pytest
 from eval.compare import run_label, scatter, scatter_figure
 from eval.stats import plots
 from eval.stats.plot_style import NO_DATA, wrap
-from recipe.cli import main
+from pasr_cli import main
 from tests.test_stats import P_RIGHT, P_WRONG, T7, dumps, rec, write  # noqa: F401  (dumps is a fixture)
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.cli import main
+from pasr_cli import main
 from recipe.local_engine.config import CONFIG_DIR, load_config
 
 PRESETS = sorted(p.stem.removeprefix("local_") for p in CONFIG_DIR.glob("local_*.yaml"))

@@ -1,4 +1,4 @@
-"""The shared-prefix prefill (recipe.prompt_prefill): which prefix it shares, how it lays rows
+"""The shared-prefix prefill (runtime.prompt_prefill): which prefix it shares, how it lays rows
 out, and that running shared pieces once gives every row the same hidden states, keys and
 gradients as running each row whole."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipe.prompt_prefill import pad_around_prefixes, positions, prefill, prefill_tokens, shared_prefixes
+from runtime.prompt_prefill import pad_around_prefixes, positions, prefill, prefill_tokens, shared_prefixes
 
 
 def test_the_prefixes_that_save_most_tokens_are_chosen():
@@ -47,7 +47,7 @@ def test_prefill_gives_each_row_what_running_it_alone_gives(tiny_model_dir, atte
     import torch
     from transformers import AutoModelForCausalLM
 
-    from recipe.gqa_attention import use_attention
+    from runtime.gqa_attention import use_attention
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert use_attention(model, attention) == attention

@@ -56,7 +56,7 @@ class CoinJudge:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    from recipe.model_loading import load_model_and_tokenizer
+    from runtime.model_loading import load_model_and_tokenizer
 
     model, tok, _ = load_model_and_tokenizer(str(tiny_model_dir))
     return model, tok
@@ -104,8 +104,8 @@ def _step(tiny, judge, monkeypatch, n_queries=3, n_reflections=2):
 
 
 def test_the_update_sees_reflection_prompt_and_reflection_tokens_only(tiny, monkeypatch):
-    from recipe.hf_generate import render_prompts
     from recipe.rrr_step import RrrPrompts
+    from runtime.hf_generate import render_prompts
 
     # attempts: q0 right, q1 and q2 wrong; retries (2 per failure): right, wrong, wrong, right
     metrics, records, ex, batches = _step(tiny, ScriptedJudge([1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0]), monkeypatch)

@@ -270,7 +270,7 @@ def test_full_disk_in_pasr_eval_is_one_line(tmp_path, capsys, monkeypatch):
     records only (the first chunk's), and the rerun once there is room finishes the rest."""
     import eval.run
     from data.records import iter_records
-    from recipe.cli import main
+    from pasr_cli import main
 
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps({"question": f"{i}+{4 - i}?", "answer": "4"}) + "\n" for i in range(4)))
@@ -292,7 +292,7 @@ def test_full_disk_where_no_writer_names_the_file_is_one_line(tmp_path, capsys, 
     """A full disk in a write of a library's own (tensorboard, say) still ends in one line, with
     the file when the OSError has one."""
     import eval.run
-    from recipe.cli import main
+    from pasr_cli import main
 
     def full(cfg):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/out/events.bin")

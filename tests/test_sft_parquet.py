@@ -30,7 +30,7 @@ def dataset(sft_file):
     from transformers import AutoTokenizer
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
     cfg = OmegaConf.create({"messages_key": "messages", "pad_mode": "no_padding", "max_length": 1024, "truncation": "error"})

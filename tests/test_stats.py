@@ -11,7 +11,7 @@ from data.records import RolloutRecord
 from eval.stats.accumulate import Collector
 from eval.stats.counting import Reservoir
 from eval.stats.groups import LENGTH_EDGES
-from recipe.cli import main
+from pasr_cli import main
 from rewards.format import check_format
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from data.records import ATTEMPT, RETRY, RolloutRecord, write_records
-from recipe.cli import main
+from pasr_cli import main
 from recipe.rrr_step import reflection_record
 from rewards.format import check_format
 

@@ -30,7 +30,7 @@ RAY_ENV = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_T
 
 # --------------------------------------------------------------------------- pure helpers
 def test_address_normalisation(monkeypatch):
-    from recipe.cli import CliError
+    from pasr_cli import CliError
     from recipe.jobs import normalize_address
 
     for key in RAY_ENV:
@@ -63,7 +63,7 @@ def test_auth_token_sources(tmp_path):
 
 
 def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
-    from recipe.cli import CliError
+    from pasr_cli import CliError
     from recipe.submit import build_entrypoint, build_runtime_env
 
     assert build_entrypoint("verl", ["data.train_files=/d/a b.parquet", "trainer.nnodes=2"]) == (
@@ -88,7 +88,7 @@ def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
 def test_the_verl_run_is_composed_and_checked_before_submitting():
     """The overrides are composed into the config the job will run: relative checkpoint or dump
     dirs (a resubmission would silently start from scratch) and bad keys are refused."""
-    from recipe.cli import CliError
+    from pasr_cli import CliError
     from recipe.submit import check_verl_run
     from recipe.verl_engine.config import required_gpus
 
@@ -109,7 +109,7 @@ def test_an_rrr_run_is_checked_as_its_preflight_would():
     """With method=rrr the RRR checks of the job's preflight (rrr_config) run before submitting:
     a setting the RRR rollout cannot work with is refused on one line that names it, instead of
     failing in the job once it has started; a valid RRR run passes."""
-    from recipe.cli import CliError
+    from pasr_cli import CliError
     from recipe.submit import check_verl_run
 
     ok = ["trainer.default_local_dir=/shared/ckpt", "method=rrr", "pasr.judge.kind=countdown", "data.max_prompt_length=2048"]
@@ -147,7 +147,7 @@ def test_a_local_run_needs_an_absolute_run_dir(tmp_path):
     relative one would be written inside the job's temporary copy of the working dir and lost,
     so it is refused on one line that says what to pass. A relative --config is read from the
     working dir, as the job would."""
-    from recipe.cli import CliError
+    from pasr_cli import CliError
     from recipe.submit import check_local_run
 
     (tmp_path / "c.yaml").write_text("trainer:\n  run_dir: from-file\n")
@@ -180,8 +180,8 @@ def test_a_local_run_needs_an_absolute_run_dir(tmp_path):
 def test_a_local_submission_with_the_preset_run_dir_is_refused_before_connecting(monkeypatch, capsys):
     """`pasr submit --engine local -- --preset demo` used to go through and train into the job's
     temporary working dir; it stops before any request to the cluster."""
+    from pasr_cli import main
     from recipe import jobs
-    from recipe.cli import main
 
     def no_cluster(*_args, **_kwargs):
         raise AssertionError("contacted the cluster")
@@ -226,8 +226,8 @@ def test_status_of_a_failed_job_shows_its_logs_or_says_there_are_none(monkeypatc
     """The status line used to end in Ray's "last available logs (...):" with the logs cut off
     (only the message's first line was printed); the tail follows it now, or the line says plainly
     that there is none. `--follow`'s final line, after the streamed logs, drops the dangling clause."""
+    from pasr_cli import main
     from recipe import jobs
-    from recipe.cli import main
 
     fake = FakeJobs("FAILED", message)
     monkeypatch.setattr(jobs, "connect", lambda *_args, **_kwargs: fake)
@@ -357,7 +357,7 @@ def ray_head():
 def pasr(ray_head, monkeypatch, capsys):
     """Run the pasr CLI in-process as a user on the head's machine (HOME has the token, and
     RAY_AUTH_MODE is unset); returns (exit code, stdout, stderr)."""
-    from recipe.cli import main
+    from pasr_cli import main
 
     for key in RAY_ENV:
         monkeypatch.delenv(key, raising=False)

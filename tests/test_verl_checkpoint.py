@@ -77,7 +77,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def verl_run(tmp_path_factory):
     """``run/global_step_2/actor`` as verl's trainer lays it out (sharded over 2 ranks)."""
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     root = tmp_path_factory.mktemp("verl_ckpt")
     run = root / "run"
@@ -109,7 +109,7 @@ def test_the_checkpoint_is_what_verl_writes(verl_run):
 
 
 def test_find_actor_dir_accepts_the_layouts(verl_run, tmp_path):
-    from recipe.verl_engine.hf_export import find_actor_dir, is_verl_checkpoint
+    from runtime.hf_export import find_actor_dir, is_verl_checkpoint
 
     actor = verl_run / "global_step_2" / "actor"
     for path in (verl_run, verl_run / "global_step_2", actor, actor / "huggingface"):
@@ -123,7 +123,7 @@ def test_find_actor_dir_accepts_the_layouts(verl_run, tmp_path):
 def test_merge_gives_the_trained_weights_once(verl_run, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     monkeypatch.setenv("PASR_CACHE", str(tmp_path / "cache"))
     merged = Path(resolve_model_path(str(verl_run / "global_step_2")))
@@ -144,7 +144,7 @@ def test_merge_gives_the_trained_weights_once(verl_run, tmp_path, monkeypatch):
 def test_an_incomplete_checkpoint_fails_with_one_line(verl_run, tmp_path, monkeypatch):
     import shutil
 
-    from recipe.model_loading import ModelNotFoundError, resolve_model_path
+    from runtime.model_loading import ModelNotFoundError, resolve_model_path
 
     broken = tmp_path / "global_step_2"
     shutil.copytree(verl_run / "global_step_2", broken)
@@ -155,7 +155,7 @@ def test_an_incomplete_checkpoint_fails_with_one_line(verl_run, tmp_path, monkey
 
 
 def test_pasr_eval_runs_on_a_verl_checkpoint(verl_run, tmp_path, monkeypatch, capsys):
-    from recipe.cli import main
+    from pasr_cli import main
 
     monkeypatch.setenv("PASR_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "two.jsonl"

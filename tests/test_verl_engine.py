@@ -68,7 +68,7 @@ def verl_mods():
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from recipe.model_loading import resolve_model_path
+    from runtime.model_loading import resolve_model_path
 
     return AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
 
@@ -833,8 +833,8 @@ def test_build_rollout_manager_from_config(config, tokenizer):
 def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
     from transformers import AutoTokenizer
 
-    from recipe.model_loading import resolve_model_path
-    from recipe.scoring import decode_response
+    from runtime.decoding import decode_response
+    from runtime.model_loading import resolve_model_path
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
     tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})  # as some chat models do
@@ -904,8 +904,8 @@ def test_attention_falls_back_to_sdpa_without_flash_attn():
     from omegaconf import open_dict
     from verl.utils.config import omega_conf_to_dataclass
 
-    from recipe.model_loading import resolve_model_path
     from recipe.verl_engine.config import choose_attention
+    from runtime.model_loading import resolve_model_path
 
     cfg = _compose()
     message = choose_attention(cfg, has_flash_attn=lambda: False)
@@ -1388,7 +1388,7 @@ def test_sft_warmup_script_overrides_exist_in_verls_sft_config():
     script = REPO / "recipe" / "scripts" / "run_sft_warmup.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
-    assert "python3 -m data.sft_parquet" in text and "python3 -m recipe.verl_engine.hf_export" in text
+    assert "python3 -m data.sft_parquet" in text and "python3 -m runtime.hf_export" in text
     attn = ["model.use_remove_padding=false", "+model.override_config.attn_implementation=sdpa"]
     assert all(a in text for a in attn)
     overrides = _sft_overrides(script) + attn

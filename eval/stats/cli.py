@@ -43,12 +43,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _collect(args):
+    from data.cli_errors import CliError
     from data.records import ErrorSample, RecordFormatError, iter_record_dicts
     from eval.stats import StatsInputError
     from eval.stats.accumulate import Collector
     from eval.stats.discovery import discover, metrics_labels, run_dir
     from eval.stats.metrics_log import read_metrics
-    from recipe.cli import CliError
     from rewards.refine_quality import CORRECT_AT
 
     if args.top_k < 0 or args.examples < 0:
@@ -92,9 +92,9 @@ def _collect(args):
 
 
 def run(args) -> int:
+    from data.cli_errors import CliError, why_mkdir_failed
     from eval.stats import StatsInputError
     from eval.stats.report import render, skipped_lines
-    from recipe.cli import CliError, why_mkdir_failed
 
     t0 = time.perf_counter()
     inputs, col, errors, metrics, correct_at = _collect(args)

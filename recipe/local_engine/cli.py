@@ -81,7 +81,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     it would ignore (``trainer.run_dir``: the run stays where it is) or that would end it before
     the step it has reached (``config.yaml`` would say so while the checkpoints are past it).
     More ``trainer.steps`` than it had extend it, a finished run included."""
-    from recipe.cli import CliError
+    from data.cli_errors import CliError
     from recipe.local_engine import checkpoint as ckpt
     from recipe.local_engine.config import load_config
     from recipe.pasr_config import ConfigError
@@ -122,7 +122,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
 
 
 def run(args) -> int:
-    from recipe.cli import CliError
+    from data.cli_errors import CliError
     from recipe.local_engine.config import load_config
     from recipe.local_engine.run_io import prepare_run_dir
     from recipe.pasr_config import ConfigError
@@ -159,7 +159,7 @@ def _hold_run_dir(run_dir: Path, resume: bool):
     it: a second ``pasr train`` into it, or ``--resume`` of a run still going, would write every
     step twice and remove the other's half-written checkpoint. A new run's directory is checked
     again once held, since a run started after the first look may have written there."""
-    from recipe.cli import CliError
+    from data.cli_errors import CliError
     from recipe.local_engine.run_io import prepare_run_dir
     from recipe.run_lock import DirectoryInUse, RunLock
 
@@ -181,14 +181,14 @@ def _hold_run_dir(run_dir: Path, resume: bool):
 
 def _train(cfg, run_dir: Path, resume: bool) -> int:
     """The run proper, while this process holds ``run_dir``."""
-    from recipe.cli import CliError
+    from data.cli_errors import CliError
     from recipe.judge_errors import JudgeErrorRateExceeded
     from recipe.local_engine.policy_update import NonFiniteLoss
     from recipe.local_engine.run_io import summarize
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested
 
     from data.examples import DatasetError
-    from recipe.model_loading import ModelLoadError
+    from runtime.model_loading import ModelLoadError
 
     # first thing: a run killed during set-up or its first minutes has still said where it writes
     print(f"pasr train: {'resuming' if resume else 'writing'} {run_dir.resolve()}", file=sys.stderr, flush=True)

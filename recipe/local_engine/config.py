@@ -15,11 +15,11 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from data.warmup_traces import REFINE_STYLES
-from recipe.gqa_attention import ATTENTIONS
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
-from recipe.model_loading import DEVICES, resolve_device
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
+from runtime.gqa_attention import ATTENTIONS
+from runtime.model_loading import DEVICES, resolve_device
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
@@ -31,13 +31,13 @@ class ModelConfig:
     # auto | float32 | bfloat16. The bf16 path: generation runs on a bf16 copy of the policy,
     # synced after every update, the way verl samples with a bf16 vLLM and trains fp32 FSDP
     # weights. ``auto`` times a matmul at start-up and picks bf16 only where this CPU runs it
-    # faster (about 2x with AVX512-BF16/AMX; 64x *slower* on AVX2-only x86): recipe/cpu_dtype.py.
+    # faster (about 2x with AVX512-BF16/AMX; 64x *slower* on AVX2-only x86): runtime/cpu_dtype.py.
     rollout_dtype: str = "auto"
     # torch intra-op threads; 0 = measure at start-up: all cores if a probe matmul runs faster on
     # them than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait)
     threads: int = 0
     # grouped | sdpa. grouped: grouped-query attention without copying the KV cache to every
-    # query head (recipe/gqa_attention.py); same tokens, and the copy that transformers' SDPA
+    # query head (runtime/gqa_attention.py); same tokens, and the copy that transformers' SDPA
     # path makes under a padding mask is most of a batched decode step on CPU
     attention: str = "grouped"
     # auto | cpu | cuda: where the policy, its KL reference and every tensor fed to them live.

@@ -2,7 +2,7 @@
 the rollout dtype and update autocast, and the model that generates.
 
 Each choice is the config's where it names one; ``0`` threads and ``auto`` dtypes are measured
-on this CPU (:mod:`recipe.cpu_dtype`), and on a GPU the CPU probe is skipped. The choices are
+on this CPU (:mod:`runtime.cpu_dtype`), and on a GPU the CPU probe is skipped. The choices are
 printed to stderr, since they decide what a step costs.
 """
 
@@ -19,7 +19,7 @@ from recipe.local_engine.config import AlgoConfig, ModelConfig
 
 def choose_threads(threads: int) -> None:
     """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
-    from recipe.cpu_dtype import set_threads
+    from runtime.cpu_dtype import set_threads
 
     set_threads(threads)
 
@@ -28,7 +28,7 @@ def choose_attention(model, attention: str) -> str:
     """Grouped-query attention without KV copies (``model.attention=grouped``); the bf16
     rollout copy and the KL reference are deep copies and inherit it. Returns the attention
     in use."""
-    from recipe.gqa_attention import use_attention
+    from runtime.gqa_attention import use_attention
 
     chosen = use_attention(model, attention)
     print(f"attention: {chosen}", file=sys.stderr)
@@ -42,7 +42,7 @@ def choose_dtypes(m: ModelConfig, a: AlgoConfig, device: str) -> tuple[str, Algo
 
     Returns the rollout dtype and ``a`` with ``bf16_autocast`` resolved (the config itself,
     and config.yaml, keep what was asked)."""
-    from recipe.cpu_dtype import AUTO, resolve_dtype
+    from runtime.cpu_dtype import AUTO, resolve_dtype
 
     auto = m.rollout_dtype == AUTO or a.bf16_autocast is None
     on_cpu = device == "cpu"

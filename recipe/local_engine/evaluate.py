@@ -11,12 +11,12 @@ from __future__ import annotations
 from data.examples import Example
 from data.records import PLAIN, REFINE, RolloutRecord
 from prompts import PromptSet
-from recipe.hf_generate import SamplingParams
 from recipe.judge_errors import judged_accuracy
 from recipe.local_engine.rollout import generate_step
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import score_rollouts
+from runtime.hf_generate import SamplingParams
 
 
 def evaluate(

@@ -9,7 +9,7 @@ predict *valid response tokens*.
 A PASR step trains ``n_refine`` responses to each query's one prompt, and the prompt (about 72
 tokens on the CPU presets) is longer than most responses: each distinct prompt is run once and
 its keys and values are gathered to its rows (:func:`_shared_prompt_hidden`,
-:mod:`recipe.prompt_prefill`), the same computation (and gradient) as running it once per row,
+:mod:`runtime.prompt_prefill`), the same computation (and gradient) as running it once per row,
 at about half the cost.
 
 The warm-up's rows rarely share a whole prompt, and padding them to the longest prompt plus the
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from recipe.gqa_attention import NAME as GROUPED
-from recipe.prompt_prefill import decoder, prefill, prefill_tokens, shared_prefixes
+from runtime.gqa_attention import NAME as GROUPED
+from runtime.prompt_prefill import decoder, prefill, prefill_tokens, shared_prefixes
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temp
 
 def _shared_prompt_hidden(body, batch: PackedBatch) -> torch.Tensor | None:
     """The hidden states that predict the response tokens, (B, R), with each distinct prompt
-    run once (:func:`recipe.prompt_prefill.prefill`): its last hidden state predicts the first
+    run once (:func:`runtime.prompt_prefill.prefill`): its last hidden state predicts the first
     response token and its keys and values (gathered to its rows, so gradients from every row
     add up on the one pass) serve the responses. None when no prompt repeats in the batch.
 
@@ -148,7 +148,7 @@ def concatenated_response_logprobs(model, prompts: list[list[int]], responses: l
     """Log-probs of every response token (rows in order, tokens in order; 1-D), with the rows'
     prompt + response sequences laid end to end in one unpadded sequence.
 
-    The prefixes the prompts share (:func:`recipe.prompt_prefill.shared_prefixes`: the template
+    The prefixes the prompts share (:func:`runtime.prompt_prefill.shared_prefixes`: the template
     and system prompt) come first, once each; then each row's rest of its prompt and its
     response, position ids continuing from its prefix. An explicit mask lets a token see its
     own row's earlier tokens and its row's prefix, nothing else: exactly what it sees in a
@@ -200,7 +200,7 @@ def end_to_end_pays(config, prompts: list[list[int]], responses: list[list[int]]
     """Whether laying these rows end to end costs fewer FLOPs than padding them into a batch.
 
     End to end runs each shared prompt prefix once where the attention takes an explicit mask
-    (:mod:`recipe.prompt_prefill`) and drops the padding (the linear layers' cost is per
+    (:mod:`runtime.prompt_prefill`) and drops the padding (the linear layers' cost is per
     token) but attends over the whole sequence (quadratic in its length); the padded batch
     prefills each distinct prompt once, then pads every response to the longest. Counted
     from the model's shapes: per token ``2 * layers * (2 h^2 + 2 h kv + 3 h ffn)``, per

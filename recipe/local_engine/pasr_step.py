@@ -23,14 +23,15 @@ from data.records import REFINE, RolloutRecord
 from prompts import PromptSet
 from recipe.advantages import DRAFT_CLIPPED
 from recipe.draft_credit import CLIPPED_MODES, draft_columns
-from recipe.hf_generate import SamplingParams
 from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
-from recipe.scoring import decode_response, group_scores, group_uid, judge_and_record
+from recipe.scoring import group_scores, group_uid, judge_and_record
+from runtime.decoding import decode_response
+from runtime.hf_generate import SamplingParams
 
 
 def pasr_step(

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from data.examples import Example
 from data.records import PLAIN, REFINE
 from prompts import PromptSet
-from recipe.hf_generate import SamplingParams, generate_ids, render_prompts
-from recipe.scoring import Rollout, decode_response
+from recipe.scoring import Rollout
+from runtime.decoding import decode_response
+from runtime.hf_generate import SamplingParams, generate_ids, render_prompts
 
 THINK_PREFILL = "<think>"
 
@@ -39,7 +40,7 @@ def generate_step(
     on_finished=None,
 ) -> list[GeneratedRollout]:
     """All refine and plain rollouts of ``queries`` (refine first within each query);
-    ``on_finished(n)`` as rollouts finish (:func:`recipe.hf_generate.generate_ids`)."""
+    ``on_finished(n)`` as rollouts finish (:func:`runtime.hf_generate.generate_ids`)."""
     specs = []  # (example, variant, sample_index)
     for ex in queries:
         specs += [(ex, REFINE, k) for k in range(n_refine)] + [(ex, PLAIN, k) for k in range(n_plain)]

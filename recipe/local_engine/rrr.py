@@ -2,7 +2,7 @@
 
 The step's data logic (which attempts are reflected on, what a reflection earns, which tokens
 are trained) is :mod:`recipe.rrr_step`'s; this module does the engine's part around it, with
-the pieces PASR uses: batched ``generate`` (:mod:`recipe.hf_generate`), the judge and the record
+the pieces PASR uses: batched ``generate`` (:mod:`runtime.hf_generate`), the judge and the record
 format (:mod:`recipe.scoring`), verl's GRPO and clipped loss
 (:mod:`recipe.local_engine.policy_update`).
 
@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from data.examples import Example
 from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord
-from recipe.hf_generate import SamplingParams, generate_ids, render_prompts
 from recipe.judge_errors import judged_accuracy
 from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import build_batch, update_policy
@@ -47,7 +46,9 @@ from recipe.rrr_step import (
     select_failures,
     training_rows,
 )
-from recipe.scoring import Rollout, decode_response, judge_and_record
+from recipe.scoring import Rollout, judge_and_record
+from runtime.decoding import decode_response
+from runtime.hf_generate import SamplingParams, generate_ids, render_prompts
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def prepare_run_dir(run_dir: Path, resume: bool) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from recipe.cli import why_mkdir_failed
+        from data.cli_errors import why_mkdir_failed
 
         raise NotADirectoryError(f"cannot create run directory {run_dir}: {why_mkdir_failed(run_dir, exc)}") from None
 

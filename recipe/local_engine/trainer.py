@@ -29,7 +29,6 @@ import torch
 
 from data.examples import DatasetError, Example
 from prompts import PromptSet, prompt_version
-from recipe.hf_generate import SamplingParams
 from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
@@ -39,7 +38,8 @@ from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
-from recipe.model_loading import resolve_device
+from runtime.hf_generate import SamplingParams
+from runtime.model_loading import resolve_device
 
 
 def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
@@ -112,8 +112,8 @@ class LocalPasrTrainer:
         check_data(self.cfg, self.train, self.heldout)
 
     def setup(self) -> None:
-        from recipe.model_loading import load_model_and_tokenizer, resolve_model_path
         from rewards.judges import build_judge
+        from runtime.model_loading import load_model_and_tokenizer, resolve_model_path
 
         cfg = self.cfg
         self._load_data()  # first: data the run cannot use fails before the model loads
@@ -238,7 +238,7 @@ class LocalPasrTrainer:
     # ---------------------------------------------------------------- steps
     def warmup_batch(self, step: int) -> tuple[list[list[int]], list[list[int]]]:
         """Prompt and target token ids (EOS included) of warm-up step ``step``'s rows."""
-        from recipe.hf_generate import render_prompts
+        from runtime.hf_generate import render_prompts
 
         cfg = self.cfg.warmup
         idx = step_indices(len(self.warmup_samples), cfg.batch_size, step - 1, cfg.seed)
@@ -275,7 +275,7 @@ class LocalPasrTrainer:
 
             start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
             self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(self.device)
-            from recipe.gqa_attention import use_attention
+            from runtime.gqa_attention import use_attention
 
             use_attention(self.ref_model, self.cfg.model.attention)
         self.ref_model.eval().requires_grad_(False)

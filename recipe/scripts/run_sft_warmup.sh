@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 : "${MODEL_PATH:?set MODEL_PATH (a local folder, a hub name, or smollm2)}"
-MODEL_PATH=$(python3 -c "import sys; from recipe.model_loading import resolve_model_path; print(resolve_model_path(sys.argv[1]))" "$MODEL_PATH")
+MODEL_PATH=$(python3 -c "import sys; from runtime.model_loading import resolve_model_path; print(resolve_model_path(sys.argv[1]))" "$MODEL_PATH")
 OUT_DIR=${OUT_DIR:-$HOME/ckpts/pasr-sft/$(basename "$MODEL_PATH")}
 SFT_FILE=${SFT_FILE:-$HOME/data/pasr/warmup_sft.parquet}
 N_TRACES=${N_TRACES:-2000}
@@ -60,4 +60,4 @@ torchrun --standalone --nnodes=1 --nproc_per_node="$NGPUS" -m verl.trainer.sft_t
     "$@" >&2
 
 # the last checkpoint (FSDP shards + config/tokenizer) as a loadable folder
-python3 -m recipe.verl_engine.hf_export "$OUT_DIR"
+python3 -m runtime.hf_export "$OUT_DIR"

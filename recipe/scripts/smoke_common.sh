@@ -16,7 +16,7 @@ smoke_prelude() {
     SECONDS=0
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$RUN_DIR/gpu.txt"
     python3 -c "import verl, vllm, torch, transformers; print('verl', verl.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)" | tee -a "$RUN_DIR/gpu.txt"
-    MODEL_PATH=$(python3 -c "import sys; from recipe.model_loading import resolve_model_path; print(resolve_model_path(sys.argv[1]))" "${MODEL_PATH:-smollm2}")
+    MODEL_PATH=$(python3 -c "import sys; from runtime.model_loading import resolve_model_path; print(resolve_model_path(sys.argv[1]))" "${MODEL_PATH:-smollm2}")
 }
 
 stamp() { printf '%4ds  %s\n' "$SECONDS" "$*" | tee -a "$RUN_DIR/smoke.log"; }

@@ -23,8 +23,9 @@ one call ``fit()`` makes per step, ``self.async_rollout_manager.generate_sequenc
   (``python3 -m recipe.main_pasr``, ``pasr submit``) and picks the attention implementation;
 * :mod:`recipe.verl_engine.stopping` relays SIGTERM / Ctrl-C from the driver to the trainer, which
   stops after the step with a checkpoint;
-* :mod:`recipe.verl_engine.hf_export` turns a verl FSDP checkpoint into a Hugging Face folder
-  (``pasr eval --model .../global_step_N``).
+* turning a verl FSDP checkpoint into a Hugging Face folder (``pasr eval --model
+  .../global_step_N``) is the model runtime's job: :mod:`runtime.hf_export`, which
+  :func:`runtime.model_loading.resolve_model_path` calls (the runtime imports no engine).
 
 Only ``agent_loop`` and ``trainer`` import verl's trainer stack (which needs the GPU extras:
 vLLM, uvicorn, fastapi); the other modules import on any machine.

@@ -2,7 +2,7 @@
 
 * :func:`rollouts_from_rows` reads a slice of the rollout manager's output as engine-neutral
   :class:`recipe.scoring.Rollout` objects (metadata from the input rows, text decoded from the
-  generated token ids with :func:`recipe.scoring.decode_response`, the step core's one decoder);
+  generated token ids with :func:`runtime.decoding.decode_response`, the step core's one decoder);
 * :func:`apply_train_scores` writes the step core's scores into the refine rows the way verl
   reads them: each row's score in ``rm_scores`` at its last valid response token (where verl's
   own reward loop puts a sequence score, ``AgentLoopWorker._postprocess``), the mask as a zeroed
@@ -28,7 +28,8 @@ import torch
 from data.records import RolloutRecord
 from recipe.advantages import TRAINED
 from recipe.draft_credit import draft_columns
-from recipe.scoring import Rollout, decode_response
+from recipe.scoring import Rollout
+from runtime.decoding import decode_response
 
 
 def _question(extra_info: dict, messages) -> str:

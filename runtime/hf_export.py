@@ -19,7 +19,7 @@ The cache is ``$PASR_CACHE/verl_merged/<name>-<key>``; the key changes when the 
 change, so a rewritten checkpoint is merged again. Merging runs on CPU (the whole model in host
 memory, bf16 as verl's merger writes it).
 
-``python3 -m recipe.verl_engine.hf_export CKPT`` prints the merged folder (e.g. to use an SFT
+``python3 -m runtime.hf_export CKPT`` prints the merged folder (e.g. to use an SFT
 warm-up checkpoint as ``actor_rollout_ref.model.path``).
 """
 
@@ -136,7 +136,7 @@ def merged_model_dir(path: str | Path, cache: str | Path | None = None) -> Path:
 
     from filelock import FileLock
 
-    from recipe.cache_dir import cache_root
+    from runtime.cache_dir import cache_root
 
     root = Path(cache) if cache is not None else cache_root() / "verl_merged"
     out = root / f"{_display_name(actor)}-{_cache_key(actor)}"
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python3 -m recipe.verl_engine.hf_export",
+        prog="python3 -m runtime.hf_export",
         description="Merge a verl FSDP checkpoint into a Hugging Face folder (cached) and print its path.",
     )
     parser.add_argument("checkpoint", help="global_step_N, its actor/ folder, or a run directory (latest checkpoint)")

@@ -3,7 +3,7 @@
 Prompts are rendered with the tokenizer's chat template, sorted by length and cut into
 batches so a batch is not padded to one long outlier; each batch is padded after the prefixes
 its prompts share (the template and system prompt), prefilled with each such prefix and each
-distinct prompt run once (:mod:`recipe.prompt_prefill`), and generated with the KV cache. What
+distinct prompt run once (:mod:`runtime.prompt_prefill`), and generated with the KV cache. What
 comes back keeps the **sampled token ids** (EOS included when the model stopped), because the
 local engine trains on exactly those tokens: the reference code decoded and re-tokenised text
 and never trained the stop token.
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from recipe import prompt_prefill
-from recipe.prompt_prefill import pad_around_prefixes, shared_prefixes
+from runtime import prompt_prefill
+from runtime.decoding import decode_response  # the one decoder of every engine
+from runtime.prompt_prefill import pad_around_prefixes, shared_prefixes
 
 
 @dataclass
@@ -65,7 +66,7 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 def prompt_cache(model, ids: torch.Tensor, mask: torch.Tensor, shared: int):
     """The KV cache of every prompt but its last token (``generate`` runs that one), with each
     distinct prefix (the first ``shared`` columns) and each distinct prompt prefilled once
-    (:func:`recipe.prompt_prefill.prefill`); None when nothing is shared or repeated
+    (:func:`runtime.prompt_prefill.prefill`); None when nothing is shared or repeated
     (``generate`` prefills the batch as it is).
 
     A PASR step samples each query's refine prompt ``n_refine`` times and its plain prompt
@@ -197,8 +198,6 @@ def generate_chats(
     on_finished=None,
 ) -> list[Generation]:
     """Generate one response per chat (repeat a chat in ``chats`` for several samples)."""
-    from recipe.scoring import decode_response  # the one decoder of every engine
-
     prompts = render_prompts(tokenizer, chats, prefill)
     raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished)
     return [

@@ -18,7 +18,7 @@ update's log-probs run their repeated prompts once this way.
 
 :func:`shared_prefixes` picks each row's prefix to save the most tokens (all 0 when nothing is
 shared; then only repeated prompts are run once). Generation uses it
-(:func:`recipe.hf_generate.prompt_cache`) and so does the warm-up's loss, whose rows laid end
+(:func:`runtime.hf_generate.prompt_cache`) and so does the warm-up's loss, whose rows laid end
 to end list each shared prefix once
 (:func:`recipe.local_engine.logprobs.concatenated_response_logprobs`).
 """

@@ -2,7 +2,7 @@
 GGUF (``models/``) and verl checkpoints merged into Hugging Face folders (``verl_merged/``).
 
 ``$PASR_CACHE``, else ``~/.cache/pasr``. A module of its own, below both users
-(:mod:`recipe.model_loading` and :mod:`recipe.verl_engine.hf_export`), so that neither has to
+(:mod:`runtime.model_loading` and :mod:`runtime.hf_export`), so that neither has to
 import the other for it.
 """
 

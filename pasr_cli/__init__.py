@@ -1,27 +1,33 @@
-"""``pasr``: one command line for the recipe.
+"""``pasr``: one command line for the recipe, at the top of the import layers.
 
 Each subcommand lives in the module that owns it and exposes ``build_parser(parser)`` and
-``run(args) -> int``; this file only wires them together, so ``pasr --help`` stays fast
-(modules import torch, verl or ray inside ``run``, not at import time).
+``run(args) -> int``; this package only wires them together. It imports them directly: it sits
+above ``data``, ``recipe`` and ``eval`` (no module below imports it; ``tests/test_import_graph.py``
+checks the layers), and ``pasr --help`` stays fast because those modules import torch, verl or
+ray inside ``run``, not at import time. ``python -m pasr_cli`` and ``python -m recipe`` run it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from data import prepare as data_prepare
 from data.atomic_write import DiskFullError, is_disk_full
 from data.cli_errors import CliError, why_mkdir_failed  # noqa: F401  (re-exported: every subcommand raises CliError)
+from eval import cli as eval_cli
+from eval.stats import cli as stats_cli
+from recipe import jobs, submit
+from recipe.local_engine import cli as train_cli
 
 # name -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "data": ("data.prepare", "prepare datasets: verl RL parquet, synthetic arithmetic, previews"),
-    "train": ("recipe.local_engine.cli", "train with PASR on this machine (CPU/one GPU, local engine)"),
-    "submit": ("recipe.submit", "submit PASR training to a Ray cluster as a Ray job"),
-    "jobs": ("recipe.jobs", "manage submitted Ray jobs: status, logs, stop"),
-    "eval": ("eval.cli", "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry"),
-    "stats": ("eval.stats.cli", "refine-tag usage statistics and plots from rollout dumps"),
+SUBCOMMANDS = {
+    "data": (data_prepare, "prepare datasets: verl RL parquet, synthetic arithmetic, previews"),
+    "train": (train_cli, "train with PASR on this machine (CPU/one GPU, local engine)"),
+    "submit": (submit, "submit PASR training to a Ray cluster as a Ray job"),
+    "jobs": (jobs, "manage submitted Ray jobs: status, logs, stop"),
+    "eval": (eval_cli, "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry"),
+    "stats": (stats_cli, "refine-tag usage statistics and plots from rollout dumps"),
 }
 
 
@@ -35,9 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for name, (module, help_text) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name)
         module.build_parser(sp)
         sp.set_defaults(_run=module.run)
     return parser

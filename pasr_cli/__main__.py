@@ -1,0 +1,5 @@
+import sys
+
+from pasr_cli import main
+
+sys.exit(main())
