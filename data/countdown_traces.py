@@ -85,18 +85,6 @@ def build_countdown_trace(problem: CountdownProblem) -> str:
     return f"{reasoning}<answer>{problem.solution}</answer>"
 
 
-@dataclass(frozen=True)
-class CountdownTrace:
-    """One supervised example: a problem and the response to learn for its attempt prompt."""
-
-    problem: CountdownProblem
-    trace: str
-
-
-def build_countdown_traces(problems: list[CountdownProblem]) -> list[CountdownTrace]:
-    return [CountdownTrace(p, build_countdown_trace(p)) for p in problems]
-
-
 # --------------------------------------------------------------------------- reflections
 @dataclass(frozen=True)
 class Step:

@@ -79,10 +79,6 @@ GENERATED = ("synthetic", "countdown")  # made by a seeded generator, not read f
 _ALIASES = {alias.lower(): name for name, spec in DATASETS.items() for alias in (name, *spec.aliases)}
 
 
-def dataset_names() -> list[str]:
-    return list(DATASETS)
-
-
 def get_dataset(name: str) -> DatasetSpec:
     """The spec for a known name or alias; :class:`DatasetError` listing the names otherwise."""
     key = _ALIASES.get(name.lower())

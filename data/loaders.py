@@ -38,7 +38,7 @@ from typing import Any
 # The registry, the row shapes and the file readers live in their own modules; their names are
 # imported here too, so ``from data.loaders import ...`` keeps working for each of them.
 from data.dataset_specs import (  # noqa: F401  (re-exported)
-    DATASETS, FILE_SUFFIXES, GENERATED, REPO, _ALIASES, DatasetSpec, data_dir, dataset_names, get_dataset, local_file,
+    DATASETS, FILE_SUFFIXES, GENERATED, REPO, _ALIASES, DatasetSpec, data_dir, get_dataset, local_file,
 )
 from data.examples import DataFormatError, DatasetError, Example  # noqa: F401  (re-exported)
 from data.file_rows import _iter_file, _one_line

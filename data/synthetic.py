@@ -66,10 +66,6 @@ class SyntheticProblem:
     difficulty: int = 1
     split: str | None = None
 
-    def solution_text(self) -> str:
-        """The steps, one equation a line: material for warm-up reasoning traces."""
-        return "\n".join(step.text for step in self.steps)
-
     def as_example(self) -> Example:
         return Example(
             id=self.id,

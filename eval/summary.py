@@ -206,8 +206,3 @@ def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> None:
     out = Path(out_dir)
     for name, text in ((SUMMARY_JSON, json.dumps(summary, indent=2, ensure_ascii=False) + "\n"), (SUMMARY_MD, render_markdown(summary))):
         replace_text(out / name, text)
-
-
-def load_summary(out_dir: str | Path) -> dict[str, Any]:
-    path = Path(out_dir) / SUMMARY_JSON
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -11,7 +11,8 @@ with nothing but a binary verifier:
    scored by the same verifier;
 5. a reflection's reward is its retry's success, 1 or 0 (:attr:`Reflection.reward`); the GRPO
    group is the failed query (``uid`` = its query id), so a query's reflections compete with
-   each other (:func:`training_rows`, :func:`reflection_advantages`);
+   each other (:func:`training_rows`; the engine's GRPO over them is the same batch builder as
+   PASR's, :func:`recipe.local_engine.policy_update.build_batch`);
 6. the update trains **the reflection tokens alone**: a training row is the reflection prompt
    plus the sampled reflection; the retry's tokens never enter a training row. The retry is
    only the measurement of whether the reflection helped.
@@ -26,7 +27,8 @@ whose retry is unscored has no reward and is left out of the rows and of GRPO's 
 
 What the engine does between these functions: tokenise the chats, generate, score with the
 verifier (for Countdown :func:`rewards.countdown.countdown_reward`), update the policy on
-:func:`reflection_advantages`'s rows, log :func:`rrr_metrics`.
+:func:`training_rows` through ``build_batch`` (packing, outcome reward on the last reflection
+token, verl's GRPO estimator grouped by ``uid``), log :func:`rrr_metrics`.
 """
 
 from __future__ import annotations
@@ -35,17 +37,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import TYPE_CHECKING
 
 from data.records import REFLECTION, RolloutRecord
 from prompts import build_chat, load_prompt, prompt_version
 from rewards.format import check_format
-
-if TYPE_CHECKING:  # torch, numpy and verl are imported where the batch is built, not at import
-    import numpy as np
-    import torch
-
-    from recipe.local_engine.logprobs import PackedBatch
 
 SUCCESS = 1.0  # a score at least this high is a success (the Countdown verifier gives 1.0 or 0.0)
 METRIC_PREFIX = "rrr"
@@ -208,60 +203,6 @@ def training_rows(reflections: Sequence[Reflection]) -> list[ReflectionRow]:
         for r in reflections
         if r.reward is not None
     ]
-
-
-def reflection_loss_mask(prompt_ids: Sequence[int], reflection_ids: Sequence[int], retry_ids: Sequence[int]) -> list[int]:
-    """The loss mask over one whole exchange laid out as ``prompt + reflection + retry``:
-    1 on the reflection tokens, 0 on the prompt and the retry.
-
-    For an engine that keeps the exchange as one sequence (a multi-turn agent loop); rows from
-    :func:`training_rows` stop after the reflection, and their response mask is this mask's
-    reflection part.
-
-    Example:
-        >>> reflection_loss_mask([5, 6, 7], [20, 21], [30, 31, 32])
-        [0, 0, 0, 1, 1, 0, 0, 0]
-    """
-    return [0] * len(prompt_ids) + [1] * len(reflection_ids) + [0] * len(retry_ids)
-
-
-@dataclass
-class ReflectionBatch:
-    """Packed reflection rows with outcome rewards and GRPO advantages, in verl's layout."""
-
-    packed: PackedBatch  # left-padded prompts, right-padded reflections; response_mask = reflection tokens
-    token_level_rewards: torch.Tensor  # (B, R): the reward on each row's last reflection token
-    advantages: torch.Tensor  # (B, R): GRPO advantage on every reflection token, 0 elsewhere
-    returns: torch.Tensor
-    uid: np.ndarray  # (B,) object: the GRPO group of each row
-
-
-def reflection_advantages(rows: Sequence[ReflectionRow], pad_id: int, norm_adv_by_std: bool = True) -> ReflectionBatch:
-    """Token-level rewards and GRPO advantages of reflection rows, as the local engine's
-    ``build_batch`` computes them for PASR rollouts: packed with
-    :func:`recipe.local_engine.logprobs.pack`, the outcome reward on the last response token,
-    advantages from verl's ``compute_grpo_outcome_advantage`` grouped by ``uid``.
-
-    Every row given is trained (:func:`training_rows` has already left out unscored retries,
-    so no mask is needed)."""
-    import numpy as np
-    import torch
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
-
-    from recipe.local_engine.logprobs import pack
-
-    if not rows:
-        raise ValueError("no reflection rows to train on")
-    packed = pack([r.prompt_ids for r in rows], [r.response_ids for r in rows], pad_id)
-    mask = packed.response_mask
-    token_rewards = torch.zeros(mask.shape, dtype=torch.float32)
-    last = (mask.sum(-1) - 1).clamp(min=0)
-    token_rewards[torch.arange(len(rows)), last] = torch.tensor([r.reward for r in rows], dtype=torch.float32)
-    uid = np.array([r.uid for r in rows], dtype=object)
-    advantages, returns = compute_grpo_outcome_advantage(
-        token_level_rewards=token_rewards, response_mask=mask, index=uid, norm_adv_by_std_in_grpo=norm_adv_by_std
-    )
-    return ReflectionBatch(packed, token_rewards, advantages, returns, uid)
 
 
 def mean_or_zero(values) -> float:

@@ -11,8 +11,6 @@ from recipe.rrr_step import (
     Reflection,
     RrrPrompts,
     fill,
-    reflection_advantages,
-    reflection_loss_mask,
     reflection_requests,
     rrr_metrics,
     select_failures,
@@ -85,64 +83,46 @@ def test_training_rows_one_group_per_failed_query_and_no_first_attempt_success()
     assert [r.response_ids for r in rows] == [[101, 102, 103, 104], [105, 106], [201, 202, 203]]
 
 
+def _batch(rows, norm_adv_by_std: bool = True):
+    """Reflection rows through the engine's batch builder, the one PASR rollouts go through."""
+    from recipe.local_engine.config import AlgoConfig
+    from recipe.local_engine.policy_update import build_batch
+
+    return build_batch(rows, PAD, AlgoConfig(norm_adv_by_std=norm_adv_by_std))
+
+
 def test_the_loss_covers_exactly_the_reflection_tokens_of_a_packed_batch():
-    batch = reflection_advantages(training_rows(REFLECTIONS), pad_id=PAD)
-    p = batch.packed
+    batch = _batch(training_rows(REFLECTIONS))
+    b = batch.batch
     # left-padded prompts (width 3), right-padded reflections (width 4)
-    assert p.input_ids.tolist() == [
+    assert b["input_ids"].tolist() == [
         [11, 12, 13, 101, 102, 103, 104],
         [11, 12, 13, 105, 106, PAD, PAD],
         [PAD, 21, 22, 201, 202, 203, PAD],
     ]
-    assert p.response_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]]
-    trained_tokens = p.responses[p.response_mask.bool()].tolist()
+    assert b["response_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]]
+    trained_tokens = b["responses"][b["response_mask"].bool()].tolist()
     assert trained_tokens == [101, 102, 103, 104, 105, 106, 201, 202, 203]
     # rewards sit on each row's last reflection token; advantages are zero off the mask
-    assert batch.token_level_rewards.tolist() == [[0, 0, 0, 1.0], [0, 0, 0, 0], [0, 0, 0, 0]]
-    assert (batch.advantages * (1 - p.response_mask)).abs().sum() == 0
-    assert batch.uid.tolist() == ["q1", "q1", "q2"]
+    assert b["token_level_rewards"].tolist() == [[0, 0, 0, 1.0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert (b["advantages"] * (1 - b["response_mask"])).abs().sum() == 0
+    assert batch.non_tensor_batch["uid"].tolist() == ["q1", "q1", "q2"]
 
 
 def test_grpo_advantages_compete_within_a_failed_query():
-    batch = reflection_advantages(training_rows(REFLECTIONS), pad_id=PAD)
-    a = batch.advantages
+    a = _batch(training_rows(REFLECTIONS)).batch["advantages"]
     # q1: rewards 1 and 0, mean 0.5, (unbiased) std 1/sqrt(2): +-0.7071 on every token
     assert a[0, :4].tolist() == pytest.approx([math.sqrt(0.5)] * 4, abs=1e-4)
     assert a[1, :2].tolist() == pytest.approx([-math.sqrt(0.5)] * 2, abs=1e-4)
     # q2 has one scored reflection: verl's lone-row rule (mean 0, std 1) gives it its reward, 0
     assert a[2].abs().sum() == 0
-    plain = reflection_advantages(training_rows(REFLECTIONS), pad_id=PAD, norm_adv_by_std=False)
-    assert plain.advantages[0, 0].item() == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="no reflection rows"):
-        reflection_advantages([], pad_id=PAD)
+    plain = _batch(training_rows(REFLECTIONS), norm_adv_by_std=False)
+    assert plain.batch["advantages"][0, 0].item() == pytest.approx(0.5)
 
 
 def test_a_lone_successful_reflection_is_reinforced():
     rows = training_rows([Reflection("q9", 0, [1, 2], [3, 4], 1.0)])
-    assert reflection_advantages(rows, pad_id=PAD).advantages[0].tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
-
-
-def test_same_numbers_as_the_local_engine_build_batch():
-    """Reflection rows go through the local engine's PASR batch builder unchanged and get
-    the same rewards, masks and advantages."""
-    from recipe.local_engine.config import AlgoConfig
-    from recipe.local_engine.policy_update import build_batch
-
-    rows = training_rows(REFLECTIONS)
-    ours = reflection_advantages(rows, pad_id=PAD)
-    theirs = build_batch(rows, PAD, AlgoConfig())
-    assert theirs.batch["input_ids"].tolist() == ours.packed.input_ids.tolist()
-    assert theirs.batch["response_mask"].tolist() == ours.packed.response_mask.tolist()
-    assert theirs.batch["token_level_rewards"].tolist() == ours.token_level_rewards.tolist()
-    assert theirs.batch["advantages"].flatten().tolist() == pytest.approx(ours.advantages.flatten().tolist())
-
-
-def test_loss_mask_over_a_whole_exchange():
-    prompt, reflection, retry = [11, 12, 13], [101, 102], [901, 902, 903]
-    mask = reflection_loss_mask(prompt, reflection, retry)
-    sequence = prompt + reflection + retry
-    assert [t for t, m in zip(sequence, mask) if m] == reflection
-    assert len(mask) == len(sequence)
+    assert _batch(rows).batch["advantages"][0].tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
 
 
 def test_metrics_of_a_scripted_step():
