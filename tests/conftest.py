@@ -61,3 +61,16 @@ def broken_model_dirs(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
     weights = dirs["truncated_weights"] / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     return dirs
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``pasr ARGV`` in-process: ``(exit code, stdout, stderr)``."""
+    from pasr_cli import main
+
+    def run(argv):
+        rc = main(argv)
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run

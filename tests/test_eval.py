@@ -271,14 +271,6 @@ def test_resume_refuses_other_settings(data_env, tmp_path):
 # ----------------------------------------------------------------------------- errors
 
 
-def run_cli(argv, capsys):
-    from pasr_cli import main
-
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 @pytest.mark.parametrize(
     "argv, needle",
     [
@@ -291,17 +283,17 @@ def run_cli(argv, capsys):
         (["--model", "m", "--dataset", "gsm8k", "--judge", "openai"], "needs --judge-base-url and --judge-model"),
     ],
 )
-def test_cli_errors_are_one_line(data_env, tmp_path, capsys, argv, needle):
-    rc, out, err = run_cli(["eval", *argv, "--limit", "1", "--out", str(tmp_path / "o"), "--progress", "off"], capsys)
+def test_cli_errors_are_one_line(data_env, tmp_path, run_cli, argv, needle):
+    rc, out, err = run_cli(["eval", *argv, "--limit", "1", "--out", str(tmp_path / "o"), "--progress", "off"])
     assert rc == 2
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "o" / "run.json").exists()
 
 
-def test_vllm_missing_is_one_line(data_env, tmp_path, capsys, monkeypatch):
+def test_vllm_missing_is_one_line(data_env, tmp_path, run_cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     argv = ["eval", "--model", "m", "--dataset", "gsm8k", "--backend", "vllm", "--limit", "1", "--out", str(tmp_path / "o")]
-    rc, _, err = run_cli(argv, capsys)
+    rc, _, err = run_cli(argv)
     assert rc == 2 and "vllm backend needs the vllm package" in err and err.count("\n") == 1
 
 
@@ -417,7 +409,7 @@ def test_judge_timeout_bounds_a_hanging_judge_and_the_rerun_rejudges(data_env, t
         assert second["datasets"]["gsm8k"]["judge_errors"] == 0 and second["datasets"]["gsm8k"]["accuracy"] == 1.0
 
 
-def test_cli_judge_timeout_flag(data_env, tmp_path, capsys, monkeypatch):
+def test_cli_judge_timeout_flag(data_env, tmp_path, run_cli, monkeypatch):
     import eval.run
 
     seen = {}
@@ -427,10 +419,10 @@ def test_cli_judge_timeout_flag(data_env, tmp_path, capsys, monkeypatch):
         raise EvalError("stop here")
 
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
-    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")])
     assert rc == 2 and seen == {"timeout_s": 2.5}
     monkeypatch.undo()
-    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")])
     assert rc == 2 and "--judge-timeout must be > 0" in err and err.count("\n") == 1
 
 
@@ -466,13 +458,13 @@ def test_out_under_a_file_names_the_file(data_env, tmp_path):
         run_eval(cfg_for(tmp_path, method="plain", limit=1, out=str(tmp_path / "f" / "run")), backend=Scripted(lambda s, u: "x"))
 
 
-def test_dataset_file_errors_are_one_line(tmp_path, capsys):
+def test_dataset_file_errors_are_one_line(tmp_path, run_cli):
     latin1 = tmp_path / "latin1.jsonl"
     latin1.write_bytes(b'{"question": "caf\xe9?", "answer": "4"}\n')
     evol = tmp_path / "evol.jsonl"
     evol.write_text(json.dumps({"instruction": "2+2?", "output": "4"}) + "\n")
     for path, needle in ((latin1, "latin1.jsonl:1: not UTF-8 text"), (evol, "pasr data preview --dataset")):
-        rc, _, err = run_cli(["eval", "--model", "m", "--dataset", str(path), "--out", str(tmp_path / "o")], capsys)
+        rc, _, err = run_cli(["eval", "--model", "m", "--dataset", str(path), "--out", str(tmp_path / "o")])
         assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
         assert "map them with" not in err  # no eval flag that does not exist
 
@@ -480,7 +472,7 @@ def test_dataset_file_errors_are_one_line(tmp_path, capsys):
 # ----------------------------------------------------------------------------- compare
 
 
-def test_compare_table_and_png(data_env, tmp_path, capsys):
+def test_compare_table_and_png(data_env, tmp_path, run_cli):
     gold = golds(data_env, "gsm8k", 2)
     gold.update(golds(data_env, "aime24", 2))
     dirs = []
@@ -492,7 +484,7 @@ def test_compare_table_and_png(data_env, tmp_path, capsys):
         )
         dirs.append(str(out))
     png = tmp_path / "cmp" / "eval_compare.png"
-    rc, out, err = run_cli(["eval", "compare", *dirs, "--out", str(tmp_path / "cmp")], capsys)
+    rc, out, err = run_cli(["eval", "compare", *dirs, "--out", str(tmp_path / "cmp")])
     assert rc == 0 and err == "", err
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert "gsm8k acc %" in lines[0] and "aime24 tokens" in lines[0]
@@ -500,8 +492,8 @@ def test_compare_table_and_png(data_env, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 
-def test_compare_missing_dir(tmp_path, capsys):
-    rc, _, err = run_cli(["eval", "compare", str(tmp_path / "nope")], capsys)
+def test_compare_missing_dir(tmp_path, run_cli):
+    rc, _, err = run_cli(["eval", "compare", str(tmp_path / "nope")])
     assert rc == 2 and "no summary.json" in err and err.count("\n") == 1
 
 
@@ -628,7 +620,7 @@ def test_hf_backend_unloadable_model_is_one_line(broken_model_dirs, broken):
         (["--threads", "-1"], "argument --threads: must be >= 0 (0: torch's choice), got -1"),
     ],
 )
-def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, needle):
+def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, needle, run_cli):
     """--temperature nan ran to the end and wrote NaN into summary.json; --threads -1 died in
     torch.set_num_threads with a traceback. Both are argparse errors now, before any work."""
     import eval.run
@@ -642,20 +634,20 @@ def test_cli_bad_numbers_are_usage_errors(tmp_path, capsys, monkeypatch, argv, n
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
     base = ["eval", "--model", "m", "--dataset", "gsm8k", "--out", str(tmp_path / "o")]
     with pytest.raises(SystemExit) as exc:
-        run_cli([*base, *argv], capsys)
+        run_cli([*base, *argv])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and needle in err and "Traceback" not in err, err
     assert not seen
-    rc, _, _ = run_cli([*base, "--temperature", "0.7", "--threads", "0"], capsys)  # finite, and 0 threads: accepted
+    rc, _, _ = run_cli([*base, "--temperature", "0.7", "--threads", "0"])  # finite, and 0 threads: accepted
     assert rc == 2 and seen[0].temperature == 0.7 and seen[0].threads == 0
 
 
 @pytest.mark.slow
-def test_hf_backend_smollm2_end_to_end(data_env, tmp_path, capsys):
+def test_hf_backend_smollm2_end_to_end(data_env, tmp_path, run_cli):
     out = tmp_path / "smol"
     argv = ["eval", "--model", "smollm2", "--dataset", "gsm8k", "--method", "pasr", "--backend", "hf",
             "--limit", "2", "--max-new-tokens", "16", "--threads", "1", "--progress", "off", "--out", str(out)]  # fmt: skip
-    rc, stdout, err = run_cli(argv, capsys)
+    rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     recs = records_of(out)
     assert len(recs) == 2 and all(0 < r.response_tokens <= 16 and r.acc is not None for r in recs)

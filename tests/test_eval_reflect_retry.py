@@ -382,15 +382,7 @@ def test_other_methods_summaries_have_no_retry_keys(tmp_path):
 # ----------------------------------------------------------------------------- CLI and compare
 
 
-def run_cli(argv, capsys):
-    from pasr_cli import main
-
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def test_cli_runs_reflect_retry_on_countdown(tmp_path, capsys, monkeypatch):
+def test_cli_runs_reflect_retry_on_countdown(tmp_path, run_cli, monkeypatch):
     import eval.run
 
     problems = list(countdown(2))
@@ -399,14 +391,14 @@ def test_cli_runs_reflect_retry_on_countdown(tmp_path, capsys, monkeypatch):
     out = tmp_path / "rr"
     argv = ["eval", "--model", "m", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
             "--limit", "2", "--max-reflection-tokens", "12", "--progress", "off", "--out", str(out)]  # fmt: skip
-    rc, stdout, err = run_cli(argv, capsys)
+    rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% | 50.0% | 50.0% | 100.0% |" in stdout
     assert [n for _, n in backend.calls] == [1500, 12, 1500]
     assert json.loads((out / "summary.json").read_text())["settings"]["judge"]["kind"] == "countdown"
 
 
-def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypatch):
+def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, run_cli, monkeypatch):
     import eval.run
 
     hard = {ex.question: ex for ex in load_examples("countdown", split="test", limit=2, difficulty=3)}
@@ -416,7 +408,7 @@ def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypat
     out = tmp_path / "d3"
     argv = ["eval", "--model", "m", "--dataset", "countdown", "--difficulty", "3", "--method", "plain",
             "--backend", "hf", "--limit", "2", "--progress", "off", "--out", str(out)]  # fmt: skip
-    rc, stdout, err = run_cli(argv, capsys)
+    rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% |" in stdout
     assert json.loads((out / "summary.json").read_text())["settings"]["countdown_difficulty"] == 3
@@ -435,16 +427,16 @@ def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, capsys, monkeypat
         (["--dataset", "gsm8k", "--difficulty", "2"], "applies to --dataset countdown only"),
     ],
 )
-def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, capsys, argv, needle):
-    rc, _, err = run_cli(["eval", "--model", "m", *argv, "--limit", "1", "--out", str(tmp_path / "o")], capsys)
+def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, run_cli, argv, needle):
+    rc, _, err = run_cli(["eval", "--model", "m", *argv, "--limit", "1", "--out", str(tmp_path / "o")])
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "o").exists()
 
 
-def test_cli_judge_mismatch_is_one_line(tmp_path, capsys):
+def test_cli_judge_mismatch_is_one_line(tmp_path, run_cli):
     argv = ["eval", "--model", "m", "--dataset", "countdown", "--judge", "rule", "--method", "reflect-retry",
             "--limit", "1", "--out", str(tmp_path / "o")]  # fmt: skip
-    rc, _, err = run_cli(argv, capsys)
+    rc, _, err = run_cli(argv)
     assert rc == 2 and "needs --judge countdown" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -459,7 +451,7 @@ def test_help_explains_the_method():
     assert args.method == "reflect-retry" and args.datasets == ["countdown"] and args.judge == "auto"
 
 
-def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, capsys):
+def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, run_cli):
     problems = countdown()
     q = list(problems)
     run_eval(cfg_for(tmp_path, limit=N, out=str(tmp_path / "rr")), backend=Scripted(script({q[0]}, {q[1]})))
@@ -468,7 +460,7 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, c
         backend=Scripted(lambda k, q_, c: answer(problems[q_].extra["solution"])),
     )
     argv = ["eval", "compare", str(tmp_path / "rr"), str(tmp_path / "plain"), "--out", str(tmp_path / "c.png")]
-    rc, out, err = run_cli(argv, capsys)
+    rc, out, err = run_cli(argv)
     assert rc == 0, err
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert "countdown 1st acc %" in lines[0] and "countdown retried %" in lines[0]
@@ -483,12 +475,12 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, c
 
 
 @pytest.mark.slow
-def test_hf_backend_smollm2_countdown(tmp_path, capsys):
+def test_hf_backend_smollm2_countdown(tmp_path, run_cli):
     out = tmp_path / "smol"
     argv = ["eval", "--model", "smollm2", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
             "--limit", "2", "--max-new-tokens", "16", "--max-reflection-tokens", "8", "--threads", "1",
             "--progress", "off", "--out", str(out)]  # fmt: skip
-    rc, stdout, err = run_cli(argv, capsys)
+    rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     recs = records_of(out)
     assert len(recs) == 2 and all(r.acc is not None and r.extra["method"] == "reflect-retry" for r in recs)

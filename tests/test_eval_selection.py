@@ -441,14 +441,6 @@ def test_best_of_n_score_run_counts_scoring_tokens(data_env, tmp_path):
 # ----------------------------------------------------------------------------- CLI
 
 
-def run_cli(argv, capsys):
-    from pasr_cli import main
-
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 @pytest.mark.parametrize(
     "argv, needle",
     [
@@ -468,14 +460,14 @@ def run_cli(argv, capsys):
         (["--method", "self-refine", "--select", "best", "--score-prompt", "nosuch"], "unknown prompt 'nosuch'"),
     ],
 )
-def test_cli_selection_errors_are_one_line(tmp_path, capsys, argv, needle):
+def test_cli_selection_errors_are_one_line(tmp_path, run_cli, argv, needle):
     base = ["eval", "--model", "m", "--dataset", "gsm8k", "--limit", "1", "--out", str(tmp_path / "o"), "--progress", "off"]
-    rc, _, err = run_cli([*base, *argv], capsys)
+    rc, _, err = run_cli([*base, *argv])
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (tmp_path / "o" / "run.json").exists()
 
 
-def test_cli_passes_the_selection_flags(tmp_path, capsys, monkeypatch):
+def test_cli_passes_the_selection_flags(tmp_path, run_cli, monkeypatch):
     import eval.run
 
     seen = []
@@ -487,8 +479,8 @@ def test_cli_passes_the_selection_flags(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
     base = ["eval", "--model", "m", "--dataset", "gsm8k", "--out", str(tmp_path / "o")]
     run_cli([*base, "--method", "best-of-n", "--samples", "8", "--select", "score", "--max-score-tokens", "64",
-             "--score-prompt", "self_score"], capsys)  # fmt: skip
-    run_cli([*base, "--method", "self-refine"], capsys)
+             "--score-prompt", "self_score"])  # fmt: skip
+    run_cli([*base, "--method", "self-refine"])
     a, b = seen
     assert (a.method, a.samples, a.select, a.max_score_tokens, a.score_prompt) == ("best-of-n", 8, "score", 64, "self_score")
     assert a.records_per_question == 1 and a.selection().candidates == 8
