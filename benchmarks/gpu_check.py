@@ -388,7 +388,7 @@ def main(argv=None) -> int:
     run1 = WatchedRun("verl-1", driver_cmd(args.verl_driver, overrides), root / "verl_1.log",
                       on_step=stop_during(args.stop_at, args.stop_delay_s))
     run1.start()
-    run1.rc = run1.wait(final_deadline)
+    run1.wait(final_deadline)
     mark("verl_run1", t)
     term = next((s for s in run1.signals if s[1] == "SIGTERM"), None)
     stop = {"asked_step": args.stop_at, "during_step": term[2] if term else None, "signal_at_s": term[0] if term else None,
@@ -398,12 +398,12 @@ def main(argv=None) -> int:
     # 3. verl run 2: resume and finish (stopped with a checkpoint if the budget runs out)
     t = time.monotonic()
     run2 = WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start()
-    run2.rc = run2.wait(final_deadline)
+    run2.wait(final_deadline)
     mark("verl_run2", t)
     resumed = stop["checkpoint"] is not None and run2.grep(f"global_step_{stop['checkpoint']}") and \
         bool(run2.steps) and min(run2.steps) == stop["checkpoint"] + 1
     if local is not None:
-        local.rc = local.wait(deadline - 20)
+        local.wait(deadline - 20)
         phases["local_pasr_wall"] = round(local.wall_s, 1)
 
     # 4. merge and evaluate the final verl checkpoint

@@ -53,6 +53,7 @@ class WatchedRun:
     proc: subprocess.Popen | None = None
     signals: list[tuple[float, str]] = field(default_factory=list)
     on_step: object = None  # callable(run, step) called from the reader thread
+    rc: int | None = None  # the exit code, once wait() has returned
 
     def start(self) -> "WatchedRun":
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +98,7 @@ class WatchedRun:
 
     def wait(self, deadline: float, grace_s: float = 90.0) -> int:
         """Wait until ``deadline`` (monotonic); then SIGTERM (a checkpoint) and, ``grace_s`` later,
-        SIGKILL. Returns the exit code."""
+        SIGKILL. Returns the exit code (also kept as ``rc``)."""
         while self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         if self.proc.poll() is None:
@@ -106,9 +107,9 @@ class WatchedRun:
             while self.proc.poll() is None and time.monotonic() < end:
                 time.sleep(0.2)
             self.kill_group()
-        rc = self.proc.wait()
+        self.rc = self.proc.wait()
         self._reader.join(timeout=10)
-        return rc
+        return self.rc
 
     @property
     def wall_s(self) -> float:
@@ -134,6 +135,5 @@ def stop_during(step: int, delay_s: float):
 
 def run_to_end(name: str, cmd: list[str], log: Path, deadline: float) -> WatchedRun:
     run = WatchedRun(name, cmd, log).start()
-    rc = run.wait(deadline)
-    run.rc = rc
+    run.wait(deadline)
     return run
