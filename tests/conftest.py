@@ -74,3 +74,28 @@ def run_cli(capsys):
         return rc, out, err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory) -> Path:
+    """``pasr stats`` input dumps of tests/stats_records.py's records: training run "runA" (with two
+    corrupt lines, its in-training evaluation, a metrics.jsonl, a judge cache that is no dump), and
+    the eval runs "a_pasr" and "b_plain" (with a line that is no record). tests/test_stats_rrr.py
+    has a ``dumps`` of its own."""
+    from tests.stats_records import eval_records, train_records, val_records, write
+
+    root = tmp_path_factory.mktemp("dumps")
+    step0, step1 = train_records()
+    write(root / "runA" / "rollouts" / "step_000000.jsonl", step0)
+    # line 2 is not JSON, line 4 is a JSON array
+    write(root / "runA" / "rollouts" / "step_000001.jsonl", [step1[0], "{not json", step1[1], "[1, 2]", step1[2]])
+    write(root / "runA" / "eval" / "heldout.jsonl", val_records())
+    write(root / "runA" / "judge_cache.jsonl", ['{"key": "abc", "score": 1.0}'])  # not a dump: skipped
+    (root / "runA" / "metrics.jsonl").write_text(
+        '{"step": 0, "pasr/refine_rate": 0.5, "timing_s/gen": 1.5}\n{"step": 1, "pasr/refine_rate": 0.75}\n'
+    )
+    pasr, plain = eval_records()
+    write(root / "a_pasr" / "samples.jsonl", pasr)
+    (root / "a_pasr" / "summary.json").write_text('{"accuracy": 0.6}')
+    write(root / "b_plain" / "samples.jsonl", plain + ['{"run_id": "evP", "response": "x", "variant": "plain"}'])
+    return root

@@ -2,7 +2,7 @@
 that says what is missing instead of an empty chart, no legend without entries, rate axes on
 0-100 %, titles inside the figure; and the same functions on normal data still drawing it.
 
-The stats dicts come from `pasr stats --no-plots` on the hand-built records of test_stats.py,
+The stats dicts come from `pasr stats --no-plots` on the hand-built records of tests/stats_records.py,
 or are cut down by hand where a run's series are all missing."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from eval.compare import run_label, scatter, scatter_figure
 from eval.stats import plots
 from eval.stats.plot_style import NO_DATA, wrap
 from pasr_cli import main
-from tests.test_stats import P_RIGHT, P_WRONG, T7, dumps, rec, write  # noqa: F401  (dumps is a fixture)
+from tests.stats_records import P_RIGHT, P_WRONG, T7, rec, write
 
 PNG = b"\x89PNG\r\n\x1a\n"
 OVERVIEW = (plots.overview_rates, plots.refines_per_response, plots.accuracy_by_refine, plots.refine_positions,
@@ -37,7 +37,7 @@ def stats_of(tmp_path: Path, name: str, records: list) -> dict:
 
 
 @pytest.fixture(scope="module")
-def normal(dumps, tmp_path_factory) -> dict:  # noqa: F811
+def normal(dumps, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("normal")
     args = ["stats", str(dumps / "runA"), str(dumps / "a_pasr"), str(dumps / "b_plain"), "--out", str(out), "--no-plots"]
     assert main(args) == 0

@@ -1,4 +1,6 @@
-"""`pasr stats` on small hand-built dumps with known counts: every number in stats.json."""
+"""`pasr stats` on small hand-built dumps with known counts (tests/stats_records.py): every number
+in stats.json, its report and plots, the transition between two eval runs, and the pieces it is
+built from (Collector, Reservoir, the paired sign test, the throughput benchmark)."""
 
 from __future__ import annotations
 
@@ -7,115 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from data.records import RolloutRecord
 from eval.stats.accumulate import Collector
 from eval.stats.counting import Reservoir
 from eval.stats.groups import LENGTH_EDGES
 from pasr_cli import main
-from rewards.format import check_format
-
-
-def rec(run_id, qid, variant, response, gold, acc, **kw) -> RolloutRecord:
-    fmt = check_format(response)
-    base = dict(
-        run_id=run_id, query_id=qid, data_source="gsm8k", variant=variant, prompt="q?", response=response,
-        response_tokens=len(response) // 4, format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
-        extracted_answer=None, gold=gold, acc=acc,
-    )
-    base.update(kw)
-    return RolloutRecord(**base)
-
-
-def write(path: Path, lines: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((x.to_json() if isinstance(x, RolloutRecord) else x) + "\n" for x in lines), encoding="utf-8")
-
-
-# Training run "runA": step 0 and 1, refine and plain rollouts.
-T1_PRE, T1_SPAN, T1_POST = "12 * 3 = 35. ", "Check: 12 * 3 is 36, not 35.", " So 36 + 4 = 40."
-T1 = f"<think>{T1_PRE}<refine>{T1_SPAN}</refine>{T1_POST}</think>\n<answer>\\boxed{{40}}</answer>"
-T2_PRE, T2_SPAN, T2_POST = "81 - 41 = 40. ", "Check: 81 - 41 is 40, not 40.", " So 40."
-T2 = f"<think>{T2_PRE}<refine>{T2_SPAN}</refine>{T2_POST}</think>\n<answer>40</answer>"
-T3 = "<think>10 + 20 = 30.</think>\n<answer>30</answer>"
-P_RIGHT = "Step by step: 40. The answer is \\boxed{40}."
-P_WRONG = "Step by step: 41. The answer is \\boxed{41}."
-T6_PRE = "Let us compute 7 + 8 = 14. "
-T6_MID = " "
-T6 = f"<think>{T6_PRE}<refine>Let me re-read the question.</refine>{T6_MID}<refine>7 + 8 = 15</refine> Done.</think><answer>15</answer>"
-T7 = "<think>5 + 5 = 11 <refine>5 + 5 = 10</refine> so 10 <answer>10</answer>"  # broken format
-
-
-def train_records():
-    step0 = [
-        rec("runA", "q1", "refine", T1, "40", 1.0, step=0, refine_reward=1.0, refine_outcome="better", sample_index=0),
-        rec("runA", "q1", "refine", T2, "40", 1.0, step=0, refine_reward=-0.5, refine_outcome="tie", sample_index=1),
-        rec("runA", "q1", "refine", T3, "40", 0.0, step=0, refine_reward=0.0, refine_outcome="none", sample_index=2),
-        rec("runA", "q1", "plain", P_RIGHT, "40", 1.0, step=0),
-        rec("runA", "q1", "plain", P_WRONG, "40", 0.0, step=0, sample_index=1),
-    ]
-    step1 = [
-        rec("runA", "q2", "refine", T6, "15", None, step=1, judge_error="timeout", refine_outcome="judge_error"),
-        rec("runA", "q3", "refine", T7, "10", 1.0, step=1, refine_reward=1.0, refine_outcome="better"),
-        rec("runA", "q3", "plain", P_WRONG, "10", 0.0, step=1),
-    ]
-    return step0, step1
-
-
-def val_records():
-    """In-training evaluation (local engine's eval/<tag>.jsonl): step and dataset set."""
-    return [
-        rec("runA", "h1", "refine", T1, "40", 1.0, step=0, dataset="heldout"),
-        rec("runA", "h2", "refine", T3, "40", 0.0, step=0, dataset="heldout"),
-        rec("runA", "h1", "refine", T3, "30", 1.0, step=1, dataset="heldout"),
-    ]
-
-
-EV_RIGHT = "<think>so 5</think><answer>5</answer>"
-EV_WRONG = "<think>so 6</think><answer>6</answer>"
-EV_FIX = "<think>2 + 2 = 4 <refine>it is 2 + 3 = 5</refine> so 5</think><answer>5</answer>"
-
-
-def eval_records():
-    def ev(run, variant, ds, qid, resp, acc, **kw):
-        return rec(run, qid, variant, resp, "5", acc, dataset=ds, engine="eval", **kw)
-
-    pasr = [  # run "evR", method pasr (as `pasr eval` writes it: extra.method)
-        ev("evR", "refine", "gsm8k", "q1", EV_FIX, 1.0, extra={"method": "pasr", "model": "m"}),
-        ev("evR", "refine", "gsm8k", "q2", EV_RIGHT, 1.0, n_refine=1),  # field disagrees with the text
-        ev("evR", "refine", "gsm8k", "q3", EV_WRONG, 0.0),
-        ev("evR", "refine", "gsm8k", "q4", EV_WRONG, 0.0),
-        ev("evR", "refine", "gsm8k", "q5", EV_RIGHT, None),
-        ev("evR", "refine", "math500", "q1", EV_RIGHT, 1.0),
-    ]
-    plain = [  # run "evP", method plain
-        ev("evP", "plain", "gsm8k", "q1", P_WRONG, 0.0),
-        ev("evP", "plain", "gsm8k", "q2", P_RIGHT, 1.0),
-        ev("evP", "plain", "gsm8k", "q3", P_WRONG, 0.0),
-        ev("evP", "plain", "gsm8k", "q4", P_RIGHT, 1.0),
-        ev("evP", "plain", "gsm8k", "q5", P_RIGHT, 1.0),
-        ev("evP", "plain", "gsm8k", "q6", P_RIGHT, 1.0),
-        ev("evP", "plain", "math500", "q1", P_WRONG, 0.0),
-    ]
-    return pasr, plain
-
-
-@pytest.fixture(scope="module")
-def dumps(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("dumps")
-    step0, step1 = train_records()
-    write(root / "runA" / "rollouts" / "step_000000.jsonl", step0)
-    # line 2 is not JSON, line 4 is a JSON array
-    write(root / "runA" / "rollouts" / "step_000001.jsonl", [step1[0], "{not json", step1[1], "[1, 2]", step1[2]])
-    write(root / "runA" / "eval" / "heldout.jsonl", val_records())
-    write(root / "runA" / "judge_cache.jsonl", ['{"key": "abc", "score": 1.0}'])  # not a dump: skipped
-    (root / "runA" / "metrics.jsonl").write_text(
-        '{"step": 0, "pasr/refine_rate": 0.5, "timing_s/gen": 1.5}\n{"step": 1, "pasr/refine_rate": 0.75}\n'
-    )
-    pasr, plain = eval_records()
-    write(root / "a_pasr" / "samples.jsonl", pasr)
-    (root / "a_pasr" / "summary.json").write_text('{"accuracy": 0.6}')
-    write(root / "b_plain" / "samples.jsonl", plain + ['{"run_id": "evP", "response": "x", "variant": "plain"}'])
-    return root
+from tests.stats_records import P_RIGHT, P_WRONG, T1, T1_PRE, T2, T2_PRE, T3, T6, T6_MID, T6_PRE, rec, train_records, write
 
 
 @pytest.fixture(scope="module")
@@ -364,64 +262,6 @@ def test_explicit_pair_and_bad_pair(dumps, tmp_path, capsys):
     assert err.count("\n") == 0 and "names no eval run" in err
 
 
-def test_strict_mode_stops_at_first_corrupt_line(dumps, tmp_path, capsys):
-    rc = main(["stats", str(dumps / "runA"), "--out", str(tmp_path / "o"), "--strict"])
-    err = capsys.readouterr().err.strip()
-    assert rc == 2 and err.count("\n") == 0
-    assert "step_000001.jsonl:2" in err and "Traceback" not in err
-    assert not (tmp_path / "o" / "stats.json").exists()
-
-
-def test_missing_path_and_empty_input(tmp_path, capsys):
-    assert main(["stats", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
-    assert "no such file" in capsys.readouterr().err
-    (tmp_path / "empty").mkdir()
-    assert main(["stats", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
-    assert "no rollout record files" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe binary\n\x00\x01"])
-def test_input_without_a_record_is_an_error(tmp_path, capsys, content):
-    path = tmp_path / "dump.jsonl"
-    path.write_bytes(content)
-    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
-    err = capsys.readouterr().err
-    assert "no rollout records in 1 file(s)" in err and err.count("\n") == 1 and "Traceback" not in err
-    assert ("empty" if not content else "corrupt line(s)") in err
-    assert not (tmp_path / "o" / "stats.json").exists()
-
-
-def test_out_under_a_file_names_the_file(dumps, tmp_path, capsys):
-    (tmp_path / "f").write_text("x")
-    assert main(["stats", str(dumps / "runA"), "--out", str(tmp_path / "f" / "o"), "--no-plots"]) == 2
-    err = capsys.readouterr().err
-    assert f"{tmp_path / 'f'} is a file, not a directory" in err and err.count("\n") == 1
-
-
-def test_non_utf8_line_is_reported_not_fatal(tmp_path):
-    step0, _ = train_records()
-    path = tmp_path / "d" / "rollouts.jsonl"
-    path.parent.mkdir()
-    path.write_bytes(step0[0].to_json().encode() + b"\n\xff\xfe{bad}\n" + step0[2].to_json().encode() + b"\n")
-    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
-    s = json.loads((tmp_path / "o" / "stats.json").read_text())
-    assert s["inputs"]["n_records"] == 2 and s["corrupt_lines"]["first"][0]["line"] == 2
-
-
-def test_wrong_field_types_are_corrupt_lines(tmp_path):
-    step0, _ = train_records()
-    good = json.loads(step0[0].to_json())
-    bad = [dict(good, acc="high"), dict(good, step="3"), dict(good, variant=["refine"]), dict(good, response=None),
-           dict(good, n_refine=True), dict(good, refine_outcome={"x": 1})]
-    path = tmp_path / "rollouts.jsonl"
-    path.write_text("\n".join(json.dumps(o) for o in [good] + bad) + "\n")
-    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
-    s = json.loads((tmp_path / "o" / "stats.json").read_text())
-    assert s["inputs"]["n_records"] == 1 and s["corrupt_lines"]["count"] == 6
-    assert [e["line"] for e in s["corrupt_lines"]["first"]] == [2, 3, 4, 5, 6, 7]
-    assert "'acc'" in s["corrupt_lines"]["first"][0]["reason"]
-
-
 def test_collector_api_and_reservoir():
     col = Collector(n_examples=1)
     step0, _ = train_records()
@@ -461,64 +301,3 @@ def test_transition_sign_test_on_a_lopsided_pair():
     tr = po.transition(("before", "plain"), ("after", "pasr"))
     assert (tr["net_gain"], tr["counts"]["right->right"]) == (10, 5)
     assert tr["p_sign"] == pytest.approx(2 * 0.5**10)
-
-
-def test_unknown_schema_version_is_refused_strict_and_warned_otherwise(tmp_path, capsys):
-    """Records of a schema version this pasr does not know are not read as if they were the
-    current one: --strict stops on the first (exit 2, file:line), otherwise they are skipped,
-    counted apart from corrupt lines and named in a warning."""
-    from data.records import RECORD_VERSION
-
-    step0, _ = train_records()
-    newer = json.loads(step0[1].to_json()) | {"version": RECORD_VERSION + 1}
-    path = tmp_path / "rollouts.jsonl"
-    write(path, [step0[0], json.dumps(newer), "{not json", step0[2]])
-    capsys.readouterr()
-    assert main(["stats", str(path), "--out", str(tmp_path / "s"), "--no-plots", "--strict"]) == 2
-    err = capsys.readouterr().err
-    assert f"{path}:2: " in err and f"schema version {RECORD_VERSION + 1}" in err and err.count("\n") == 1
-    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
-    captured = capsys.readouterr()
-    assert "warning: 1 record(s) of an unknown schema version" in captured.err and f"{path}:2" in captured.err
-    s = json.loads((tmp_path / "o" / "stats.json").read_text())
-    assert s["inputs"]["n_records"] == 2
-    assert s["corrupt_lines"]["count"] == 2 and s["corrupt_lines"]["unknown_version"] == 1
-    assert "unknown schema version" in (tmp_path / "o" / "report.md").read_text()
-
-
-def test_corrupt_lines_are_kept_as_a_bounded_sample(tmp_path, monkeypatch):
-    """However much of the input is corrupt, `pasr stats` holds the first MAX_CORRUPT_LISTED
-    errors and a count, not one object per bad line (a 200 MB random blob was ~0.5 GB of them)."""
-    import argparse
-
-    from eval.stats import cli
-
-    monkeypatch.setattr(cli, "MAX_CORRUPT_LISTED", 7)
-    step0, _ = train_records()
-    path = tmp_path / "rollouts.jsonl"
-    write(path, [step0[0]] + ["{not json"] * 500)
-    args = argparse.Namespace(paths=[str(path)], top_k=1, examples=1, correct_at=None, seed=0, strict=False, progress="off")
-    _, col, errors, _, _ = cli._collect(args)
-    assert col.n_records == 1 and errors.count == 500 and len(errors.first) == 7
-    assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
-    c = json.loads((tmp_path / "o" / "stats.json").read_text())["corrupt_lines"]
-    assert c["count"] == 500 and [e["line"] for e in c["first"]] == list(range(2, 9))
-
-
-def test_lines_too_long_for_a_record_are_corrupt_lines_everywhere(tmp_path, monkeypatch):
-    """A line over MAX_LINE_BYTES is never read whole, wherever `pasr stats` meets it: first in a
-    dump found in a directory (the file is still read as a dump), or in a metrics.jsonl."""
-    import data.records as records
-
-    monkeypatch.setattr(records, "MAX_LINE_BYTES", 2000)
-    step0, _ = train_records()
-    run = tmp_path / "run"
-    write(run / "rollouts" / "step_000000.jsonl", ['{"response": "' + "x" * 5000 + '"}', step0[0]])
-    (run / "metrics.jsonl").write_text('{"step": 0, "a": 1}\n{"step": 1, "pad": "' + "y" * 5000 + '"}\n')
-    assert main(["stats", str(run), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
-    s = json.loads((tmp_path / "o" / "stats.json").read_text())
-    assert s["inputs"]["n_records"] == 1 and s["corrupt_lines"]["count"] == 2
-    assert [(Path(e["file"]).name, e["line"], e["reason"]) for e in s["corrupt_lines"]["first"]] == [
-        ("step_000000.jsonl", 1, "line longer than 2000 bytes: not a rollout record"),
-        ("metrics.jsonl", 2, "corrupt metrics line (line longer than 2000 bytes)"),
-    ]
