@@ -19,6 +19,12 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture
+def data_env(shared_data, monkeypatch):
+    monkeypatch.setenv("PASR_DATA_DIR", str(shared_data))
+    return shared_data
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer Llama with SmolLM2's tokenizer: real transformers code
