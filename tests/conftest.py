@@ -105,3 +105,10 @@ def dumps(tmp_path_factory) -> Path:
     (root / "a_pasr" / "summary.json").write_text('{"accuracy": 0.6}')
     write(root / "b_plain" / "samples.jsonl", plain + ['{"run_id": "evP", "response": "x", "variant": "plain"}'])
     return root
+
+
+@pytest.fixture(scope="module")
+def rrr_prompts():
+    from recipe.rrr_step import RrrPrompts
+
+    return RrrPrompts.load()

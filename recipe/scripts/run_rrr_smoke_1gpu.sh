@@ -9,7 +9,7 @@
 #   bash recipe/scripts/run_rrr_smoke_1gpu.sh [EXTRA HYDRA OVERRIDES...]
 #
 # NOT RUN YET: written on a machine without a GPU (the rollout is tested on CPU with verl's own
-# data structures, tests/test_verl_rrr.py); expect the first run to need fixes. It mirrors
+# data structures, tests/test_verl_rrr_rollout.py); expect the first run to need fixes. It mirrors
 # run_pasr_smoke_1gpu.sh, which was measured on one H100 (about 13 min); RRR generates three
 # passes a step, the retries only for failed attempts.
 # The base SmolLM2 rarely solves Countdown: expect first-attempt accuracy near 0, retries near 0,
