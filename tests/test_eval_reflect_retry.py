@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from data.loaders import load_examples
-from data.records import ATTEMPT, REFLECTION, RETRY, iter_records
+from data.records import ATTEMPT, REFLECTION, RETRY
 from eval.backends import Completion, GenParams
 from eval.reflect_retry import RrrPass, run_reflect_retry, undecided
 from eval.run import EvalConfig, EvalError, run_eval
 from recipe.rrr_config import RrrConfig
 from rewards.judges.base import JudgeResult
+from tests import scripted_eval
+from tests.scripted_eval import records_of
 
 PROMPTS = RrrConfig().load_prompts()
 N = 4  # Countdown questions in most tests
@@ -83,16 +85,8 @@ def answer(eq: str) -> str:
 
 
 def cfg_for(tmp_path, **kw) -> EvalConfig:
-    kw.setdefault("model", "scripted-model")
-    kw.setdefault("datasets", ["countdown"])
-    kw.setdefault("out", str(tmp_path / "run"))
-    kw.setdefault("method", "reflect-retry")
-    kw.setdefault("progress", False)
-    return EvalConfig(**kw)
-
-
-def records_of(out) -> list:
-    return list(iter_records(Path(out) / "samples.jsonl", strict=True))
+    """The shared scripted-eval config, on Countdown with the reflect-retry method."""
+    return scripted_eval.cfg_for(tmp_path, **{"datasets": ["countdown"], "method": "reflect-retry", **kw})
 
 
 def script(right_first: set[str], right_retry: set[str], n: int = N):
