@@ -66,7 +66,6 @@ from eval.significance import paired_counts, sign_test
 PASR_DEFAULT: list[str] = []
 PAPER_EXACT = [
     "pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign",
-    "pasr.train_plain=false",  # the paper trains the refine rollouts only
     "pasr.draft_credit=outcome",  # the paper: every token gets its rollout's advantage
 ]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")

@@ -9,7 +9,8 @@ The config is ``recipe/config/pasr_trainer.yaml`` (verl's ``ppo_trainer`` plus `
 holds an attempt and a reflection, the legacy trainer path, no ReMax, vLLM installed, the GPUs
 ``trainer.nnodes x trainer.n_gpus_per_node`` present (locally, or on the Ray cluster at
 ``RAY_ADDRESS`` / ``ray_kwargs.ray_init.address``), absolute run directories inside a Ray job,
-and an LLM judge's endpoint. A failed check prints one line and exits with status 2. On a
+and an LLM judge's endpoint. A retired key or value on the command line is refused before
+Hydra reads it (:mod:`recipe.retired_keys`). A failed check prints one line and exits with status 2. On a
 machine without any GPU the check runs before Hydra, torch or verl are imported, so it answers
 at once.
 
@@ -91,6 +92,11 @@ def run(config) -> None:
 
 
 def main() -> None:
+    from recipe.retired_keys import retired_overrides
+
+    retired = retired_overrides(sys.argv[1:])  # before Hydra, which would call a retired key unknown
+    if retired:
+        _fail("; ".join(retired))
     message = early_gpu_check(sys.argv[1:])
     if message:
         _fail(message)

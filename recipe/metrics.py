@@ -89,9 +89,6 @@ def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict
         f"{prefix}/response_length/clip_ratio": _mean(r.finish_reason == "length" for r in refine),
         f"{prefix}/plain_response_length/mean": _mean(r.response_tokens for r in plain),
     }
-    trained_plain = [r.total_reward for r in plain if r.total_reward is not None]
-    if trained_plain:  # pasr.train_plain: the plain rows' own reward (format + acc)
-        m[f"{prefix}/plain_reward_mean"] = _mean(trained_plain)
     for name in OUTCOMES:
         m[f"{prefix}/refine_outcome/{name}"] = outcomes.get(name, 0) / len(refine) if refine else 0.0
     m.update(refine_quality_metrics(refine, prefix))

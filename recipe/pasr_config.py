@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from recipe.retired_keys import is_retired_key, retired_settings
 from rewards.judge_kinds import JUDGE_KINDS
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES, EMPTY_MODES
@@ -54,7 +55,7 @@ class PromptsConfig:
 @dataclass
 class PasrConfig:
     n_refine: int = 8  # group size: refine-prompted rollouts per query (trained on)
-    n_plain: int = 8  # plain-prompted rollouts per query (the baseline; trained on only with train_plain)
+    n_plain: int = 8  # plain-prompted rollouts per query (the refine reward's baseline; never trained on)
     tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
     # refine reward of a rollout whose refine spans all add nothing (None: the paper, paid like any
@@ -65,10 +66,6 @@ class PasrConfig:
     # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
     # right less than half the time); see rewards/refine.py
     refine_compare: str = "sign"
-    # also train on the plain rollouts (their own GRPO group per query, reward w_f * format +
-    # w_a * acc). The paper never does: they are the baseline only. They are generated anyway, so
-    # this doubles the rows that learn the task itself; see recipe.scoring.group_scores
-    train_plain: bool = False
     # outcome (the paper: every token of a response gets its advantage) | value (the draft, the
     # last number before the first refine, never gets an advantage against its own correctness:
     # not positive when wrong, not negative when right) | span (the same for every token before
@@ -141,7 +138,8 @@ def refuse_non_finite(config: Any, prefix: str = "") -> None:
 def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
     """Every key of ``section`` (a mapping) that the dataclass ``schema`` does not have, as full
     dotted names with the closest known key, so a config with several typos is fixed in one go
-    (OmegaConf's merge stops at the first)."""
+    (OmegaConf's merge stops at the first). A retired key is not listed: it has a message of
+    its own (:mod:`recipe.retired_keys`)."""
     import dataclasses
     import difflib
     import typing
@@ -154,6 +152,8 @@ def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
     for key in section:
         name = f"{prefix}.{key}" if prefix else str(key)
         if key not in known:
+            if is_retired_key(name):
+                continue
             close = difflib.get_close_matches(str(key), sorted(known), n=1)
             out.append(name + (f" (did you mean {prefix + '.' if prefix else ''}{close[0]}?)" if close else ""))
         else:
@@ -162,11 +162,15 @@ def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
 
 
 def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
-    """Merge ``section`` into the structured ``schema``; unknown keys (all of them at once) and
-    wrong types raise :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
+    """Merge ``section`` into the structured ``schema``; retired keys and values
+    (:mod:`recipe.retired_keys`) and unknown keys, all of them at once, and wrong types raise
+    :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
+    problems = retired_settings(section, prefix)
     unknown = unknown_keys(schema, section, prefix)
     if unknown:
-        raise ConfigError(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
+        problems.append(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
+    if problems:
+        raise ConfigError("; ".join(problems))
     base = OmegaConf.structured(schema)
     try:
         return OmegaConf.merge(base, section if section is not None else {})

@@ -34,7 +34,7 @@ from recipe.pasr_config import PasrConfig
 from rewards.extract import extract_answer
 from rewards.format import check_format
 from rewards.judges.base import Judge, JudgeItem, JudgeResult
-from rewards.pasr import plain_rewards, score_group
+from rewards.pasr import score_group
 
 JUDGE_ERROR = "judge error"  # the error text when a judge failed without saying why
 
@@ -159,13 +159,12 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
 
     Writes ``refine_reward``, ``refine_outcome``, ``total_reward`` and ``extra["baseline"]`` into
     the refine records (in place). Returns ``(scores, mask)``, one entry per record in order:
-    ``mask`` is True for the rows trained on (refine rows whose judge answered; with
-    ``train_plain`` judged plain rows too) and ``scores`` holds their total reward. Plain rows
-    (by default a baseline only) and judge errors have mask False; a
+    ``mask`` is True for the rows trained on (refine rows whose judge answered) and ``scores``
+    holds their total reward. Plain rows (the baseline only) and judge errors have mask False; a
     judge error's score is the mean score of its group's judged rows (0 when none was judged), a
     placeholder no update uses (masked rows are outside the group statistics and get advantage
     0) that keeps summaries over every row, such as verl's ``critic/score/*``, from reading it
-    as a 0. An untrained plain row's score is 0."""
+    as a 0. A plain row's score is 0."""
     by_query: dict[str, dict[str, list[int]]] = defaultdict(lambda: {REFINE: [], PLAIN: []})
     for i, r in enumerate(records):
         if r.variant not in (REFINE, PLAIN):
@@ -191,10 +190,6 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             rec.refine_reward, rec.refine_outcome = pr.refine, pr.refine_outcome
             rec.extra["baseline"] = pr.baseline
         _train_group(records, ref_idx, [pr.total for pr in rewards], scores, mask)
-        if cfg.train_plain:  # not the paper: see rewards.pasr.plain_rewards
-            plain = [records[i] for i in plain_idx]
-            totals = plain_rewards([r.response for r in plain], [r.acc for r in plain], weights=cfg.weights)
-            _train_group(records, plain_idx, totals, scores, mask)
     return scores, mask
 
 
@@ -210,13 +205,6 @@ def _train_group(
         records[i].total_reward = total
         mask[i] = total is not None
         scores[i] = total if total is not None else placeholder
-
-
-def group_uid(record: RolloutRecord) -> str:
-    """The GRPO group a trained record belongs to: its query for refine rollouts, a separate
-    group per query for plain ones (``pasr.train_plain``): their rewards have no refine term,
-    so ranking them against the refine rollouts would teach "do not refine"."""
-    return record.query_id if record.variant == REFINE else f"{record.query_id}/{record.variant}"
 
 
 def score_rollouts(rollouts: Sequence[Rollout], judge: Judge, cfg: PasrConfig, **kwargs) -> list[RolloutRecord]:

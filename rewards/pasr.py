@@ -111,19 +111,6 @@ def score_group(
     return out
 
 
-def weighted_total(weights: RewardWeights, format_reward: float, acc: float, refine: float = 0.0) -> float:
+def weighted_total(weights: RewardWeights, format_reward: float, acc: float, refine: float) -> float:
     """``w_f * format + w_a * acc + w_r * refine``: the one place the parts are summed."""
     return weights.format * format_reward + weights.acc * acc + weights.refine * refine
-
-
-def plain_rewards(responses: Sequence[str], accs: Sequence[float | None], *, weights: RewardWeights) -> list[float | None]:
-    """The reward of plain-prompted responses when they are trained on (``pasr.train_plain``,
-    not the paper): ``w_f * format + w_a * acc``. No refine term: a plain response was not
-    invited to refine, so there is nothing to compare. ``None`` where the judge failed.
-
-    Example:
-        >>> plain_rewards(["<think>2+2=4</think><answer>4</answer>", "4"], [1.0, None],
-        ...               weights=RewardWeights(format=1.0, acc=1.0, refine=1.0))
-        [2.0, None]
-    """
-    return [None if acc is None else weighted_total(weights, check_format(text).reward, acc) for text, acc in zip(responses, accs)]

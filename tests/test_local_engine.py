@@ -350,16 +350,16 @@ class FlakyJudge:
         return [JudgeResult.failed("boom") if i % 3 == 0 else JudgeResult(float(i % 2)) for i, _ in enumerate(items)]
 
 
-@pytest.mark.parametrize(("train_plain", "draft_credit"), [(False, "outcome"), (True, "outcome"), (False, "value")])
-def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path, train_plain, draft_credit):
-    """Judged refine rows are trained on, and judged plain rows too with pasr.train_plain; the
-    step runs and logs its clipped rows with pasr.draft_credit=value."""
+@pytest.mark.parametrize("draft_credit", ["outcome", "value"])
+def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path, draft_credit):
+    """Judged refine rows are trained on; the step runs and logs its clipped rows with
+    pasr.draft_credit=value."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     cfg = load_config(overrides=[
         f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
         "pasr.n_refine=3", "pasr.n_plain=2", "rollout.max_new_tokens=4", "algo.skip_zero_adv=false",
-        f"pasr.train_plain={str(train_plain).lower()}", f"pasr.draft_credit={draft_credit}",
+        f"pasr.draft_credit={draft_credit}",
         "trainer.max_judge_error_rate=0.5",  # 4 errors in 10 rollouts: trained around, not a stop
     ])
     trainer = LocalPasrTrainer(cfg, tmp_path / "run")
@@ -372,12 +372,11 @@ def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path, trai
     assert len(records) == 10 and len(failed) == 4
     assert all(r["judge_error"] == "boom" and r["total_reward"] is None for r in failed)
     assert metrics["pasr/judge_errors"] == 4
-    judged = [r for r in records if r["acc"] is not None and (r["variant"] == "refine" or train_plain)]
+    judged = [r for r in records if r["acc"] is not None and r["variant"] == "refine"]
     assert metrics["actor/trained_rows"] == len(judged)
-    assert ("pasr/plain_reward_mean" in metrics) == train_plain
     assert ("pasr/draft_clipped_rows" in metrics) == (draft_credit == "value")
     assert "pasr/draft_acc" in metrics
-    assert all((r["total_reward"] is not None) == (r["acc"] is not None) for r in records if r["variant"] == "refine" or train_plain)
+    assert all((r["total_reward"] is not None) == (r["acc"] is not None) for r in records if r["variant"] == "refine")
     assert {"timing_s/gen", "timing_s/reward", "timing_s/update"} <= set(metrics)
 
 

@@ -4,10 +4,9 @@ the PASR reward per query, and the one judge-error policy."""
 import pytest
 
 from recipe.pasr_config import PasrConfig
-from recipe.scoring import Rollout, group_scores, group_uid, judge_and_record, score_rollouts
+from recipe.scoring import Rollout, group_scores, judge_and_record, score_rollouts
 from rewards.judges.base import JudgeResult
 from rewards.judges.rule import RuleJudge
-from rewards.pasr import RewardWeights
 
 Q1 = dict(query_id="q1", data_source="synthetic", question="2+2?", gold="4")
 Q2 = dict(query_id="q2", data_source="synthetic", question="3+3?", gold="6")
@@ -76,22 +75,6 @@ def test_a_failed_rows_placeholder_is_its_groups_judged_mean():
     records = judge_and_record(rollouts, FailsOn("9"), run_id="r", step=1, engine="local")
     scores, mask = group_scores(records, PasrConfig())
     assert mask == [True, True, False, False] and scores[2] == pytest.approx((2.0 + 1.0) / 2)
-
-
-def test_train_plain_scores_plain_rows_in_their_own_group():
-    """pasr.train_plain: plain rows are trained on with format + acc (no refine term), in a
-    GRPO group of their own; a plain judge error is masked, never a 0."""
-    records = judge_and_record(_step(), FailsOn("7"), run_id="r", step=1, engine="local")
-    scores, mask = group_scores(records, PasrConfig(train_plain=True))
-    # q1 plain: "\\boxed{5}" breaks the format (-1) and is wrong; "<answer>4</answer>" has no
-    # think block (-1) but is right; q2's plain row failed to judge
-    assert mask == [True, True, True, True, False, False]
-    assert scores[2:4] == [-1.0 + 0.0, -1.0 + 1.0] and records[3].total_reward == 0.0
-    assert records[5].total_reward is None and scores[5] == 0.0
-    assert records[0].refine_outcome == "better"  # the refine reward is unchanged
-    assert [group_uid(r) for r in records[:4]] == ["q1", "q1", "q1/plain", "q1/plain"]
-    weighted = group_scores(records, PasrConfig(train_plain=True, weights=RewardWeights(format=0.5, acc=2.0, refine=1.0)))
-    assert weighted[0][3] == -0.5 + 2.0
 
 
 class Raises:

@@ -427,8 +427,6 @@ def test_config_overrides_and_bad_keys():
         engine_config(_compose(["+pasr_verl.rolout_dir=x"]))
     with pytest.raises(ConfigError, match="differs from pasr.n_refine"):
         pasr_config(_compose(["actor_rollout_ref.rollout.n=2"]))
-    with pytest.raises(ConfigError, match="train_plain=true is local-engine only"):
-        pasr_config(_compose(["pasr.train_plain=true"]))
     with pytest.raises(ConfigCompositionException):  # Hydra itself refuses a key without '+'
         _compose(["pasr.bogus=1"])
     # Hydra types pasr.zeta=nan as a float and passes it on; the shared check names every such key

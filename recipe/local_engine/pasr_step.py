@@ -9,8 +9,8 @@ reference and logs what this returns. The pieces are PASR's everywhere else too:
 2. judged and recorded (:func:`recipe.scoring.judge_and_record`), scored per group
    (:func:`recipe.scoring.group_scores`); the records go to ``before_update`` (the trainer's
    dump and judge-error stop) before anything is trained, so a stopped step trains nothing;
-3. an update on the refine rollouts (and the plain ones with ``pasr.train_plain``) with verl's
-   GRPO and clipped loss (:mod:`recipe.local_engine.policy_update`), the draft's tokens set
+3. an update on the refine rollouts (the plain ones are the baseline only) with verl's GRPO
+   and clipped loss (:mod:`recipe.local_engine.policy_update`), the draft's tokens set
    apart with a clipped ``pasr.draft_credit`` (:mod:`recipe.draft_credit`).
 """
 
@@ -29,7 +29,7 @@ from recipe.local_engine.rollout import THINK_PREFILL, generate_step
 from recipe.local_engine.timing import timer
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
-from recipe.scoring import group_scores, group_uid, judge_and_record
+from recipe.scoring import group_scores, judge_and_record
 from runtime.decoding import decode_response
 from runtime.hf_generate import SamplingParams
 
@@ -59,10 +59,9 @@ def pasr_step(
         )
         scores, mask = group_scores(records, pasr)
     before_update(records)  # before the update: a stopped step trains nothing
-    # Refine rollouts are the GRPO groups (plain ones too, in groups of their own, with
-    # pasr.train_plain: recipe.scoring.group_uid); the mask leaves judge errors out.
-    rows = [i for i, r in enumerate(records) if r.variant == REFINE or pasr.train_plain]
-    train = [TrainRollout(group_uid(records[i]), gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
+    # A query's refine rollouts are its GRPO group; the mask leaves judge errors out.
+    rows = [i for i, r in enumerate(records) if r.variant == REFINE]
+    train = [TrainRollout(records[i].query_id, gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
     draft = None
     if pasr.draft_credit in CLIPPED_MODES:
         prefill = THINK_PREFILL if rollout.prefill_think else ""

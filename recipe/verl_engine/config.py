@@ -16,11 +16,11 @@ GRPO group ``fit()`` asks per prompt, from the method's own size (``pasr.n_refin
 
 ``python -m recipe.main_pasr`` and ``pasr submit --engine verl`` both fail early, with a
 message that says what is wrong, instead of a stack trace from inside verl minutes later:
-an unknown ``method``, an invalid ``pasr.*`` / ``pasr_verl.*`` / ``rrr.*`` key, ``rollout.n``
-differing from the method's group size, an RRR run whose prompts cannot hold an attempt and a
-reflection or whose judge is not binary, the v1 trainer, ReMax, vLLM missing, fewer GPUs than
-``trainer.nnodes x trainer.n_gpus_per_node``, or (inside a Ray job) a relative checkpoint
-directory.
+an unknown ``method``, an invalid or retired (:mod:`recipe.retired_keys`) ``pasr.*`` /
+``pasr_verl.*`` / ``rrr.*`` key, ``rollout.n`` differing from the method's group size, an RRR
+run whose prompts cannot hold an attempt and a reflection or whose judge is not binary, the v1
+trainer, ReMax, vLLM missing, fewer GPUs than ``trainer.nnodes x trainer.n_gpus_per_node``, or
+(inside a Ray job) a relative checkpoint directory.
 
 Two more decisions are taken where the trainer runs (the task runner, see
 :mod:`recipe.verl_engine.trainer`), because they depend on that node and not on the driver's:
@@ -41,6 +41,7 @@ from omegaconf import OmegaConf
 
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
+from recipe.retired_keys import retired_overrides
 from recipe.rrr_config import RrrConfig, check_method, judge_problem, load_rrr_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -90,9 +91,15 @@ def register_schema() -> None:
 
 def compose_config(overrides: Iterable[str] = ()):
     """``pasr_trainer`` with Hydra ``overrides``, composed as ``python3 -m recipe.main_pasr`` does.
-    Hydra's own errors (an unknown key, a wrong type, a malformed override) propagate."""
+    A retired key or value among them is a :class:`ConfigError` naming every one
+    (:mod:`recipe.retired_keys`; Hydra would call a retired key unknown); Hydra's own errors (an
+    unknown key, a wrong type, a malformed override) propagate."""
     from hydra import compose, initialize_config_dir
 
+    overrides = list(overrides)
+    retired = retired_overrides(overrides)
+    if retired:
+        raise ConfigError("; ".join(retired))
     register_schema()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name=CONFIG_NAME, overrides=list(overrides))
@@ -134,10 +141,6 @@ def pasr_config(config) -> PasrConfig:
     cfg = load_pasr_config(_section(config, "pasr"))
     if method_of(config) != "pasr":
         return cfg
-    if cfg.train_plain:
-        # verl's fit() unions the rollout output with the prompts repeated rollout.n times, so
-        # the plain rows cannot join the training batch without a change to that loop
-        raise ConfigError("pasr.train_plain=true is local-engine only for now: the verl engine trains the refine rollouts")
     n = _rollout_n(config, cfg.n_refine)
     if n != cfg.n_refine:
         raise ConfigError(

@@ -1,0 +1,80 @@
+"""Config keys and values that were retired, and the one message that refuses each.
+
+A knob kept only for an ablation that did not pay is removed with its code; what it measured
+stays in docs/results/, and the last commit that had it is named here, so a config that still
+sets it is refused with where to find it instead of "not a known key" (or, for a value,
+"must be ..."). Both engines check before the structured merge
+(:func:`recipe.pasr_config.merge_structured`: the local engine's merged YAML layers and
+overrides, the verl config's ``pasr`` section), and the verl engine also checks its Hydra
+overrides before composing them (:func:`retired_overrides`), since Hydra refuses a key the
+schema lacks with its own message first. Every retired setting given is named at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+LAST_COMMIT = "0c947d1"  # the last commit that has every retired knob below
+
+# "section.key" (the key, whatever its value) or "section.key=value" (that value only):
+# (why it was retired, where its results are; what to do instead)
+RETIRED: dict[str, tuple[str, str]] = {
+    "pasr.train_plain": (
+        "it neither helped nor hurt, docs/results/learning_signal.md",
+        "remove it",
+    ),
+}
+
+
+def retired_message(setting: str) -> str:
+    """The refusal of ``setting``, a key of :data:`RETIRED`.
+
+    >>> retired_message("pasr.train_plain").startswith("pasr.train_plain was retired (last in commit 0c947d1: ")
+    True
+    """
+    why, instead = RETIRED[setting]
+    return f"{setting} was retired (last in commit {LAST_COMMIT}: {why}); {instead}"
+
+
+def is_retired_key(name: str) -> bool:
+    """Whether the dotted key ``name`` was retired whatever its value."""
+    return name in RETIRED
+
+
+def retired_settings(section: Any, prefix: str = "") -> list[str]:
+    """The refusal of every retired key or value in ``section`` (a mapping or a DictConfig,
+    nested sections included; ``prefix`` spells its keys as dotted names, ``pasr`` for the
+    ``pasr:`` section alone). Interpolations are not resolved: ``${...}`` is no retired value."""
+    if isinstance(section, DictConfig):  # its values as written
+        section = OmegaConf.to_container(section, resolve=False)
+    if not isinstance(section, Mapping):
+        return []
+    out = []
+    for key, value in section.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if name in RETIRED:
+            out.append(retired_message(name))
+        elif isinstance(value, Mapping):
+            out += retired_settings(value, name)
+        elif f"{name}={value}" in RETIRED:
+            out.append(retired_message(f"{name}={value}"))
+    return out
+
+
+def retired_overrides(overrides: Iterable[str]) -> list[str]:
+    """The refusal of every retired key or value among command-line overrides (``key=value``,
+    Hydra's ``+key=value``, ``++key=value`` and ``~key`` too); anything else is left to the
+    parser that reads them."""
+    out = []
+    for override in overrides:
+        if override.startswith("-"):  # a flag (--cfg, -m), not an override
+            continue
+        key, eq, value = override.lstrip("~+").partition("=")
+        key, value = key.strip(), value.strip().strip("'\"")
+        setting = key if key in RETIRED else f"{key}={value}" if eq and f"{key}={value}" in RETIRED else None
+        if setting is not None and retired_message(setting) not in out:
+            out.append(retired_message(setting))
+    return out

@@ -1,0 +1,132 @@
+"""Retired config keys and values (recipe/retired_keys.py): each is refused, on every path a
+config takes into either engine, with a message naming the last commit that had it; all of
+them given at once are named at once; the settings that stayed still load."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from recipe.local_engine.config import load_config
+from recipe.pasr_config import ConfigError, load_pasr_config
+from recipe.retired_keys import LAST_COMMIT, RETIRED, retired_message
+
+PASR = sorted(s for s in RETIRED if s.startswith("pasr."))  # shared by both engines
+
+
+def as_override(setting: str) -> str:
+    """A command-line override that sets ``setting`` (a retired key gets some value)."""
+    return setting if "=" in setting else f"{setting}=true"
+
+
+def nested(setting: str) -> dict:
+    """``setting`` as a nested mapping, as a YAML file or a ``pasr:`` section holds it."""
+    key, _, value = as_override(setting).partition("=")
+    out: dict = {}
+    node = out
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = True if value == "true" else value
+    return out
+
+
+def test_the_table_names_the_last_commit_and_where_the_results_are():
+    assert LAST_COMMIT == "0c947d1"
+    for setting in RETIRED:
+        message = retired_message(setting)
+        assert message.startswith(f"{setting} was retired (last in commit 0c947d1: "), message
+        assert "docs/" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("setting", sorted(RETIRED))
+def test_local_engine_refuses_each_as_an_override(setting):
+    with pytest.raises(ConfigError) as exc:
+        load_config(overrides=[as_override(setting)])
+    assert str(exc.value) == retired_message(setting)  # not "not a known key", not "must be ..."
+
+
+@pytest.mark.parametrize("setting", sorted(RETIRED))
+def test_local_engine_refuses_each_in_a_config_file(setting, tmp_path):
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(nested(setting)))
+    with pytest.raises(ConfigError, match=LAST_COMMIT) as exc:
+        load_config(config_file=str(path))
+    assert str(exc.value) == retired_message(setting)
+
+
+@pytest.mark.parametrize("setting", PASR)
+def test_the_pasr_section_refuses_each(setting):
+    """The verl engine loads its ``pasr`` section through load_pasr_config (and so does a
+    ``+pasr.key=...`` that Hydra let through)."""
+    with pytest.raises(ConfigError) as exc:
+        load_pasr_config(nested(setting)["pasr"])
+    assert str(exc.value) == retired_message(setting)
+
+
+@pytest.mark.parametrize("setting", PASR)
+def test_verl_engine_refuses_each_before_hydra_composes(setting):
+    """Hydra would call a removed key unknown in its own words: the overrides are checked first,
+    for ``python3 -m recipe.main_pasr`` and ``pasr submit`` alike."""
+    from recipe.verl_engine.config import compose_config, pasr_config
+
+    for override in (as_override(setting), "+" + as_override(setting)):
+        with pytest.raises(ConfigError) as exc:
+            pasr_config(compose_config([override]))
+        assert str(exc.value) == retired_message(setting), override
+
+
+def test_main_pasr_refuses_them_before_hydra(monkeypatch, capsys):
+    from recipe import main_pasr
+
+    monkeypatch.setattr(sys, "argv", ["main_pasr", "trainer.nnodes=1", *map(as_override, PASR)])
+    with pytest.raises(SystemExit) as exc:
+        main_pasr.main()
+    assert exc.value.code == main_pasr.EXIT_PREFLIGHT
+    err = capsys.readouterr().err
+    assert err.count(LAST_COMMIT) == len(PASR) and err.count("\n") == 1, err
+
+
+def test_pasr_submit_refuses_them():
+    from data.cli_errors import CliError
+    from recipe.submit import check_verl_run
+
+    with pytest.raises(CliError, match=LAST_COMMIT):
+        check_verl_run([as_override(PASR[0])])
+
+
+def test_every_retired_setting_and_typo_is_named_at_once():
+    overrides = [as_override(s) for s in sorted(RETIRED)] + ["pasr.tie_valeu=0"]
+    with pytest.raises(ConfigError) as exc:
+        load_config(overrides=overrides)
+    message = str(exc.value)
+    assert all(retired_message(s) in message for s in RETIRED), message
+    assert "pasr.tie_valeu (did you mean pasr.tie_value?)" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "pasr.draft_credit=outcome",  # the paper
+        "pasr.draft_credit=value",  # the local engine's default
+        "pasr.empty_refine_value=null",  # the paper
+        "pasr.empty_refine_value=0.0",  # the local engine's default
+        "pasr.empty_refine_value=-0.25",
+        "warmup.refine_style=column",  # the default
+        "warmup.refine_style=check",
+    ],
+)
+def test_the_settings_that_stayed_still_load(override):
+    key, _, value = override.partition("=")
+    cfg = load_config(overrides=[override])
+    got = cfg
+    for part in key.split("."):
+        got = getattr(got, part)
+    assert got == (None if value == "null" else type(got)(value))
+    if key.startswith("pasr."):
+        from recipe.verl_engine.config import compose_config, pasr_config
+
+        assert getattr(pasr_config(compose_config([override])), key.split(".")[1]) == got
