@@ -55,7 +55,7 @@ def advantages_on_trained_rows(data, estimate: Callable):
 
 
 def _with_draft_credit(data):
-    """``pasr.draft_credit`` (value | span): the draft tokens' advantages clipped where the rows carry the
+    """``pasr.draft_credit=value``: the draft tokens' advantages clipped where the rows carry the
     draft columns (:mod:`recipe.draft_credit`); the count lands in ``meta_info``."""
     data.meta_info[DRAFT_CLIPPED] = apply_draft_credit(data)
     return data

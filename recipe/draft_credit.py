@@ -10,18 +10,19 @@ were right fell from 164 to 119 of 300 over 90 steps while the refines got bette
 "A longer PASR phase"). What the refines gained, the drafts lost.
 
 **What it does.** The *draft* of a refining response is the last number it states before its
-first ``<refine>`` (:func:`rewards.refine_quality.assess_refines`, ``draft_ok``). Some of its
-tokens keep their advantage ``A`` only where it agrees with the draft's own correctness: a wrong
-draft's get ``min(A, 0)``, a right draft's ``max(A, 0)``. Which tokens:
+first ``<refine>`` (:func:`rewards.refine_quality.assess_refines`, ``draft_ok``). The modes:
 
-* ``value``: the draft number's own tokens (``102``). The setup before it (``21 + 57 =``) and
-  everything from the ``<refine>`` tag on keep ``A``.
-* ``span``: every token before the ``<refine>`` tag. Measured on the embedded model this
-  collapsed the policy (docs/results/learning_signal.md): the setup tokens of wrong drafts were only ever pushed down,
-  the model began to miscopy operands, and accuracy fell from 0.57 to 0.29 in 40 steps. Kept as
-  the measured counter-example.
+* ``value``: the draft number's own tokens (``102``) keep their advantage ``A`` only where it
+  agrees with the draft's own correctness: a wrong draft's get ``min(A, 0)``, a right draft's
+  ``max(A, 0)``. The setup before it (``21 + 57 =``) and everything from the ``<refine>`` tag on
+  keep ``A``. The local engine's CPU default.
 * ``outcome`` (``PasrConfig``'s default, the verl engine's): every token gets ``A``, as in the
-  paper. The local engine's CPU default is ``value``.
+  paper.
+
+Clipping every token before the ``<refine>`` tag instead (``span``) collapsed the embedded model
+(the setup tokens of wrong drafts were only ever pushed down, the model began to miscopy
+operands, accuracy fell from 0.57 to 0.29 in 40 steps; docs/results/learning_signal.md) and was
+retired after commit 0c947d1 (:mod:`recipe.retired_keys`).
 
 Responses without a refine, without a number before it, or with a gold that is not a plain
 number are left alone, so on open questions the option changes nothing.
@@ -44,8 +45,7 @@ from rewards.refine_quality import assess_refines, draft_value_span
 DRAFT_START = "pasr_draft_start"  # non-tensor column: first response token of the clipped draft tokens
 DRAFT_END = "pasr_draft_end"  # non-tensor column: one past the last
 DRAFT_SIGN = "pasr_draft_sign"  # non-tensor column: +1 draft right, -1 wrong, 0 unknown / no draft
-REFINE_TAG = "<refine>"
-CLIPPED_MODES = ("value", "span")  # the pasr.draft_credit modes that clip (outcome does not)
+CLIPPING_MODE = "value"  # the pasr.draft_credit mode that clips (outcome does not)
 
 
 def draft_sign(record: RolloutRecord) -> int:
@@ -75,29 +75,24 @@ def tokens_before(decode: Callable[[Sequence[int]], str], response_ids: Sequence
 
 
 def draft_token_span(
-    decode: Callable[[Sequence[int]], str], response_ids: Sequence[int], response: str, mode: str, text_offset: int = 0
+    decode: Callable[[Sequence[int]], str], response_ids: Sequence[int], response: str, text_offset: int = 0
 ) -> tuple[int, int]:
-    """The ``[start, end)`` response tokens that ``mode`` clips for ``response`` (empty: 0, 0).
+    """The ``[start, end)`` response tokens of the draft number of ``response`` (empty: 0, 0).
     ``text_offset``: characters of ``response`` that are not in the decoded ids (a prefilled
     ``<think>``)."""
-    if mode == "span":
-        return 0, tokens_before(decode, response_ids, response.find(REFINE_TAG) - text_offset)
-    if mode == "value":
-        chars = draft_value_span(response)
-        if chars is None:
-            return 0, 0
-        start = tokens_before(decode, response_ids, chars[0] - text_offset)
-        # the tokens up to the one that completes the number's last character
-        end = min(tokens_before(decode, response_ids, chars[1] - 1 - text_offset) + 1, len(response_ids))
-        return start, max(start, end)
-    raise ValueError(f"pasr.draft_credit must be one of {CLIPPED_MODES} to clip, got {mode!r}")
+    chars = draft_value_span(response)
+    if chars is None:
+        return 0, 0
+    start = tokens_before(decode, response_ids, chars[0] - text_offset)
+    # the tokens up to the one that completes the number's last character
+    end = min(tokens_before(decode, response_ids, chars[1] - 1 - text_offset) + 1, len(response_ids))
+    return start, max(start, end)
 
 
 def draft_columns(
     records: Sequence[RolloutRecord],
     response_ids: Sequence[Sequence[int]],
     decode: Callable[[Sequence[int]], str],
-    mode: str,
     text_offset: int = 0,
 ) -> dict[str, np.ndarray]:
     """The :data:`DRAFT_START`, :data:`DRAFT_END` and :data:`DRAFT_SIGN` columns of ``records``
@@ -107,7 +102,7 @@ def draft_columns(
         sign = draft_sign(record)
         if sign == 0:
             continue
-        cols[DRAFT_START][i], cols[DRAFT_END][i] = draft_token_span(decode, list(ids), record.response, mode, text_offset)
+        cols[DRAFT_START][i], cols[DRAFT_END][i] = draft_token_span(decode, list(ids), record.response, text_offset)
         cols[DRAFT_SIGN][i] = sign
     return cols
 

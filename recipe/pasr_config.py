@@ -25,7 +25,7 @@ from rewards.judge_kinds import JUDGE_KINDS
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES, EMPTY_MODES
 
-DRAFT_CREDIT_MODES = ("outcome", "value", "span")  # pasr.draft_credit; see recipe.draft_credit
+DRAFT_CREDIT_MODES = ("outcome", "value")  # pasr.draft_credit; see recipe.draft_credit
 
 
 @dataclass
@@ -68,9 +68,8 @@ class PasrConfig:
     refine_compare: str = "sign"
     # outcome (the paper: every token of a response gets its advantage) | value (the draft, the
     # last number before the first refine, never gets an advantage against its own correctness:
-    # not positive when wrong, not negative when right) | span (the same for every token before
-    # the refine: measured to collapse the embedded model). Not the paper; math with numeric
-    # golds only (elsewhere a no-op); see recipe.draft_credit
+    # not positive when wrong, not negative when right; not the paper; math with numeric golds
+    # only, elsewhere a no-op); see recipe.draft_credit
     draft_credit: str = "outcome"
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))

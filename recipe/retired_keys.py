@@ -26,6 +26,10 @@ RETIRED: dict[str, tuple[str, str]] = {
         "it neither helped nor hurt, docs/results/learning_signal.md",
         "remove it",
     ),
+    "pasr.draft_credit=span": (
+        "it collapsed the embedded model, docs/results/learning_signal.md",
+        "use pasr.draft_credit=value or outcome",
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""pasr.draft_credit (value | span): a draft's tokens never get an advantage against the draft."""
+"""pasr.draft_credit=value: a draft's tokens never get an advantage against the draft."""
 
 from __future__ import annotations
 
@@ -66,32 +66,25 @@ def test_tokens_before_gives_a_token_that_straddles_the_point_to_what_starts_the
     assert tokens_before(decode, ids, 10_000) == len(ids)
 
 
-def test_draft_token_spans_of_both_modes():
+def test_draft_token_span():
     tokens = ["<think>", "21 + 57", " = 1", "02", ". <", "refine>", "78", "</refine></think><answer>78</answer>"]
     ids = list(range(len(tokens)))
     decode = lambda xs: "".join(tokens[i] for i in xs)  # noqa: E731
     text = decode(ids)
-    assert draft_token_span(decode, ids, text, "value") == (2, 4)  # " = 1", "02": every token of 102
-    assert draft_token_span(decode, ids, text, "span") == (0, 4)  # everything before ". <"
+    assert draft_token_span(decode, ids, text) == (2, 4)  # " = 1", "02": every token of 102
     # a prefilled "<think>" is in the text, not in the ids
-    assert draft_token_span(decode, ids[1:], text, "value", text_offset=len("<think>")) == (1, 3)
-    assert draft_token_span(decode, ids, NO_REFINE, "value") == (0, 0)
-    with pytest.raises(ValueError, match="draft_credit"):
-        draft_token_span(decode, ids, text, "outcome")
+    assert draft_token_span(decode, ids[1:], text, text_offset=len("<think>")) == (1, 3)
+    assert draft_token_span(decode, ids, NO_REFINE) == (0, 0)
 
 
-@pytest.mark.parametrize("mode", ["value", "span"])
-def test_draft_columns_from_token_ids_after_a_prefill(mode):
+def test_draft_columns_from_token_ids_after_a_prefill():
     recs = [record(WRONG_DRAFT, "78"), record(RIGHT_DRAFT, "78"), record(NO_REFINE, "78")]
     prefill = "<think>"
     ids = [chars(r.response[len(prefill):]) for r in recs]  # the prefill sits in the prompt, not the ids
-    cols = draft_columns(recs, ids, decode_chars, mode, text_offset=len(prefill))
+    cols = draft_columns(recs, ids, decode_chars, text_offset=len(prefill))
     assert cols[DRAFT_SIGN].tolist() == [-1, 1, 0]
     clipped = [decode_chars(i[a:b]) for i, a, b in zip(ids, cols[DRAFT_START], cols[DRAFT_END])]
-    if mode == "value":
-        assert clipped == ["102", "78", ""]
-    else:
-        assert clipped == ["21 + 57 = 102. ", "21 + 57 = 78. ", ""]
+    assert clipped == ["102", "78", ""]
     assert all(col.dtype == np.int64 for col in cols.values())
 
 

@@ -685,22 +685,21 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     assert verl_adv[[i for i, m in enumerate(local_mask) if not m]].abs().sum() == 0
 
 
-@pytest.mark.parametrize(("mode", "clipped"), [("value", "2"), ("span", "<think>2k")])
-def test_draft_credit_columns_reach_fits_advantage_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path, mode, clipped):
-    """pasr.draft_credit on the verl engine: the rollout writes each refine row's clipped draft
+def test_draft_credit_columns_reach_fits_advantage_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
+    """pasr.draft_credit=value on the verl engine: the rollout writes each refine row's draft
     tokens and verdict, the columns survive fit()'s union, and its advantage step clips by them."""
     from recipe.draft_credit import DRAFT_END, DRAFT_SIGN, DRAFT_START
     from recipe.verl_engine.batch_convert import response_token_ids
 
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
-    manager = _manager(inner, tokenizer, prompts, tmp_path, pasr={"draft_credit": mode})
+    manager = _manager(inner, tokenizer, prompts, tmp_path, pasr={"draft_credit": "value"})
     out = manager.generate_sequences(_train_gen_batch(gen_batch, 3))
     manager.close()
     # R(a) drafts the "2" of "2k" before its <refine>: right for query 1 (gold 2), wrong for 0 and 2
     assert out.non_tensor_batch[DRAFT_SIGN].tolist() == [-1, -1, 0, 1, 0, 0, 0, -1, 0]
     start, end, ids = out.non_tensor_batch[DRAFT_START], out.non_tensor_batch[DRAFT_END], response_token_ids(out)
     for i in (0, 1, 3, 7):
-        assert tokenizer.decode(ids[i][start[i] : end[i]]) == clipped
+        assert tokenizer.decode(ids[i][start[i] : end[i]]) == "2"
     # every scripted draft agrees with its outcome (nothing to clip): the advantages are GRPO's
     plain = fit_side(out, gen_batch, verl_mods, n=3).batch["advantages"]
     assert plain[3, start[3] : end[3]].min() > 0

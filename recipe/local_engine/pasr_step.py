@@ -11,7 +11,7 @@ reference and logs what this returns. The pieces are PASR's everywhere else too:
    dump and judge-error stop) before anything is trained, so a stopped step trains nothing;
 3. an update on the refine rollouts (the plain ones are the baseline only) with verl's GRPO
    and clipped loss (:mod:`recipe.local_engine.policy_update`), the draft's tokens set
-   apart with a clipped ``pasr.draft_credit`` (:mod:`recipe.draft_credit`).
+   apart with ``pasr.draft_credit=value`` (:mod:`recipe.draft_credit`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from data.examples import Example
 from data.records import REFINE, RolloutRecord
 from prompts import PromptSet
 from recipe.advantages import DRAFT_CLIPPED
-from recipe.draft_credit import CLIPPED_MODES, draft_columns
+from recipe.draft_credit import CLIPPING_MODE, draft_columns
 from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
 from recipe.local_engine.rollout import THINK_PREFILL, generate_step
@@ -63,11 +63,11 @@ def pasr_step(
     rows = [i for i, r in enumerate(records) if r.variant == REFINE]
     train = [TrainRollout(records[i].query_id, gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
     draft = None
-    if pasr.draft_credit in CLIPPED_MODES:
+    if pasr.draft_credit == CLIPPING_MODE:
         prefill = THINK_PREFILL if rollout.prefill_think else ""
         draft = draft_columns(
             [records[i] for i in rows], [gens[i].response_ids for i in rows],
-            lambda ids: decode_response(tokenizer, ids), pasr.draft_credit, text_offset=len(prefill),
+            lambda ids: decode_response(tokenizer, ids), text_offset=len(prefill),
         )
     with timer(m, "update"):
         if any(mask[i] for i in rows):

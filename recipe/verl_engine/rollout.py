@@ -37,7 +37,7 @@ import time
 
 from data.records import PLAIN, REFINE
 from prompts import PromptSet, prompt_version
-from recipe.draft_credit import CLIPPED_MODES
+from recipe.draft_credit import CLIPPING_MODE
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores
@@ -93,8 +93,8 @@ class PasrRolloutManager(RolloutWrapper):
         self._check_judge_errors(step, records)
         n = layout.refine_rows
         refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
-        if self.cfg.draft_credit in CLIPPED_MODES:
-            refine_out = write_draft_columns(refine_out, records[:n], self.tokenizer, self.cfg.draft_credit)
+        if self.cfg.draft_credit == CLIPPING_MODE:
+            refine_out = write_draft_columns(refine_out, records[:n], self.tokenizer)
         score_s = time.perf_counter() - t0
 
         metrics = step_metrics(records)
