@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from recipe.retired_keys import is_retired_key, retired_settings
 from rewards.judge_kinds import JUDGE_KINDS
 from rewards.pasr import RewardWeights
-from rewards.refine import COMPARE_MODES, EMPTY_MODES
+from rewards.refine import COMPARE_MODES
 
 DRAFT_CREDIT_MODES = ("outcome", "value")  # pasr.draft_credit; see recipe.draft_credit
 
@@ -58,11 +58,9 @@ class PasrConfig:
     n_plain: int = 8  # plain-prompted rollouts per query (the refine reward's baseline; never trained on)
     tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
     zeta: float = 1e-6  # tie tolerance on accuracy differences
-    # refine reward of a rollout whose refine spans all add nothing (None: the paper, paid like any
-    # refine); how it applies is empty_refine_mode: cap (at most this) | fixed (exactly this, right
-    # or wrong: 0.0 = an empty refine is no refine); see rewards/refine.py
+    # refine reward of a rollout whose refine spans all add nothing, right or wrong (None: the
+    # paper, paid like any refine; 0.0: an empty refine is no refine); see rewards/refine.py
     empty_refine_value: float | None = None
-    empty_refine_mode: str = "cap"
     # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
     # right less than half the time); see rewards/refine.py
     refine_compare: str = "sign"
@@ -89,8 +87,6 @@ class PasrConfig:
             problems.append(f"pasr.refine_compare must be {' or '.join(COMPARE_MODES)}, got {self.refine_compare!r}")
         if self.draft_credit not in DRAFT_CREDIT_MODES:
             problems.append(f"pasr.draft_credit must be {' or '.join(DRAFT_CREDIT_MODES)}, got {self.draft_credit!r}")
-        if self.empty_refine_mode not in EMPTY_MODES:
-            problems.append(f"pasr.empty_refine_mode must be {' or '.join(EMPTY_MODES)}, got {self.empty_refine_mode!r}")
         if self.judge.kind not in JUDGE_KINDS:
             problems.append(f"pasr.judge.kind must be {'|'.join(JUDGE_KINDS)}, got {self.judge.kind!r}")
         if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):

@@ -26,6 +26,11 @@ RETIRED: dict[str, tuple[str, str]] = {
         "it neither helped nor hurt, docs/results/learning_signal.md",
         "remove it",
     ),
+    "pasr.empty_refine_mode": (
+        "cap trained refining away, docs/results/learning_signal.md",
+        "remove it: pasr.empty_refine_value alone now sets the refine reward of a rollout whose refines "
+        "only restate, right or wrong (what fixed did); null is the paper",
+    ),
     "pasr.draft_credit=span": (
         "it collapsed the embedded model, docs/results/learning_signal.md",
         "use pasr.draft_credit=value or outcome",

@@ -183,7 +183,6 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             zeta=cfg.zeta,
             empty_refine_value=cfg.empty_refine_value,
             refine_compare=cfg.refine_compare,
-            empty_refine_mode=cfg.empty_refine_mode,
         )
         for i, pr in zip(ref_idx, rewards):
             rec = records[i]

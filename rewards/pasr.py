@@ -10,8 +10,7 @@ decided once, in :func:`recipe.scoring.group_scores`.
 
 The weights, ``tie_value``, ``zeta`` and the empty-refine and compare rules have no defaults here;
 they live in one place, :class:`recipe.pasr_config.PasrConfig` (``pasr.weights.*``,
-``pasr.tie_value``, ``pasr.zeta``, ``pasr.empty_refine_value``, ``pasr.empty_refine_mode``,
-``pasr.refine_compare``).
+``pasr.tie_value``, ``pasr.zeta``, ``pasr.empty_refine_value``, ``pasr.refine_compare``).
 """
 
 from __future__ import annotations
@@ -60,7 +59,6 @@ def score_group(
     zeta: float,
     empty_refine_value: float | None = None,
     refine_compare: str = "sign",
-    empty_refine_mode: str = "cap",
 ) -> list[PasrReward]:
     """PASR rewards for the refine-prompted responses of one query.
 
@@ -72,9 +70,9 @@ def score_group(
         tie_value: the refine reward of a tie (see :func:`rewards.refine.refine_reward`).
         zeta: the tie tolerance.
         empty_refine_value: what a rollout whose refine spans are all empty earns as refine
-            reward (see :mod:`rewards.refine`); None (the paper): the same as any refine.
+            reward, right or wrong (see :mod:`rewards.refine`); None (the paper): the same as any
+            refine.
         refine_compare: ``sign`` (the paper) or ``margin`` (see :mod:`rewards.refine`).
-        empty_refine_mode: ``cap`` or ``fixed``: how ``empty_refine_value`` applies.
 
     Returns:
         One :class:`PasrReward` per response, in order; ``total`` is ``None`` for a judge error.
@@ -104,7 +102,7 @@ def score_group(
         )
         ref = refine_reward(
             acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value,
-            compare=refine_compare, empty_mode=empty_refine_mode,
+            compare=refine_compare,
         )
         total = weighted_total(weights, fmt.reward, acc, ref.value)
         out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total))

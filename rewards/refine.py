@@ -27,10 +27,11 @@ baseline is the mean of ``n`` plain answers, a refining rollout earns
 pushed to refine, a weak one to stop, whatever the refines do. ``margin`` pays
 ``acc - baseline`` instead (in [-1, 1]; ties still get ``tie_value``), whose mean is the
 accuracy refining adds over the plain prompt: 0 when refining neither helps nor hurts. On the
-embedded model (sampled accuracy ~0.3) the sign reward, together with the empty-refine cap below,
-trained refinement away within 25 steps (``benchmarks/learning_signal``); without the cap, the
-sign reward with a neutral tie is the setting that measured a gain, so both engines default to
-the paper's ``sign`` (:class:`recipe.pasr_config.PasrConfig`) and ``margin`` is an option.
+embedded model (sampled accuracy ~0.3) the sign reward, together with an empty-refine cap (a
+since retired variant of the rule below), trained refinement away within 25 steps
+(``benchmarks/learning_signal``); without the cap, the sign reward with a neutral tie is the
+setting that measured a gain, so both engines default to the paper's ``sign``
+(:class:`recipe.pasr_config.PasrConfig`) and ``margin`` is an option.
 
 Empty refines (not in the paper; off unless ``pasr.empty_refine_value`` is set): a rollout whose
 every refine span adds nothing (:func:`rewards.refine_quality.is_empty_refine`, e.g.
@@ -39,20 +40,18 @@ credit for a right answer without refining anything. On the CPU default, PASR wi
 credit drifted from worked checks to restating the step (greedy empty-refine rate 0.03 after
 warm-up, 0.19 after PASR; ``benchmarks/learning_signal``): on an easy step a restatement is as
 right as a worked check and shorter, and the paper pays both the same. With ``empty_value`` set,
-such a rollout's refine reward is changed, by ``empty_mode`` (outcome ``empty``):
+such a rollout's refine reward is exactly ``empty_value`` whether its answer is right or wrong
+(outcome ``empty``). With 0.0 an empty refine *is* no refine (``none`` earns 0): it is neither
+paid for a right answer nor blamed for a wrong one, so refining is judged by the refines that do
+something, and a worked check that is right earns more than a restatement that is right. After a
+60-step warm-up whose checks did not help, it did not keep refining alive; after a 160-step one
+(with the margin compare) it did in two PASR trajectories of three, and in two of two with the
+RL lr ramped (``algo.lr_warmup_steps``); it is the local engine's default
+(docs/results/learning_signal.md). (Using ``empty_value`` as a cap instead, so that a wrong empty
+refine kept its -1, trained refining away in both CPU runs that tried it, and was retired after
+commit 0c947d1: :mod:`recipe.retired_keys`.)
 
-* ``cap``: at most ``empty_value``; a worse answer still gets -1. An empty refine then earns less
-  than not refining whenever it is wrong, and when most sampled refines are empty that pushes
-  refining itself down (it was trained away in both CPU runs that tried it);
-* ``fixed``: exactly ``empty_value`` whether the answer is right or wrong. With 0.0 an empty
-  refine *is* no refine (``none`` earns 0): it is neither paid for a right answer nor blamed
-  for a wrong one, so refining is judged by the refines that do something, and a worked check
-  that is right earns more than a restatement that is right. After a 60-step warm-up whose
-  checks did not help, it did not keep refining alive; after a 160-step one (with the margin
-  compare) it did in two PASR trajectories of three, and in two of two with the RL lr ramped
-  (``algo.lr_warmup_steps``); it is the local engine's default (docs/results/learning_signal.md).
-
-``tie_value``, ``zeta``, ``empty_value`` and ``empty_mode`` have no defaults here: they are config values, and their defaults
+``tie_value``, ``zeta`` and ``empty_value`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.
 """
 
@@ -63,7 +62,6 @@ from dataclasses import dataclass
 
 BETTER, WORSE, TIE, NONE, NO_BASELINE, EMPTY = "better", "worse", "tie", "none", "no_baseline", "empty"
 COMPARE_MODES = ("sign", "margin")
-EMPTY_MODES = ("cap", "fixed")
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,6 @@ def refine_reward(
     empty: bool = False,
     empty_value: float | None = None,
     compare: str = "sign",
-    empty_mode: str = "cap",
 ) -> RefineReward:
     """The refine reward of one rollout: did refining beat the plain rollouts of its query?
 
@@ -114,17 +111,15 @@ def refine_reward(
         tie_value: the reward of a tie (``pasr.tie_value``; the paper: -0.5).
         zeta: how far apart ``acc`` and ``baseline`` must be to differ (``pasr.zeta``).
         empty: whether every refine span of the rollout is empty.
-        empty_value: what an empty refine earns (``pasr.empty_refine_value``); None: the paper,
-            an empty refine is paid like any refine.
+        empty_value: what an empty refine earns, right or wrong (``pasr.empty_refine_value``;
+            module docstring); None: the paper, an empty refine is paid like any refine.
         compare: ``sign`` (the paper: +1 / -1) or ``margin`` (``acc - baseline``) for a rollout
             that is better or worse (``pasr.refine_compare``; module docstring).
-        empty_mode: ``cap`` (``empty_value`` is a ceiling) or ``fixed`` (``empty_value`` is the
-            reward, right or wrong; ``pasr.empty_refine_mode``; module docstring).
 
     Returns:
         A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0 ``none``
-        (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (an empty refine that
-        would have earned more, or with ``fixed`` any other amount).
+        (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (every refine span empty,
+        with ``empty_value`` set and a baseline to compare with).
 
     Example:
         >>> refine_reward(1.0, True, 0.5, tie_value=-0.5, zeta=1e-6)
@@ -137,22 +132,18 @@ def refine_reward(
         'none'
         >>> refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0).outcome
         'empty'
-        >>> refine_reward(0.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0,
-        ...               empty_mode="fixed")  # an empty refine is no refine: not blamed either
+        >>> refine_reward(0.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True,
+        ...               empty_value=0.0)  # an empty refine is no refine: not blamed either
         RefineReward(value=0.0, outcome='empty', baseline=0.5)
         >>> refine_reward(0.0, True, 0.25, tie_value=0.0, zeta=1e-6, compare="margin").value
         -0.25
     """
     if compare not in COMPARE_MODES:
         raise ValueError(f"compare must be one of {', '.join(COMPARE_MODES)}, got {compare!r}")
-    if empty_mode not in EMPTY_MODES:
-        raise ValueError(f"empty_mode must be one of {', '.join(EMPTY_MODES)}, got {empty_mode!r}")
     reward = _compared(acc, has_refine, baseline, tie_value, zeta)
     if compare == "margin" and reward.outcome in (BETTER, WORSE):
         reward = RefineReward(acc - reward.baseline, reward.outcome, reward.baseline)
-    if not (has_refine and empty and empty_value is not None) or reward.outcome == NO_BASELINE:
-        return reward
-    if empty_mode == "fixed" or reward.value > empty_value:
+    if has_refine and empty and empty_value is not None and reward.outcome != NO_BASELINE:
         return RefineReward(float(empty_value), EMPTY, reward.baseline)
     return reward
 

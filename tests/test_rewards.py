@@ -97,19 +97,7 @@ def test_score_group_length_mismatch():
         score_group(["a"], [1.0, 0.0], [1.0], weights=RewardWeights(1.0, 1.0, 1.0), **PAPER)
 
 
-def test_empty_refine_cap_is_off_by_default_and_caps_only_credit():
-    """pasr.empty_refine_value: an empty refine loses the 'better'/tie credit, never a -1."""
-    assert refine_reward(1.0, True, 0.5, **PAPER, empty=True).value == 1.0  # no cap given: the paper
-    capped = refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0)
-    assert (capped.value, capped.outcome, capped.baseline) == (0.0, "empty", 0.5)
-    worse = refine_reward(0.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0)
-    assert (worse.value, worse.outcome) == (-1.0, "worse")  # being empty is no excuse for a wrong answer
-    tie = refine_reward(1.0, True, 1.0, tie_value=-0.5, zeta=1e-6, empty=True, empty_value=0.0)
-    assert (tie.value, tie.outcome) == (-0.5, "tie")  # already below the cap
-    assert refine_reward(1.0, True, 0.5, tie_value=0.0, zeta=1e-6, empty=False, empty_value=0.0).outcome == "better"
-
-
-def test_score_group_caps_rollouts_whose_refines_all_restate():
+def test_score_group_pays_rollouts_whose_refines_all_restate_the_empty_refine_value():
     restate = "<think>94 + 3 = 97. <refine>94 + 3 = 97, so 97 is right.</refine></think><answer>97</answer>"
     worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
     mixed = "<think>94 + 3 = 97. <refine>97</refine> ok <refine>90 + 3 = 93</refine></think><answer>97</answer>"
@@ -122,25 +110,26 @@ def test_score_group_caps_rollouts_whose_refines_all_restate():
     assert paper[0].refine_outcome == "better" and paper[0].total == 3.0
 
 
-def test_fixed_empty_refine_is_no_refine_right_or_wrong():
-    """pasr.empty_refine_mode=fixed with 0.0: an all-empty rollout earns what not refining earns,
-    whether its answer is right or wrong; a refine that does something is compared as before."""
-    fixed = dict(tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0, empty_mode="fixed")
+def test_empty_refine_value_is_no_refine_right_or_wrong():
+    """pasr.empty_refine_value=0.0: an all-empty rollout earns what not refining earns, whether
+    its answer is right or wrong; a refine that does something is compared as before; unset
+    (the paper), an empty refine is paid like any refine."""
+    assert refine_reward(1.0, True, 0.5, **PAPER, empty=True).value == 1.0  # no value given: the paper
+    fixed = dict(tie_value=0.0, zeta=1e-6, empty=True, empty_value=0.0)
     for acc, baseline in ((1.0, 0.5), (0.0, 0.5), (1.0, 1.0), (0.5, 0.5)):
         r = refine_reward(acc, True, baseline, **fixed)
         assert (r.value, r.outcome, r.baseline) == (0.0, "empty", baseline)
     assert refine_reward(0.0, True, 0.5, **{**fixed, "empty": False}).value == -1.0
+    assert refine_reward(1.0, True, 0.5, **{**fixed, "empty": False}).outcome == "better"
     assert refine_reward(1.0, False, 0.5, **fixed).outcome == "none"  # no refine is not an empty refine
     no_baseline = refine_reward(1.0, True, None, **{**fixed, "empty_value": -0.5})
     assert (no_baseline.value, no_baseline.outcome) == (0.0, "no_baseline")  # nothing to compare: no signal
-    with pytest.raises(ValueError, match="empty_mode"):
-        refine_reward(1.0, True, 0.5, **{**fixed, "empty_mode": "zero"})
 
 
-def test_score_group_fixed_mode_ranks_a_worked_check_above_a_restatement():
-    """The point of ``fixed``: with the paper's credit a right restatement earns what a right
-    worked check earns; here it earns what a right answer without refine earns, and a wrong
-    restatement is not blamed more than a wrong answer without refine."""
+def test_score_group_empty_refine_value_ranks_a_worked_check_above_a_restatement():
+    """The point of ``pasr.empty_refine_value=0.0``: with the paper's credit a right restatement
+    earns what a right worked check earns; here it earns what a right answer without refine
+    earns, and a wrong restatement is not blamed more than a wrong answer without refine."""
     restate = "<think>94 + 3 = 97. <refine>94 + 3 = 97, so 97 is right.</refine></think><answer>97</answer>"
     worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
     plain = "<think>94 + 3 = 97.</think><answer>97</answer>"
@@ -148,25 +137,13 @@ def test_score_group_fixed_mode_ranks_a_worked_check_above_a_restatement():
     wrong_plain = "<think>94 + 3 = 98.</think><answer>98</answer>"
     w = RewardWeights(1.0, 1.0, 1.0)
     out = score_group([restate, worked, plain, wrong_restate, wrong_plain], [1.0, 1.0, 1.0, 0.0, 0.0], [0.0, 1.0],
-                      weights=w, tie_value=0.0, zeta=1e-6, empty_refine_value=0.0, empty_refine_mode="fixed")
+                      weights=w, tie_value=0.0, zeta=1e-6, empty_refine_value=0.0)
     assert [r.refine_outcome for r in out] == ["empty", "better", "none", "empty", "none"]
     assert [r.total for r in out] == [2.0, 3.0, 2.0, 1.0, 1.0]
-    capped = score_group([wrong_restate], [0.0], [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
-                         empty_refine_value=0.0)
-    assert capped[0].total == 0.0  # the cap still blames a wrong restatement like a wrong refine
-
-
-def test_pasr_config_checks_the_empty_refine_mode():
-    from recipe.pasr_config import ConfigError, load_pasr_config
-
-    assert load_pasr_config({"empty_refine_mode": "fixed"}).empty_refine_mode == "fixed"
-    assert load_pasr_config(None).empty_refine_mode == "cap"
-    with pytest.raises(ConfigError, match="empty_refine_mode"):
-        load_pasr_config({"empty_refine_mode": "always"})
 
 
 def test_margin_compare_pays_the_accuracy_difference():
-    """pasr.refine_compare=margin: acc - baseline instead of its sign; ties and caps as before."""
+    """pasr.refine_compare=margin: acc - baseline instead of its sign; ties and empty refines as before."""
     m = dict(tie_value=0.0, zeta=1e-6, compare="margin")
     assert refine_reward(1.0, True, 0.25, **m).value == pytest.approx(0.75)
     assert refine_reward(0.0, True, 0.25, **m).value == pytest.approx(-0.25)

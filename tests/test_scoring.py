@@ -34,12 +34,12 @@ def test_score_rollouts_per_query_groups():
 
 
 def test_group_scores_applies_the_configured_empty_refine_rule():
-    """pasr.empty_refine_* reaches the reward through the step core both engines share."""
-    cfg = PasrConfig(empty_refine_value=0.0, empty_refine_mode="fixed")
+    """pasr.empty_refine_value reaches the reward through the step core both engines share."""
+    cfg = PasrConfig(empty_refine_value=0.0)
     recs = score_rollouts(_step(), RuleJudge(mode="inline"), cfg, run_id="r", step=2, engine="local")
     # q1's refine states a new value (4 after 2+2=5): compared as before; q2's "y" adds nothing
     assert [r.refine_outcome for r in recs] == ["better", "none", None, None, "empty", None]
-    assert recs[4].total_reward == 1.0 + 0.0 + 0.0  # neither the paper's -0.5 tie nor a cap's -0.5
+    assert recs[4].total_reward == 1.0 + 0.0 + 0.0  # not the paper's -0.5 tie
 
 
 class FailsOn:
