@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--difficulty", type=int, default=1, choices=DIFFICULTIES, help="arithmetic steps per problem (default 1)")
     parser.add_argument("--refine-fraction", type=float, default=0.6, help="refine-prompt traces that refine (default 0.6)")
     parser.add_argument("--refine-style", default="check", choices=REFINE_STYLES,
-                        help="check: the refine redoes the step in smaller pieces (see data/warmup_traces.py)")
+                        help="check: the refine redoes the step in smaller pieces; column: digit by digit (see data/warmup_traces.py)")
     parser.add_argument("--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)")
     parser.add_argument("--refine-prompt", default="refine_system", help="template name or file (as pasr.prompts.refine)")
     parser.add_argument("--plain-prompt", default="plain_system", help="template name or file (as pasr.prompts.plain)")

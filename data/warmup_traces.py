@@ -4,11 +4,12 @@ The base SmolLM2 never writes the tags (format pass 0.00 with the refine prompt)
 supervised phase on synthetic tagged traces comes first. What the traces teach matters: a
 prototype warmed up on refines that only restated a value ("Check: 81 - 34 is 57, not 57":
 58 of 74 spans empty); PASR's comparison reward then correctly trained refinement away,
-because it never helped. ``fix`` traces contain a *real* mistake, a wrong intermediate value,
-which the refine corrects before reasoning continues from the right value; but every such refine
-changes the value, so the model learned to "correct" right values too. The default ``check``
-refine redoes the step in smaller pieces (:func:`worked_check`) and either fixes a wrong first
-value or confirms a right one. ``restate`` reproduces the prototype's traces for comparison.
+because it never helped. Traces whose refine always corrected a real mistake (a wrong
+intermediate value, then the right one) taught the model to "correct" right values too. Both
+styles (``restate``, ``fix``) were retired after commit 0c947d1 (:mod:`recipe.retired_keys`).
+The refines here redo the step and either fix a wrong first value or confirm a right one:
+``column`` digit by digit (:func:`column_check`, the default), ``check`` in two larger pieces
+(:func:`worked_check`).
 """
 
 from __future__ import annotations
@@ -83,27 +84,23 @@ def column_check(step: Step) -> str:
 
 
 CHECKS = {"check": worked_check, "column": column_check}
-REFINE_STYLES = ("fix", *CHECKS, "restate")  # warmup.refine_style
+REFINE_STYLES = tuple(CHECKS)  # warmup.refine_style
 
 
-def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, style: str = "fix") -> str:
+def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, style: str = "column") -> str:
     """The assistant response for one problem: ``<think>`` steps ``</think><answer>``.
 
-    With ``refine`` and ``style='fix'`` one step is first computed wrongly, then corrected in a
-    ``<refine>`` span that states the right value; later steps use the corrected value. With
-    ``style='check'`` the step's first value is wrong half the time, and the refine redoes the
-    step (:func:`worked_check`) and fixes or confirms it. With ``style='restate'`` the refine
-    only repeats a right step.
+    With ``refine`` one step's first value is wrong half the time, and the refine redoes the
+    step (``style``: :func:`column_check` or :func:`worked_check`) and fixes or confirms it;
+    later steps use the right value.
     """
+    if style not in CHECKS:
+        raise ValueError(f"refine style must be one of {', '.join(REFINE_STYLES)}, got {style!r}")
     steps = problem.steps
     where = rng.randrange(len(steps)) if refine else -1
     lines = []
     for i, step in enumerate(steps):
-        if i == where and style == "fix":
-            wrong = _wrong_value(rng, step.result)
-            lines.append(f"{_equation(step, step.a, wrong)}.")
-            lines.append(f"<refine>{step.a} {step.op} {step.b} is {step.result}, not {wrong}.</refine>")
-        if i == where and style in CHECKS:
+        if i == where:
             # Half the checked steps were wrong at first and the check fixes them; half were
             # right and the check confirms, so a refine does not teach "always change the value".
             first = _wrong_value(rng, step.result) if rng.random() < 0.5 else step.result
@@ -113,8 +110,6 @@ def build_trace(problem: SyntheticProblem, rng: random.Random, refine: bool, sty
             if first == step.result:
                 continue
         lines.append(f"{step.text}.")
-        if i == where and style == "restate":
-            lines.append(f"<refine>Check: {step.a} {step.op} {step.b} = {step.result}.</refine>")
     return "<think>" + " ".join(lines) + "</think><answer>" + problem.answer + "</answer>"
 
 

@@ -29,11 +29,20 @@ RETIRED: dict[str, tuple[str, str]] = {
     "pasr.empty_refine_mode": (
         "cap trained refining away, docs/results/learning_signal.md",
         "remove it: pasr.empty_refine_value alone now sets the refine reward of a rollout whose refines "
-        "only restate, right or wrong (what fixed did); null is the paper",
+        "only restate, right or wrong, as fixed did (null: the paper)",
     ),
     "pasr.draft_credit=span": (
         "it collapsed the embedded model, docs/results/learning_signal.md",
         "use pasr.draft_credit=value or outcome",
+    ),
+    "warmup.refine_style=fix": (
+        "its refines always changed the value, so the model learned to 'correct' right values too, "
+        "docs/local_engine.md 'The cold start'",
+        "use warmup.refine_style=column (the default) or check",
+    ),
+    "warmup.refine_style=restate": (
+        "its refines only restated a value and PASR rightly trained them away, docs/local_engine.md 'The cold start'",
+        "use warmup.refine_style=column (the default) or check",
     ),
 }
 

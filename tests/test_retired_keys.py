@@ -34,10 +34,11 @@ def nested(setting: str) -> dict:
 
 def test_the_table_names_the_last_commit_and_where_the_results_are():
     assert LAST_COMMIT == "0c947d1"
-    for setting in RETIRED:
+    for setting, (why, instead) in RETIRED.items():
         message = retired_message(setting)
         assert message.startswith(f"{setting} was retired (last in commit 0c947d1: "), message
-        assert "docs/" in message and "\n" not in message
+        assert "docs/" in why and "\n" not in message
+        assert ";" not in why + instead  # several refusals are joined by "; "
 
 
 @pytest.mark.parametrize("setting", sorted(RETIRED))
@@ -99,12 +100,21 @@ def test_pasr_submit_refuses_them():
 
 
 def test_every_retired_setting_and_typo_is_named_at_once():
-    overrides = [as_override(s) for s in sorted(RETIRED)] + ["pasr.tie_valeu=0"]
+    one_per_key = {s.partition("=")[0]: s for s in sorted(RETIRED)}.values()  # a later value replaces an earlier one
+    overrides = [as_override(s) for s in one_per_key] + ["pasr.tie_valeu=0"]
     with pytest.raises(ConfigError) as exc:
         load_config(overrides=overrides)
     message = str(exc.value)
-    assert all(retired_message(s) in message for s in RETIRED), message
+    assert all(retired_message(s) in message for s in one_per_key), message
     assert "pasr.tie_valeu (did you mean pasr.tie_value?)" in message and "\n" not in message
+
+
+def test_every_retired_override_is_named_even_when_a_later_one_replaces_it():
+    from recipe.retired_keys import retired_overrides
+
+    assert retired_overrides([as_override(s) for s in sorted(RETIRED)] + ["pasr.tie_value=0", "--cfg"]) == [
+        retired_message(s) for s in sorted(RETIRED)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -116,14 +116,13 @@ class WarmupConfig:
     lr: float = 5e-5
     n_traces: int = 1280  # one pass over 1280 traces in 160 steps of 8: no trace seen twice
     refine_fraction: float = 0.4  # share of refine-prompt traces that contain a refine step
-    # fix: the refine corrects a real mistake (a wrong intermediate value, then the right one)
-    # restate: the refine only re-checks a right value (what the prototype's empty refines did)
     # check: the refine redoes the step in smaller pieces (76 - 20 = 56, 56 - 7 = 49) and either
     #   fixes a wrong first value or confirms a right one (see data/warmup_traces.py: worked_check)
     # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
     #   every equation a one-digit fact the small model gets right more often than the whole step
     #   (data/warmup_traces.py: column_check); the default since it gave PASR a check worth
     #   learning to trust (docs/results/learning_signal.md)
+    # (fix and restate were retired: recipe/retired_keys.py)
     refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
     # plain rollouts that make the refine reward's baseline answer in a format the model knows
