@@ -102,10 +102,10 @@ def test_score_group_pays_rollouts_whose_refines_all_restate_the_empty_refine_va
     worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
     mixed = "<think>94 + 3 = 97. <refine>97</refine> ok <refine>90 + 3 = 93</refine></think><answer>97</answer>"
     w = RewardWeights(1.0, 1.0, 1.0)
-    capped = score_group([restate, worked, mixed], [1.0] * 3, [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
-                         empty_refine_value=0.0)
-    assert [r.refine_outcome for r in capped] == ["empty", "better", "better"]
-    assert [r.total for r in capped] == [2.0, 3.0, 3.0]
+    paid = score_group([restate, worked, mixed], [1.0] * 3, [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
+                       empty_refine_value=0.0)
+    assert [r.refine_outcome for r in paid] == ["empty", "better", "better"]
+    assert [r.total for r in paid] == [2.0, 3.0, 3.0]
     paper = score_group([restate], [1.0], [0.0, 1.0], weights=w, **PAPER)
     assert paper[0].refine_outcome == "better" and paper[0].total == 3.0
 
