@@ -96,3 +96,31 @@ def retired_overrides(overrides: Iterable[str]) -> list[str]:
         if setting is not None and retired_message(setting) not in out:
             out.append(retired_message(setting))
     return out
+
+
+def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
+    """Remove from a run's saved ``config.yaml`` (a DictConfig, in place) the retired keys whose
+    saved values are what the code still does, and return their dotted names.
+
+    Every ``config.yaml`` written before 0c947d1's knobs were retired spells out
+    ``pasr.train_plain: false`` and ``pasr.empty_refine_mode`` (``fixed``, or ``cap`` with no
+    ``empty_refine_value``: the paper). Those runs train exactly what they did without the keys,
+    so ``pasr train --resume`` must not refuse them (an interrupted run resumes); any other saved
+    value (``train_plain: true``, ``cap`` with a value) is left in place and refused as usual.
+
+    >>> cfg = OmegaConf.create({"pasr": {"train_plain": False, "empty_refine_mode": "fixed", "empty_refine_value": 0.0}})
+    >>> drop_settings_kept_as_defaults(cfg), OmegaConf.to_container(cfg)
+    (['pasr.train_plain', 'pasr.empty_refine_mode'], {'pasr': {'empty_refine_value': 0.0}})
+    """
+    pasr = saved.get("pasr") if isinstance(saved, DictConfig) else None
+    if not isinstance(pasr, DictConfig):
+        return []
+    dropped = []
+    if "train_plain" in pasr and pasr.get("train_plain") is False:
+        del pasr["train_plain"]
+        dropped.append("pasr.train_plain")
+    mode = pasr.get("empty_refine_mode") if "empty_refine_mode" in pasr else None
+    if mode == "fixed" or (mode == "cap" and pasr.get("empty_refine_value") is None):
+        del pasr["empty_refine_mode"]
+        dropped.append("pasr.empty_refine_mode")
+    return dropped

@@ -140,3 +140,33 @@ def test_the_settings_that_stayed_still_load(override):
         from recipe.verl_engine.config import compose_config, pasr_config
 
         assert getattr(pasr_config(compose_config([override])), key.split(".")[1]) == got
+
+
+def _old_run_config(tmp_path, **pasr_extra):
+    """A run's config.yaml as the code before the retirement wrote it: every key spelled out."""
+    from omegaconf import OmegaConf
+
+    from recipe.local_engine.config import LocalTrainConfig, to_yaml
+
+    cfg = OmegaConf.create(to_yaml(LocalTrainConfig()))
+    cfg.pasr.train_plain = False
+    cfg.pasr.empty_refine_mode = "fixed"
+    for key, value in pasr_extra.items():
+        cfg.pasr[key] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(OmegaConf.to_yaml(cfg))
+    return path
+
+
+def test_a_run_saved_before_the_retirement_resumes_with_the_same_settings(tmp_path):
+    path = _old_run_config(tmp_path)
+    with pytest.raises(ConfigError, match=LAST_COMMIT):  # as a --config file it is refused ...
+        load_config(config_file=str(path))
+    saved = load_config(config_file=str(path), saved_run=True)  # ... as the run's own, it resumes
+    assert saved == load_config()  # what the defaults train: the dropped keys held what the code does
+
+
+@pytest.mark.parametrize("extra", [{"train_plain": True}, {"empty_refine_mode": "cap", "empty_refine_value": -0.25}])
+def test_a_saved_run_that_used_a_retired_behaviour_is_still_refused(tmp_path, extra):
+    with pytest.raises(ConfigError, match=LAST_COMMIT):
+        load_config(config_file=str(_old_run_config(tmp_path, **extra)), saved_run=True)

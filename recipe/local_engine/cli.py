@@ -88,11 +88,11 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
 
     config_file = run_dir / "config.yaml"
     try:
-        saved = load_config(config_file=str(config_file))
+        saved = load_config(config_file=str(config_file), saved_run=True)
     except ConfigError as exc:
         raise CliError(f"cannot resume {run_dir}: {exc}") from None
     try:
-        cfg = load_config(config_file=str(config_file), overrides=overrides)
+        cfg = load_config(config_file=str(config_file), overrides=overrides, saved_run=True)
     except ConfigError as exc:  # it names the override
         raise CliError(str(exc)) from None
     changed = changed_settings(saved, cfg)

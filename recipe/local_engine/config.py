@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from data.warmup_traces import REFINE_STYLES
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
+from recipe.retired_keys import drop_settings_kept_as_defaults
 from recipe.rrr_config import RrrConfig, check_method, judge_problem
 from runtime.gqa_attention import ATTENTIONS
 from runtime.model_loading import DEVICES, resolve_device
@@ -297,10 +298,13 @@ def preset_path(name: str) -> Path:
     return path
 
 
-def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = ()) -> LocalTrainConfig:
+def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = (),
+                saved_run: bool = False) -> LocalTrainConfig:
     """Defaults <- preset YAML <- --config YAML <- key=value overrides, validated. Whatever is
     wrong with a file or a value (unreadable, not UTF-8, not YAML, a verl config, a bad
-    override or interpolation) is a :class:`ConfigError` that names it, in one line."""
+    override or interpolation) is a :class:`ConfigError` that names it, in one line.
+    ``saved_run``: ``config_file`` is a run's own ``config.yaml`` (``--resume``), where retired
+    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`)."""
     import yaml
     from omegaconf import DictConfig
     from omegaconf.errors import OmegaConfBaseException
@@ -326,6 +330,8 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
             raise ConfigError(f"config file {path} must hold a mapping (model:, data:, ...), not a list")
         if "actor_rollout_ref" in layer or "hydra" in layer:
             raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
+        if saved_run and path == Path(config_file):
+            drop_settings_kept_as_defaults(layer)
         layers.append(layer)
     bad = [o for o in overrides if "=" not in o]
     if bad:
