@@ -1,34 +1,24 @@
 """The scripted RRR rollout of the verl engine's RRR tests (tests/test_verl_rrr_*.py):
-``tests/test_verl_engine.py``'s fixtures, scripted rollout and judge, the answer of each pass per
-query, a scripted rollout manager that answers each chat by its pass, and the RRR rollout wrapper
-(:mod:`recipe.verl_engine.rrr_rollout`) around it. The ``rrr_prompts`` fixture is in
-tests/conftest.py."""
+tests/verl_scripted_rollout.py's fixtures, scripted rollout and judge (the fixtures re-exported
+here), the answer of each pass per query, a scripted rollout manager that answers each chat by its
+pass, and the RRR rollout wrapper (:mod:`recipe.verl_engine.rrr_rollout`) around it. The
+``rrr_prompts`` fixture is in tests/conftest.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
-
-def _engine_tests():
-    """``tests/test_verl_engine.py``'s scripted rollout, judge and fixtures. The suite runs with
-    ``--import-mode=importlib``, which puts no test folder on ``sys.path``, so the module is
-    loaded from its file (once)."""
-    name = "_pasr_verl_engine_tests"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_verl_engine.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-eng = _engine_tests()
 # fixtures shared with the PASR tests (a real RLHFDataset batch: questions "What is k+k?", k = 0..2)
-verl_mods, tokenizer, prompts, gen_batch, val_dataset = eng.verl_mods, eng.tokenizer, eng.prompts, eng.gen_batch, eng.val_dataset
-ExactJudge, fit_side = eng.ExactJudge, eng.fit_side
+from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tokenizer, val_dataset, verl_mods: re-exported)
+    ExactJudge,
+    ScriptedRollout,
+    fit_side,
+    gen_batch,
+    prompts,
+    tokenizer,
+    val_dataset,
+    verl_mods,
+)
 
 
 RRR_OK = ["method=rrr", "rrr.n_reflections=2", "data.max_prompt_length=2048"]
@@ -52,7 +42,7 @@ QUESTION = re.compile(r"What is (\d+)\+")
 RETRY_OF = re.compile(r"Reflection (\d+):")
 
 
-class RrrScripted(eng.ScriptedRollout):
+class RrrScripted(ScriptedRollout):
     """Answers each chat by its pass: the reflect and retry templates open with their own first
     lines, a first attempt is the bare question. ``reflection_pad`` lengthens reflections (to be
     cut), ``script`` overrides :data:`SCRIPT`; every retry chat is kept in ``retry_chats``."""

@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.rrr_scripted_rollout import RRR_OK, eng, tokenizer  # noqa: F401  (tokenizer is a fixture)
+from tests.rrr_scripted_rollout import RRR_OK, tokenizer  # noqa: F401  (tokenizer is a fixture)
+from tests.verl_compose import _compose, _script_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,10 +25,10 @@ def test_method_and_rrr_section_compose_with_their_defaults():
     from recipe.rrr_config import RrrConfig
     from recipe.verl_engine.config import method_of, plain_sections, rrr_config
 
-    cfg = eng._compose()
+    cfg = _compose()
     assert method_of(cfg) == "pasr" and cfg.actor_rollout_ref.rollout.n == 8  # PASR unchanged
     assert OmegaConf.to_container(cfg.rrr) == dataclasses.asdict(RrrConfig())  # the defaults live in the dataclass
-    rrr = eng._compose(RRR_OK)
+    rrr = _compose(RRR_OK)
     assert method_of(rrr) == "rrr" and rrr.actor_rollout_ref.rollout.n == 2  # derived from rrr.n_reflections
     assert rrr_config(rrr).n_reflections == 2
     plain_sections(rrr)
@@ -41,19 +42,19 @@ def test_rrr_config_errors_name_the_key():
     from recipe.verl_engine.config import method_of, pasr_config, rrr_config
 
     with pytest.raises(ConfigError, match=r"invalid config key rrr\.n_reflexions"):
-        rrr_config(eng._compose([*RRR_OK, "+rrr.n_reflexions=3"]))
+        rrr_config(_compose([*RRR_OK, "+rrr.n_reflexions=3"]))
     with pytest.raises(ConfigError, match=r"invalid config key rrr\.prompts\.reflection"):
-        rrr_config(eng._compose(["+rrr.prompts.reflection=x"]))  # checked with method=pasr too
+        rrr_config(_compose(["+rrr.prompts.reflection=x"]))  # checked with method=pasr too
     with pytest.raises(ConfigCompositionException):
-        eng._compose(["rrr.bogus=1"])  # Hydra itself refuses a key without '+'
+        _compose(["rrr.bogus=1"])  # Hydra itself refuses a key without '+'
     with pytest.raises(ConfigCompositionException):
-        eng._compose(["rrr.n_reflections=many"])  # typed by the schema
+        _compose(["rrr.n_reflections=many"])  # typed by the schema
     with pytest.raises(ConfigError, match=r"rrr.n_reflections must be >= 1, got 0"):
-        rrr_config(eng._compose([*RRR_OK, "rrr.n_reflections=0"]))
+        rrr_config(_compose([*RRR_OK, "rrr.n_reflections=0"]))
     with pytest.raises(ConfigError, match=r"method must be one of pasr \| rrr, got 'sft'"):
-        method_of(eng._compose(["method=sft"]))
+        method_of(_compose(["method=sft"]))
     with pytest.raises(ConfigError, match="method must be one of"):
-        pasr_config(eng._compose(["method=sft"]))
+        pasr_config(_compose(["method=sft"]))
 
 
 def test_rrr_config_checks_what_the_rrr_rollout_needs():
@@ -61,25 +62,25 @@ def test_rrr_config_checks_what_the_rrr_rollout_needs():
     from recipe.verl_engine.config import pasr_config, rrr_config
 
     with pytest.raises(ConfigError, match=r"rollout.n=3 differs from rrr.n_reflections=2"):
-        rrr_config(eng._compose([*RRR_OK, "actor_rollout_ref.rollout.n=3"]))
-    pasr_config(eng._compose([*RRR_OK, "actor_rollout_ref.rollout.n=3"]))  # PASR's n check is PASR's only
+        rrr_config(_compose([*RRR_OK, "actor_rollout_ref.rollout.n=3"]))
+    pasr_config(_compose([*RRR_OK, "actor_rollout_ref.rollout.n=3"]))  # PASR's n check is PASR's only
     with pytest.raises(ConfigError, match=r"data.max_prompt_length=1024 cannot hold an RRR retry prompt.*e.g. 2140"):
-        rrr_config(eng._compose(["method=rrr"]))  # 1500 answer tokens + 128 reflection tokens
+        rrr_config(_compose(["method=rrr"]))  # 1500 answer tokens + 128 reflection tokens
     judge = ["pasr.judge.kind=openai", "pasr.judge.base_url=http://j/v1", "pasr.judge.model=m"]
     with pytest.raises(ConfigError, match=r"binary, exact judge.*pasr.judge.kind=openai"):
-        rrr_config(eng._compose([*RRR_OK, *judge]))
-    rrr_config(eng._compose([*RRR_OK, "pasr.judge.kind=countdown"]))
+        rrr_config(_compose([*RRR_OK, *judge]))
+    rrr_config(_compose([*RRR_OK, "pasr.judge.kind=countdown"]))
 
 
 def test_preflight_runs_the_rrr_checks():
     from recipe.verl_engine.config import PreflightError, preflight
 
     ok = dict(local_gpus=lambda: 8, find_module=lambda n: object(), judge_check=lambda c: None)
-    preflight(eng._compose(RRR_OK), **ok)
+    preflight(_compose(RRR_OK), **ok)
     with pytest.raises(PreflightError, match="cannot hold an RRR retry prompt"):
-        preflight(eng._compose(["method=rrr"]), **ok)
+        preflight(_compose(["method=rrr"]), **ok)
     with pytest.raises(PreflightError, match="method must be one of"):
-        preflight(eng._compose(["method=grpo"]), **ok)
+        preflight(_compose(["method=grpo"]), **ok)
 
 
 def test_build_rollout_manager_picks_the_method(tokenizer):
@@ -89,8 +90,8 @@ def test_build_rollout_manager_picks_the_method(tokenizer):
     from recipe.verl_engine.rrr_rollout import RrrRolloutManager
 
     inner = SimpleNamespace(generate_sequences=None, start_profile=lambda: "inner")
-    rrr = build_rollout_manager(eng._compose(RRR_OK), tokenizer, inner)
-    pasr = build_rollout_manager(eng._compose(), tokenizer, inner)
+    rrr = build_rollout_manager(_compose(RRR_OK), tokenizer, inner)
+    pasr = build_rollout_manager(_compose(), tokenizer, inner)
     try:
         assert isinstance(rrr, RrrRolloutManager) and isinstance(pasr, PasrRolloutManager)
         assert rrr.cfg.n_reflections == 2 and isinstance(rrr.judge, RuleJudge) and rrr.size_divisor == 8
@@ -124,6 +125,6 @@ def test_rrr_smoke_script_drives_the_node_script_with_an_rrr_config():
     assert literal == ["method=rrr", "pasr.judge.kind=countdown", "data.max_response_length=384", "trainer.max_actor_ckpt_to_keep=2"]
     from recipe.verl_engine.config import pasr_config, rrr_config
 
-    cfg = eng._compose(eng._script_overrides(REPO / "recipe" / "scripts" / "run_pasr_node.sh") + literal)
+    cfg = _compose(_script_overrides(REPO / "recipe" / "scripts" / "run_pasr_node.sh") + literal)
     assert rrr_config(cfg).n_reflections == 4 and cfg.actor_rollout_ref.rollout.n == 4
     assert pasr_config(cfg).judge.kind == "countdown"

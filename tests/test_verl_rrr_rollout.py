@@ -4,7 +4,7 @@ step returns, what verl's ``fit()`` does with them, and the edge cases.
 
 Generation is scripted (the answer to each chat is chosen by which pass it is: first attempt,
 reflection or retry; tests/rrr_scripted_rollout.py), but everything around it is verl's own code,
-as in ``tests/test_verl_engine.py``: ``RLHFDataset``, ``_get_gen_batch``, the agent loop worker's
+as in tests/verl_scripted_rollout.py: ``RLHFDataset``, ``_get_gen_batch``, the agent loop worker's
 padding and output assembly, ``DataProto``'s union, ``compute_advantage``.
 """
 
@@ -24,13 +24,13 @@ from tests.rrr_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tok
     _masked_tokens,
     _rrr_manager,
     _texts,
-    eng,
     fit_side,
     gen_batch,
     prompts,
     tokenizer,
     verl_mods,
 )
+from tests.verl_scripted_rollout import _train_gen_batch
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def rrr_step(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rrr_step")
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp)
-    rep = eng._train_gen_batch(gen_batch, 2)
+    rep = _train_gen_batch(gen_batch, 2)
     out = manager.generate_sequences(rep)
     metrics = manager.pop_metrics()
     yield SimpleNamespace(inner=inner, manager=manager, rep=rep, out=out, metrics=metrics, tmp=tmp)
@@ -162,7 +162,7 @@ def test_reflections_are_cut_to_max_reflection_tokens(gen_batch, tokenizer, rrr_
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, reflection_pad=10, response_length=96)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path, rrr={"max_reflection_tokens": 8})
     try:
-        out = manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))
+        out = manager.generate_sequences(_train_gen_batch(gen_batch, 2))
     finally:
         manager.close()
     full = tokenizer.encode(REFL(0, 10), add_special_tokens=False)
@@ -201,7 +201,7 @@ def test_a_step_without_failures_trains_nothing_and_skips_the_update(gen_batch, 
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, script=solved)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
     try:
-        out = manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))
+        out = manager.generate_sequences(_train_gen_batch(gen_batch, 2))
         metrics = manager.pop_metrics()
     finally:
         manager.close()
@@ -225,7 +225,7 @@ def test_an_unscored_first_attempt_is_not_reflected_on(gen_batch, tokenizer, rrr
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, script=script)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
     try:
-        out = manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))
+        out = manager.generate_sequences(_train_gen_batch(gen_batch, 2))
         metrics = manager.pop_metrics()
     finally:
         manager.close()
@@ -244,7 +244,7 @@ def test_too_many_verifier_errors_stop_after_the_dump(gen_batch, tokenizer, rrr_
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path, max_judge_error_rate=0.1)
     try:
         with pytest.raises(JudgeErrorRateExceeded, match=r"step 5: the judge failed on 1 of 7 rollouts \(14%\)"):
-            manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))  # 3 attempts + 4 retries judged
+            manager.generate_sequences(_train_gen_batch(gen_batch, 2))  # 3 attempts + 4 retries judged
         assert manager.pop_metrics() == {}
     finally:
         manager.close()
@@ -257,7 +257,7 @@ def test_rows_not_grouped_by_n_reflections_are_refused(gen_batch, tokenizer, rrr
     manager = _rrr_manager(RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop), tokenizer, rrr_prompts, tmp_path, n=4)
     try:
         with pytest.raises(PasrBatchError, match=r"not a multiple of rollout.n = rrr.n_reflections = 4"):
-            manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))
+            manager.generate_sequences(_train_gen_batch(gen_batch, 2))
     finally:
         manager.close()
 
@@ -267,7 +267,7 @@ def test_prompts_that_fill_the_prompt_length_are_counted(gen_batch, tokenizer, r
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, prompt_length=120)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
     try:
-        manager.generate_sequences(eng._train_gen_batch(gen_batch, 2))
+        manager.generate_sequences(_train_gen_batch(gen_batch, 2))
         metrics = manager.pop_metrics()
     finally:
         manager.close()

@@ -11,13 +11,13 @@ from tests.rrr_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tok
     RRR_OK,
     RrrScripted,
     _rrr_manager,
-    eng,
     gen_batch,
     prompts,
     tokenizer,
     val_dataset,
     verl_mods,
 )
+from tests.verl_compose import _compose
 
 
 def test_validation_is_one_greedy_reflection_and_retry_per_failure(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path):
@@ -53,7 +53,7 @@ def test_verls_own_validate_reads_the_rrr_scores(verl_mods, tokenizer, rrr_promp
     from data.records import iter_records
 
     t = object.__new__(verl_mods.trainer.PasrRayTrainer)
-    t.config = eng._compose([*RRR_OK, "actor_rollout_ref.rollout.agent.num_workers=4"])
+    t.config = _compose([*RRR_OK, "actor_rollout_ref.rollout.agent.num_workers=4"])
     t.tokenizer = tokenizer
     t.use_rm = False
     t.global_steps = 4

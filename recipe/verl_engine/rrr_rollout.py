@@ -20,7 +20,7 @@ so verl's agent loop applies the chat template as it does for every prompt, and 
 share the replicas that are awake for the step.
 
 **The rows returned to fit().** ``fit()`` repeats its batch ``rollout.n`` times and unions the
-rollout's output with it row by row (pinned in ``tests/test_verl_engine.py``), so the output has
+rollout's output with it row by row (pinned in ``tests/test_verl_pinned.py``), so the output has
 exactly ``rollout.n = rrr.n_reflections`` rows per query, in the input's order and with its
 ``uid`` (:func:`recipe.verl_engine.config.rrr_config` checks the sizes agree):
 

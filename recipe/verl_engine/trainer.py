@@ -27,7 +27,7 @@ tokenizer, datasets) with verl's own helpers, and builds a :class:`PasrRayTraine
 own. Before that it takes the two decisions that depend on the node it runs on (the judge
 client and the trainer live there, and Ray may place it on any node): the attention
 implementation (:func:`recipe.verl_engine.config.choose_attention`) and whether the judge
-answers from there. ``tests/test_verl_engine.py`` pins the assumptions this rests on (the
+answers from there. ``tests/test_verl_pinned.py`` pins the assumptions this rests on (the
 helpers verl's own ``run`` calls are the ones called here).
 
 Stopping (SIGTERM from ``ray job stop``, Ctrl-C): :mod:`recipe.verl_engine.stopping` relays the
