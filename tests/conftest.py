@@ -51,6 +51,15 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    """The tiny model and its tokenizer, loaded as the local engine loads a model."""
+    from runtime.model_loading import load_model_and_tokenizer
+
+    model, tok, _ = load_model_and_tokenizer(str(tiny_model_dir))
+    return model, tok
+
+
 @pytest.fixture(scope="session")
 def broken_model_dirs(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
     """Copies of the tiny model that transformers cannot load, one way each: no weights file, a

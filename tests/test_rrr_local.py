@@ -54,14 +54,6 @@ class CoinJudge:
         return [JudgeResult(float(i % 2)) for i, _ in enumerate(items)]
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    from runtime.model_loading import load_model_and_tokenizer
-
-    model, tok, _ = load_model_and_tokenizer(str(tiny_model_dir))
-    return model, tok
-
-
 def _queries(n: int):
     from data.countdown import generate_countdown
 

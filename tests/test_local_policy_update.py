@@ -1,0 +1,162 @@
+"""The local engine's log-probs and policy update (verl's math) on the tiny model: response
+log-probs equal a full forward's, GRPO batches get verl's advantages, an update moves probability
+towards the better response, a group's prompt runs once, the warm-up's rows laid end to end give
+the padded batch's loss and gradients, and the warm-up's layout is chosen by cost."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recipe.local_engine.config import LocalTrainConfig
+from recipe.local_engine.logprobs import pack, response_logprobs
+from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
+
+
+def test_response_logprobs_match_a_full_forward(tiny):
+    model, tok = tiny
+    batch = pack([[5, 6, 7, 8], [9, 10]], [[11, 12, 13], [14]], tok.pad_token_id)
+    lp = response_logprobs(model, batch)
+    full = torch.log_softmax(model(torch.tensor([[5, 6, 7, 8, 11, 12, 13]])).logits, -1)[0]
+    expected = full[3:6].gather(-1, torch.tensor([[11], [12], [13]])).squeeze(-1)
+    torch.testing.assert_close(lp[0], expected, rtol=1e-4, atol=1e-4)
+    full2 = torch.log_softmax(model(torch.tensor([[9, 10, 14]])).logits, -1)[0]
+    torch.testing.assert_close(lp[1, 0], full2[1, 14], rtol=1e-4, atol=1e-4)
+    assert lp[1, 1:].abs().sum() == 0  # padding carries no log-prob
+
+
+def test_grpo_batch_uses_verl_advantages():
+    rolls = [
+        TrainRollout("q1", [1, 2], [3, 4, 2], 2.0),
+        TrainRollout("q1", [1, 2], [5, 2], 0.0),
+        TrainRollout("q2", [1, 2, 3], [6, 2], 1.0),
+        TrainRollout("q2", [1, 2, 3], [7, 8, 9, 2], 1.0),
+    ]
+    data = build_batch(rolls, pad_id=0, algo=LocalTrainConfig().algo)
+    adv = data.batch["advantages"]
+    mask = data.batch["response_mask"]
+    assert mask.sum(-1).tolist() == [3, 2, 2, 4]  # EOS (id 2) is a trained token
+    assert adv[0, 0] > 0 and adv[1, 0] < 0
+    assert torch.allclose(adv[0] * mask[0], adv[0])  # zero outside the response
+    assert adv[2:].abs().sum() == 0  # no reward spread in q2: no signal
+    assert list(data.non_tensor_batch["uid"]) == ["q1", "q1", "q2", "q2"]
+
+
+def test_update_moves_probability_towards_the_better_response(tiny):
+    import copy
+
+    model, tok = tiny
+    model = copy.deepcopy(model)
+    algo = LocalTrainConfig().algo
+    algo.lr, algo.kl_coef = 1e-2, 0.0
+    good, bad = [100, 200, tok.eos_token_id], [300, 400, tok.eos_token_id]
+    rolls = [TrainRollout("q", [1, 2, 3], good, 1.0), TrainRollout("q", [1, 2, 3], bad, -1.0),
+             TrainRollout("z", [1, 2, 3], good, 0.5), TrainRollout("z", [1, 2, 3], bad, 0.5)]
+    data = build_batch(rolls, tok.pad_token_id, algo)
+    before = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
+    opt = torch.optim.SGD(model.parameters(), lr=algo.lr)
+    metrics = update_policy(model, None, opt, data, algo, temperature=1.0)
+    after = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
+    assert after[0] > before[0] and after[1] < before[1]
+    assert metrics["actor/trained_rows"] == 2 and metrics["actor/skipped_rows"] == 2
+
+
+def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    """A group's rows share one prompt pass in the update: log-probs and gradients are those of
+    a pass per row (float64, so equal up to summation order), with prompts that start alike (two
+    "system prompts", not shared here) or share nothing, of other lengths, and right-padded
+    responses of other lengths in the same batch."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp_mod
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    sys_a, sys_b = [5, 6, 7, 8], [5, 6, 11]
+    prompts = [sys_a + [9]] * 3 + [sys_b + [12, 13]] * 2 + [sys_a + [14, 15, 16]] + [[17, 18]]
+    responses = [[20, 21, 22], [23, 24], [25, 26, 27, 28, 2], [29], [30, 31, 32], [33, 34], [35, 36, 37]]
+    batch = pack(prompts, responses, 0)
+    assert lp_mod._shared_prompt_hidden(model.get_decoder(), batch) is not None
+    assert lp_mod._shared_prompt_hidden(model.get_decoder(), pack([[5, 6], [7, 8]], [[9], [10]], 0)) is None
+
+    def logprobs_and_grads():
+        m = copy.deepcopy(model)
+        lp = response_logprobs(m, batch, temperature=0.9)
+        (lp * torch.arange(1, lp.numel() + 1, dtype=lp.dtype).view_as(lp)).sum().backward()
+        return lp.detach(), {n: q.grad for n, q in m.named_parameters()}
+
+    lp_s, g_s = logprobs_and_grads()
+    monkeypatch.setattr(lp_mod, "_shared_prompt_hidden", lambda body, b: None)  # a prompt pass per row
+    lp_u, g_u = logprobs_and_grads()
+    assert torch.allclose(lp_s, lp_u, atol=1e-10) and (lp_s[batch.response_mask == 0] == 0).all()
+    for name in g_u:  # float64 sums in another order: equal to about 1e-7 of the gradient's scale
+        torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "grouped", "eager"])
+def test_warmup_rows_end_to_end_give_the_padded_loss_and_gradients(tiny_model_dir, attention):
+    """The warm-up's loss over rows laid end to end without padding equals the loss over the
+    padded batch, and so do its gradients (float64: equal up to summation order), and its
+    log-probs those of each row run alone: no token attends across rows, each row sees its
+    shared prefix (laid once; eager attention takes no explicit mask, so there each row is laid
+    whole). Prompts and responses of other lengths, two
+    "system prompts", a prompt sharing nothing, a one-token response, a repeated prompt."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from recipe.local_engine.logprobs import concatenated_response_logprobs
+    from recipe.local_engine.policy_update import sft_loss
+    from runtime.gqa_attention import install
+    from runtime.prompt_prefill import shared_prefixes
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    if attention == "grouped":
+        assert install(model)
+    elif attention == "eager":
+        model.set_attn_implementation("eager")
+    sys_a, sys_b = [5, 6, 7, 8, 10], [5, 6, 11, 12]
+    prompts = [sys_a + [9], sys_b + [13], sys_a + [9], sys_a + [16, 17, 18, 19, 3, 4], sys_b + [24, 31], [14, 15]]
+    responses = [[20, 21, 22], [23], [25, 26, 27, 28, 2], [29, 30], [32, 33], [34, 35, 36]]
+    assert any(shared_prefixes(prompts))
+
+    def loss_and_grads(padded: bool):
+        m = copy.deepcopy(model)
+        loss = sft_loss(m, prompts, responses, 0, layout="padded" if padded else "end_to_end")
+        loss.backward()
+        return loss.detach(), {n: q.grad for n, q in m.named_parameters()}
+
+    flat = concatenated_response_logprobs(model, prompts, responses)
+    alone = torch.cat([response_logprobs(model, pack([p], [r], 0))[0] for p, r in zip(prompts, responses)])
+    # the log-softmax runs in fp32 (logprobs._token_logprobs): equal to fp32 rounding
+    torch.testing.assert_close(flat, alone, rtol=1e-6, atol=1e-6)
+    if attention == "eager":
+        return  # transformers' eager attention turns a left-padded batch's all-padding rows into NaN
+    batch = pack(prompts, responses, 0)
+    torch.testing.assert_close(flat, response_logprobs(model, batch)[batch.response_mask.bool()], rtol=1e-6, atol=1e-6)
+    loss_c, g_c = loss_and_grads(False)
+    loss_p, g_p = loss_and_grads(True)
+    torch.testing.assert_close(loss_c, loss_p, rtol=1e-6, atol=1e-6)
+    for name in g_p:  # the padded batch runs its repeated prompt once (logprobs._shared_prompt_hidden): about 1e-7
+        torch.testing.assert_close(g_c[name], g_p[name], rtol=1e-6, atol=1e-6 * float(g_p[name].abs().max()), msg=name)
+
+
+def test_warmup_layout_is_chosen_by_cost():
+    """Short rows of mixed lengths go end to end (the padding costs more than the attention over
+    one sequence); long rows of one length stay padded (nothing to save, quadratic attention)."""
+    from transformers import AutoConfig
+
+    from recipe.local_engine.logprobs import end_to_end_pays
+    from runtime.model_loading import resolve_model_path
+
+    smollm = AutoConfig.from_pretrained(resolve_model_path("smollm2"))
+    smollm._attn_implementation = "sdpa"
+    # the PASR warm-up: one system prompt, distinct questions; one refining trace, short plain ones
+    mixed = ([[1] * 36 + [3 + i] * 35 for i in range(8)], [[2] * 90] + [[2] * 20] * 7)
+    # Countdown's RRR warm-up: long rows of about one length
+    uniform = ([[1] * 30 + [3 + i] * 170 for i in range(8)], [[2] * 40] * 8)
+    assert end_to_end_pays(smollm, *mixed)
+    assert not end_to_end_pays(smollm, *uniform)
+    assert not end_to_end_pays(smollm, [[1] * 10, [3] * 10], [[2] * 5] * 2)  # no padding at all: nothing to gain
+    assert not end_to_end_pays(smollm, [[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # one prompt: the batch runs it once
