@@ -6,7 +6,7 @@ response's advantage. In a rollout whose refine fixed a wrong draft
 ``102`` is reinforced exactly as much as the refine that repaired it. On the embedded model this
 is much of what PASR reinforces: in the learning-signal benchmark's PASR run, 40-75% of the rows
 with a positive advantage (per ten steps) had a wrong draft, and the greedy first values that
-were right fell from 164 to 119 of 300 over 90 steps while the refines got better (docs/results/learning_signal.md,
+were right fell from 164 to 119 of 300 over 90 steps while the refines got better (docs/results/learning_signal_history.md,
 "A longer PASR phase"). What the refines gained, the drafts lost.
 
 **What it does.** The *draft* of a refining response is the last number it states before its
@@ -21,7 +21,7 @@ first ``<refine>`` (:func:`rewards.refine_quality.assess_refines`, ``draft_ok``)
 
 Clipping every token before the ``<refine>`` tag instead (``span``) collapsed the embedded model
 (the setup tokens of wrong drafts were only ever pushed down, the model began to miscopy
-operands, accuracy fell from 0.57 to 0.29 in 40 steps; docs/results/learning_signal.md) and was
+operands, accuracy fell from 0.57 to 0.29 in 40 steps; docs/results/learning_signal_history.md) and was
 retired after commit 0c947d1 (:mod:`recipe.retired_keys`).
 
 Responses without a refine, without a number before it, or with a gold that is not a plain

@@ -23,16 +23,16 @@ LAST_COMMIT = "0c947d1"  # the last commit that has every retired knob below
 # (why it was retired, where its results are; what to do instead)
 RETIRED: dict[str, tuple[str, str]] = {
     "pasr.train_plain": (
-        "it neither helped nor hurt, docs/results/learning_signal.md",
+        "it neither helped nor hurt, docs/results/learning_signal_history.md",
         "remove it",
     ),
     "pasr.empty_refine_mode": (
-        "cap trained refining away, docs/results/learning_signal.md",
+        "cap trained refining away, docs/results/learning_signal_history.md",
         "remove it: pasr.empty_refine_value alone now sets the refine reward of a rollout whose refines "
         "only restate, right or wrong, as fixed did (null: the paper)",
     ),
     "pasr.draft_credit=span": (
-        "it collapsed the embedded model, docs/results/learning_signal.md",
+        "it collapsed the embedded model, docs/results/learning_signal_history.md",
         "use pasr.draft_credit=value or outcome",
     ),
     "warmup.refine_style=fix": (

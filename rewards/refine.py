@@ -47,7 +47,7 @@ something, and a worked check that is right earns more than a restatement that i
 60-step warm-up whose checks did not help, it did not keep refining alive; after a 160-step one
 (with the margin compare) it did in two PASR trajectories of three, and in two of two with the
 RL lr ramped (``algo.lr_warmup_steps``); it is the local engine's default
-(docs/results/learning_signal.md). (Using ``empty_value`` as a cap instead, so that a wrong empty
+(docs/results/learning_signal_history.md). (Using ``empty_value`` as a cap instead, so that a wrong empty
 refine kept its -1, trained refining away in both CPU runs that tried it, and was retired after
 commit 0c947d1: :mod:`recipe.retired_keys`.)
 

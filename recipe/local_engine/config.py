@@ -81,7 +81,7 @@ class AlgoConfig:
 
     # 1e-5: at 2e-5 thirty PASR steps from the column warm-up moved greedy accuracy nowhere
     # (0.593 vs 0.600) while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the
-    # same steps reached 0.713 (docs/results/learning_signal.md)
+    # same steps reached 0.713 (docs/results/learning_signal_history.md)
     lr: float = 1e-5
     # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
     # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
@@ -122,7 +122,7 @@ class WarmupConfig:
     # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
     #   every equation a one-digit fact the small model gets right more often than the whole step
     #   (data/warmup_traces.py: column_check); the default since it gave PASR a check worth
-    #   learning to trust (docs/results/learning_signal.md)
+    #   learning to trust (docs/results/learning_signal_history.md)
     # (fix and restate were retired: recipe/retired_keys.py)
     refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
