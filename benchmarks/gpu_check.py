@@ -2,8 +2,9 @@
 ``bash recipe/scripts/gpu_check.sh`` (this module: ``python3 -m benchmarks.gpu_check``).
 
 1. **Warm-up** the embedded SmolLM2-135M with the local engine on the GPU, as ``pasr train``
-   does (the default preset's supervised warm-up), and evaluate it greedily on the 300 held-out
-   problems of ``benchmarks.learning_signal``; or take a warmed-up HF folder (``--warmup-model``).
+   does (the demo preset's supervised warm-up: 100 steps whose refine-prompt traces nearly all
+   refine, so the model refines whatever its trajectory, docs/results/demo.md), and evaluate it
+   greedily on the 300 held-out problems of ``benchmarks.learning_signal``; or take a warmed-up HF folder (``--warmup-model``).
 2. **verl, run 1**: PASR with ``python3 -m recipe.main_pasr`` from that checkpoint on the same
    synthetic arithmetic, with the local engine's reward settings (:func:`verl_overrides` says which
    and why any differ). While step ``--stop-at`` runs, the driver gets SIGTERM: verl's real loop
@@ -287,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-every", type=int, default=5, help="trainer.save_freq of the verl runs")
     p.add_argument("--eval-size", type=int, default=300, help="held-out problems, the learning benchmark's")
     p.add_argument("--seed", type=int, default=0, help="warm-up sampling and data order, both engines' RL phase")
-    p.add_argument("--preset", default="default", help="the local preset whose warm-up and reward are used")
+    p.add_argument("--preset", default="demo", help="the local preset whose warm-up and reward are used (demo: a 100-step warm-up that always refines; default: the 160-step one measured in docs/results/gpu_check.md)")
     p.add_argument("--device", default="cuda", help="model.device of the local-engine parts")
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget; a phase that would overrun it is stopped")
     p.add_argument("--eval-reserve-s", type=float, default=50.0,
