@@ -119,7 +119,7 @@ def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
     if "train_plain" in pasr and pasr.get("train_plain") is False:
         del pasr["train_plain"]
         dropped.append("pasr.train_plain")
-    mode = pasr.get("empty_refine_mode") if "empty_refine_mode" in pasr else None
+    mode = pasr.get("empty_refine_mode")
     if mode == "fixed" or (mode == "cap" and pasr.get("empty_refine_value") is None):
         del pasr["empty_refine_mode"]
         dropped.append("pasr.empty_refine_mode")

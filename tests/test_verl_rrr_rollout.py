@@ -30,7 +30,7 @@ from tests.rrr_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tok
     tokenizer,
     verl_mods,
 )
-from tests.verl_scripted_rollout import _train_gen_batch
+from tests.verl_scripted_rollout import _train_gen_batch, generate_and_close
 
 
 @pytest.fixture(scope="module")
@@ -200,11 +200,7 @@ def test_a_step_without_failures_trains_nothing_and_skips_the_update(gen_batch, 
     solved = {k: (A(2 * k), []) for k in range(3)}
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, script=solved)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
-    try:
-        out = manager.generate_sequences(_train_gen_batch(gen_batch, 2))
-        metrics = manager.pop_metrics()
-    finally:
-        manager.close()
+    out, metrics = generate_and_close(manager, _train_gen_batch(gen_batch, 2))
     assert inner.calls == [4]  # no reflection, no retry pass
     assert len(out) == 6 and not out.non_tensor_batch["pasr_trained"].any() and out.batch["response_mask"].sum() == 0
     assert metrics["rrr/trained_rows"] == 0 and metrics["rrr/first_attempt_acc"] == 1.0
@@ -224,11 +220,7 @@ def test_an_unscored_first_attempt_is_not_reflected_on(gen_batch, tokenizer, rrr
     script = {**SCRIPT, 2: (A("ERR"), [A(4), A(4)])}  # q2's attempt: the verifier fails
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, script=script)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
-    try:
-        out = manager.generate_sequences(_train_gen_batch(gen_batch, 2))
-        metrics = manager.pop_metrics()
-    finally:
-        manager.close()
+    out, metrics = generate_and_close(manager, _train_gen_batch(gen_batch, 2))
     assert inner.calls == [4, 4, 4]  # q1's two reflections and retries, padded to 4 with copies of themselves
     assert {QUESTION.search(c[-1]["content"]).group(1) for c in inner.retry_chats} == {"1"}
     assert list(out.non_tensor_batch["pasr_trained"]) == [False, False, True, True, False, False]
@@ -266,10 +258,6 @@ def test_prompts_that_fill_the_prompt_length_are_counted(gen_batch, tokenizer, r
     # attempt prompts fit in 120 tokens; the reflection and retry prompts (attempt + template) do not
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, prompt_length=120)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
-    try:
-        manager.generate_sequences(_train_gen_batch(gen_batch, 2))
-        metrics = manager.pop_metrics()
-    finally:
-        manager.close()
+    _, metrics = generate_and_close(manager, _train_gen_batch(gen_batch, 2))
     assert metrics["rrr/truncated_prompts"] == 8.0  # 4 reflection + 4 retry prompts
     assert "may have been cut from the left" in capsys.readouterr().err

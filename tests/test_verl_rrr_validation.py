@@ -18,6 +18,7 @@ from tests.rrr_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tok
     verl_mods,
 )
 from tests.verl_compose import _compose
+from tests.verl_scripted_rollout import generate_and_close, validation_batch
 
 
 def test_validation_is_one_greedy_reflection_and_retry_per_failure(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path):
@@ -25,12 +26,7 @@ def test_validation_is_one_greedy_reflection_and_retry_per_failure(gen_batch, to
 
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
-    val = gen_batch.gen.slice(0, None)
-    val.meta_info = {"validate": True, "global_steps": 0}
-    try:
-        out = manager.generate_sequences(val)
-    finally:
-        manager.close()
+    out, metrics = generate_and_close(manager, validation_batch(gen_batch))
     assert inner.calls == [4, 4, 4] and all(m["validate"] for m in inner.call_meta)  # every pass greedy
     assert len(out) == 3  # row-aligned with the validation batch: the first attempts
     # q0 right at once; q1 recovered by its one reflection; q2's retry unscored (counted 0)
@@ -41,7 +37,7 @@ def test_validation_is_one_greedy_reflection_and_retry_per_failure(gen_batch, to
     records = list(iter_records(tmp_path / "rollouts" / "val_step_000000.jsonl", strict=True))
     assert [r.variant for r in records] == ["attempt"] * 3 + ["reflection"] * 2 + ["retry"] * 2
     assert {r.dataset for r in records} == {"val"}
-    assert manager.pop_metrics() == {}
+    assert metrics == {}  # validation hands no training metrics over
 
 
 def test_verls_own_validate_reads_the_rrr_scores(verl_mods, tokenizer, rrr_prompts, tmp_path, val_dataset):

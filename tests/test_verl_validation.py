@@ -11,10 +11,12 @@ from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, to
     ScriptedRollout,
     _manager,
     _row_totals,
+    generate_and_close,
     gen_batch,
     prompts,
     tokenizer,
     val_dataset,
+    validation_batch,
     verl_mods,
 )
 
@@ -22,16 +24,11 @@ from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, to
 def test_validation_batches_are_scored_without_plain_rows(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
     manager = _manager(inner, tokenizer, prompts, tmp_path)
-    val = gen_batch.gen.slice(0, None)
-    val.meta_info = {"validate": True, "global_steps": 0}
-    try:
-        out = manager.generate_sequences(val)
-    finally:
-        manager.close()
+    out, metrics = generate_and_close(manager, validation_batch(gen_batch))
     assert inner.calls == [4] and len(out) == 3  # padded to the divisor, then unpadded
     # first refine script per query: R(0) right, R(2) right, N(4) right
     assert _row_totals(out) == [1.0, 1.0, 1.0]
-    assert manager.pop_metrics() == {}
+    assert metrics == {}  # validation hands no training metrics over
     assert (tmp_path / "rollouts" / "val_step_000000.jsonl").is_file()
 
 

@@ -252,6 +252,23 @@ def _train_gen_batch(gen_batch, n, step=5):
     return rep
 
 
+def validation_batch(gen_batch):
+    """The whole batch as verl's ``_validate`` hands it to the rollout: greedy, step 0."""
+    val = gen_batch.gen.slice(0, None)
+    val.meta_info = {"validate": True, "global_steps": 0}
+    return val
+
+
+def generate_and_close(manager, batch):
+    """One ``generate_sequences`` call and the metrics it hands over, the manager closed after
+    (its agent-loop workers stopped) whatever happened."""
+    try:
+        out = manager.generate_sequences(batch)
+        return out, manager.pop_metrics()
+    finally:
+        manager.close()
+
+
 # --------------------------------------------------------------------------- one PASR training step
 @pytest.fixture(scope="module")
 def train_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path_factory):
