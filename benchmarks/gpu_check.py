@@ -56,7 +56,8 @@ def local_common(args) -> list[str]:
     cold-start aid, and its warm-up then puts ``<think>`` in the prompt; verl's agent loop
     generates from the chat template with no assistant prefill, so the warm-up must teach the
     model to write ``<think>`` itself, and every evaluation here generates without it too."""
-    return ["rollout.prefill_think=false", f"model.device={args.device}", f"data.eval_size={args.eval_size}",
+    qps = [] if not args.queries_per_step else [f"rollout.queries_per_step={args.queries_per_step}"]
+    return ["rollout.prefill_think=false", f"model.device={args.device}", f"data.eval_size={args.eval_size}", *qps,
             f"trainer.seed={args.seed}", f"warmup.seed={args.seed}", "trainer.eval_plain=false",
             "trainer.dump_rollouts=true", *args.local_override]
 
@@ -106,7 +107,10 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
     matches: verl logged lr 1e-6, 2e-6, ... at steps 1, 2, ... on the H100 run.
     Start-up choices for a small model on one GPU: eager vLLM (no CUDA-graph capture), no
     torch.compile in the actor, no parameter offload, one agent-loop worker, no DataLoader worker
-    processes, no validation (this check evaluates on its own held-out set)."""
+    processes, no validation (this check evaluates on its own held-out set), and no FlashInfer
+    autotune in vLLM's kernel warm-up (``--no-enable-flashinfer-autotune``, what vLLM's own ``-O0``
+    does): on the H100 it ran in the last seconds before the engine was ready, tuning kernels for
+    batch shapes a 135M model on 48-96 sequences never reaches."""
     p = cfg.pasr
     algo = cfg.algo
     out = [
@@ -137,6 +141,7 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
         f"actor_rollout_ref.rollout.enforce_eager={str(args.enforce_eager).lower()}",
+        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.enable_flashinfer_autotune={str(not args.enforce_eager).lower()}",
         f"actor_rollout_ref.rollout.temperature={cfg.rollout.temperature}",
         f"actor_rollout_ref.rollout.top_p={cfg.rollout.top_p}",
         "actor_rollout_ref.rollout.agent.num_workers=1",
@@ -283,9 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default="runs/gpu-check", help="everything the check writes (cleared first)")
     p.add_argument("--warmup-model", help="a warmed-up HF folder: skip the warm-up, only evaluate it")
     p.add_argument("--steps", type=int, default=None, help="PASR steps (default: the local preset's trainer.steps)")
-    p.add_argument("--stop-at", type=int, default=3, help="the step during which run 1 gets SIGTERM (>= 2)")
+    p.add_argument("--stop-at", type=int, default=2, help="the step during which run 1 gets SIGTERM (>= 2)")
     p.add_argument("--stop-delay-s", type=float, default=1.0, help="how far into that step the SIGTERM comes")
-    p.add_argument("--save-every", type=int, default=5, help="trainer.save_freq of the verl runs")
+    p.add_argument("--save-every", type=int, default=10,
+                   help="trainer.save_freq of the verl runs (the stop and the last step checkpoint anyway)")
+    p.add_argument("--queries-per-step", type=int, default=16,
+                   help="queries a PASR step, both engines (16: on the CPU demo's warm-ups 16 queries a step "
+                   "learned where 8 did not always, docs/results/demo.md; a verl step costs little more); "
+                   "0 keeps the preset's")
     p.add_argument("--eval-size", type=int, default=300, help="held-out problems, the learning benchmark's")
     p.add_argument("--seed", type=int, default=0, help="warm-up sampling and data order, both engines' RL phase")
     p.add_argument("--preset", default="demo", help="the local preset whose warm-up and reward are used (demo: a 100-step warm-up that always refines; default: the 160-step one measured in docs/results/gpu_check.md)")
@@ -294,7 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-reserve-s", type=float, default=50.0,
                    help="run 2 gets SIGTERM this long before the budget ends, to leave time for its last step, "
                    "the merge and the evaluation (H100: a step 4 s, merge 18 s, evaluation 17 s); the final "
-                   "evaluation may run up to 60 s past the budget rather than be lost")
+                   "evaluation may run up to --eval-grace-s past the budget rather than be lost")
+    p.add_argument("--eval-grace-s", type=float, default=60.0,
+                   help="how far past the budget the final evaluation may run (keep budget + grace inside the "
+                   "machine's per-command limit)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--enforce-eager", type=lambda s: s.lower() in ("1", "true", "yes"), default=True)
     p.add_argument("--no-local", action="store_true", help="skip the local engine's parity run")
@@ -417,7 +430,7 @@ def main(argv=None) -> int:
         merged = merged_model_dir(ckpt_dir, cache=root / "merged")
         mark("merge", t)
         t = time.monotonic()
-        run_to_end("final-eval", eval_cmd(args, final_eval_dir, merged), root / "final_eval.log", deadline + 60)
+        run_to_end("final-eval", eval_cmd(args, final_eval_dir, merged), root / "final_eval.log", deadline + args.eval_grace_s)
         mark("final_eval", t)
     except Exception as exc:  # the figures gathered so far still go out
         print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -441,7 +454,7 @@ def main(argv=None) -> int:
                     **step_timings([run1, run2])},
         "train_metrics": pasr_metric_trend([run1, run2]),
         "settings": {"seed": args.seed, "preset": args.preset, "eval_size": args.eval_size, "stop_at": args.stop_at,
-                     "save_every": args.save_every, "verl_overrides": overrides,
+                     "queries_per_step": cfg.rollout.queries_per_step, "save_every": args.save_every, "verl_overrides": overrides,
                      "local_overrides": local_common(args)},
     }
     p = result["tests"]["pasr_vs_warmup"]

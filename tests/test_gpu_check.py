@@ -54,6 +54,9 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     assert ar.actor.kl_loss_coef == cfg.algo.kl_coef and ar.actor.use_kl_loss
     assert config.trainer.total_training_steps == 10 and config.trainer.n_gpus_per_node == 1
     assert not config.trainer.val_before_train and config.trainer.test_freq == -1
+    # the small-model start-up: eager vLLM without the FlashInfer autotune (verl passes it to vllm serve)
+    assert ar.rollout.enforce_eager and ar.rollout.engine_kwargs.vllm.enable_flashinfer_autotune is False
+    assert cfg.rollout.queries_per_step == args.queries_per_step == 16
 
 
 def test_dry_run_prints_every_command(capsys):
