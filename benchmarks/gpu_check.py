@@ -1,23 +1,28 @@
-"""Does the verl engine learn PASR on one GPU? One command, every start-up included:
-``bash recipe/scripts/gpu_check.sh`` (this module: ``python3 -m benchmarks.gpu_check``).
+"""Does the verl engine learn PASR on one GPU? ``bash recipe/scripts/gpu_check.sh`` (this module:
+``python3 -m benchmarks.gpu_check``), every start-up included.
 
 1. **Warm-up** the embedded SmolLM2-135M with the local engine on the GPU, as ``pasr train``
    does (the demo preset's supervised warm-up: 100 steps whose refine-prompt traces nearly all
    refine, so the model refines whatever its trajectory, docs/results/demo.md), and evaluate it
-   greedily on the 300 held-out problems of ``benchmarks.learning_signal``; or take a warmed-up HF folder (``--warmup-model``).
+   greedily on the 300 held-out problems of ``benchmarks.learning_signal``; or take a warmed-up
+   HF folder (``--warmup-model``).
 2. **verl, run 1**: PASR with ``python3 -m recipe.main_pasr`` from that checkpoint on the same
    synthetic arithmetic, with the local engine's reward settings (:func:`verl_overrides` says which
    and why any differ). While step ``--stop-at`` runs, the driver gets SIGTERM: verl's real loop
    must finish that step, checkpoint it and exit 0 (:mod:`recipe.verl_engine.stopping`).
-3. **verl, run 2**: the same command resumes from that checkpoint and finishes ``--steps``.
    Meanwhile the local engine trains PASR from the same warm-up for the same steps (engine parity).
+3. **verl, run 2**: the same command resumes from that checkpoint and finishes ``--steps``.
 4. **Evaluate** the merged final checkpoint the same way as the warm-up; paired sign tests.
 5. Print the checks, the table and PASS/FAIL; write ``benchmarks/results/gpu_check.json``.
 
-Everything runs under one wall-clock budget (``--budget-s``): a phase that would overrun it is
-stopped the way a user would stop it (SIGTERM, a checkpoint) and the result says so, so the
-command always ends with figures. The verl driver is a subprocess whose output is read line by
-line with a timestamp, which is where the start-up timeline and the step timings come from.
+``--part first`` runs 1-2 and ``--part resume`` 3-5, as two commands: each verl start-up took
+150-170 s on an H100 and about 250 s on an H200 (docs/results/gpu_check.md), so two of them, the
+warm-up and the evaluations do not fit one 9-minute command there, while each half does; the
+machine keeps the run directory between the two. ``--part all`` (the default) runs everything.
+Each command runs under its own wall-clock budget (``--budget-s``): a phase that would overrun it
+is stopped the way a user would stop it (SIGTERM, a checkpoint). The result is rebuilt from the
+run directory after every phase (:mod:`benchmarks.gpu_check_report`), so a command killed by a
+machine's limit still leaves its figures, and ``--report RUN_DIR`` rebuilds them afterwards.
 Without a GPU, ``--dry-run`` composes and checks the verl config and prints the commands.
 """
 
@@ -25,27 +30,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from statistics import fmean
 
+from benchmarks.gpu_check_report import build_result, latest_checkpoint, print_report, read_json, write_result
 from benchmarks.watched_run import ROOT, WatchedRun, run_to_end, stop_during
-from eval.significance import paired_counts, sign_test
 
 VERL_DRIVER = "recipe.main_pasr"
-ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "tokens", "n")
-STEP_PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor", "timing_s/step")
-# the start-up timeline of a verl run: the first line matching each, in seconds from the command
-MARKS = {
-    "ray_up": re.compile(r"Started a local Ray instance|Connected to Ray cluster"),
-    "task_runner": re.compile(r"pasr verl: task runner on"),
-    "vllm_engine": re.compile(r"Initializing a V1 LLM engine|vLLM is using|Initializing an LLM engine"),
-    "vllm_ready": re.compile(r"KV cache size|Available KV cache memory|init engine .* took"),
-    "fit_start": re.compile(r"Training from scratch|Resuming from"),
-}
 
 
 # --------------------------------------------------------------------------- settings
@@ -184,103 +178,6 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
             write_rl_parquet(val, data_dir / "val.parquet", system))
 
 
-# --------------------------------------------------------------------------- results
-def eval_summary(path: Path) -> dict | None:
-    """The row (acc, format, refine_rate, refine_fix_rate, ...) of an evaluation dump, or None."""
-    from benchmarks.learning_signal import eval_row
-
-    if not path.is_file():
-        return None
-    row = eval_row(path)
-    return {k: row.get(k) for k in ROW_KEYS}
-
-
-def paired(a: Path, b: Path) -> dict | None:
-    """Paired sign test of ``b`` against ``a`` (per-question greedy correctness)."""
-    from benchmarks.learning_signal import correct_by_query
-
-    if not (a.is_file() and b.is_file()):
-        return None
-    wins, losses = paired_counts(correct_by_query(a), correct_by_query(b))
-    return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
-
-
-def latest_checkpoint(ckpt_dir: Path) -> int | None:
-    tracker = ckpt_dir / "latest_checkpointed_iteration.txt"
-    try:
-        return int(tracker.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def step_timings(runs: list[WatchedRun]) -> dict:
-    """Mean step time and its parts over the steps of ``runs`` (the first step of each run, which
-    pays one-off warm-ups, is reported alone)."""
-    rows = [m for r in runs for s, (_, m) in sorted(r.steps.items())[1:]]
-    firsts = [sorted(r.steps.items())[0][1][1] for r in runs if r.steps]
-    mean = {k.removeprefix("timing_s/"): round(fmean(m[k] for m in rows if k in m), 2)
-            for k in STEP_PARTS if any(k in m for m in rows)}
-    first = {k.removeprefix("timing_s/"): round(fmean(m[k] for m in firsts if k in m), 2)
-             for k in STEP_PARTS if any(k in m for m in firsts)}
-    return {"mean_step": mean, "first_step": first, "n_steps_averaged": len(rows)}
-
-
-def startup(run: WatchedRun) -> dict:
-    """The run's start-up timeline (seconds from its command) and the time to its first step's
-    start: when the first step line was logged, less that step's own ``timing_s/step``."""
-    out = {name: (None if (t := run.first(p)) is None else round(t, 1)) for name, p in MARKS.items()}
-    if run.steps:
-        first = min(run.steps)
-        t, metrics = run.steps[first]
-        out["first_step_logged"] = round(t, 1)
-        out["to_first_step"] = round(t - metrics.get("timing_s/step", 0.0), 1)
-    return out
-
-
-def pasr_metric_trend(runs: list[WatchedRun], keys=("pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain",
-                                                   "pasr/refine_rate", "pasr/refine_fix_rate", "critic/score/mean",
-                                                   "actor/lr")) -> dict:
-    merged = {s: m for r in runs for s, (_, m) in r.steps.items()}
-    return {k: [float(f"{merged[s][k]:.4g}") for s in sorted(merged) if k in merged[s]] for k in keys}
-
-
-def checks(result: dict) -> list[tuple[str, bool]]:
-    """What PASS needs: the stop / resume path worked and the verl engine learned."""
-    stop = result["stop"]
-    out = [
-        ("warm-up evaluated", result["warmup"] is not None),
-        (f"run 1 got SIGTERM during a step (step {stop['during_step']})", bool(stop["signalled"]) and stop["during_step"] <= result["steps_asked"]),
-        ("run 1 exited 0 after the SIGTERM", stop["rc"] == 0),
-        (f"run 1 checkpointed the step it was in (global_step_{stop['during_step']}) and stopped there",
-         stop["checkpoint"] == stop["during_step"] and max(stop["steps_run"], default=0) == stop["during_step"]),
-        ("run 2 resumed from that checkpoint", bool(result["resumed"])),
-        (f"run 2 finished all {result['steps_asked']} steps", result["steps"] == result["steps_asked"]),
-        ("final checkpoint evaluated", result["pasr"] is not None),
-    ]
-    p = result.get("p_pasr_vs_warmup")
-    learned = bool(result["pasr"] and result["warmup"] and result["pasr"]["acc"] > result["warmup"]["acc"]
-                   and p is not None and p < 0.05)
-    out.append(("verl PASR above its warm-up, sign test p < 0.05", learned))
-    return out
-
-
-def print_report(result: dict) -> None:
-    print("\n==== gpu_check ====")
-    print(f"device: {result['device']}   wall: {result['wall_s']:.0f} s   steps: {result['steps']}/{result['steps_asked']}")
-    print(f"{'row':<22}" + "".join(f"{k:>16}" for k in ROW_KEYS))
-    for name in ("warmup", "pasr", "local_pasr"):
-        row = result.get(name)
-        cells = "".join(f"{'-' if row is None or row.get(k) is None else (f'{row[k]:.3f}' if isinstance(row[k], float) else row[k]):>16}"
-                        for k in ROW_KEYS)
-        print(f"{name:<22}{cells}")
-    for key in ("p_pasr_vs_warmup", "p_local_vs_warmup", "p_pasr_vs_local"):
-        print(f"{key:<22} {result['tests'].get(key.removeprefix('p_'))}")
-    print(f"timings: {json.dumps(result['timings'])}")
-    for name, ok in result["checks"]:
-        print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
-    print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")
-
-
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0],
@@ -315,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-override", action="append", default=[], help="extra Hydra override for the verl runs")
     p.add_argument("--local-override", action="append", default=[], help="extra override for the local-engine runs")
     p.add_argument("--out", default="benchmarks/results/gpu_check.json")
+    p.add_argument("--part", choices=("all", "first", "resume"), default="all",
+                   help="all: the whole check; first: warm-up and verl run 1 (stopped); resume: run 2 and the "
+                   "evaluation, in the run directory --part first left (two commands where one is too short)")
+    p.add_argument("--report", metavar="RUN_DIR", help="only rebuild the result of RUN_DIR (e.g. one fetched from a "
+                   "machine whose command was cut off) and write it to --out")
     p.add_argument("--dry-run", action="store_true", help="compose and check the verl config, print the commands")
     return p
 
@@ -337,134 +239,140 @@ def device_name(device: str) -> str:
         return device
 
 
+class Progress:
+    """One command's part of the check: phase times and findings in ``state.json``, and the
+    result rebuilt from the run directory and written after every phase."""
+
+    def __init__(self, root: Path, part: str, out: Path, budget_s: float):
+        self.root, self.part, self.out = root, part, out
+        self.t_start = time.monotonic()
+        self.deadline = self.t_start + budget_s
+        self.state = read_json(root / "state.json")
+        self.state.setdefault("parts", {})[part] = {"wall_s": 0.0, "budget_s": budget_s}
+        self.state.setdefault("phases", {})
+
+    def phase(self, name: str, t: float, **found) -> None:
+        self.state["phases"][name] = round(time.monotonic() - t, 1)
+        self.state.update(found)
+        print(f"gpu_check: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True)
+        self.save()
+
+    def save(self) -> dict:
+        self.state["parts"][self.part]["wall_s"] = round(time.monotonic() - self.t_start, 1)
+        (self.root / "state.json").write_text(json.dumps(self.state, indent=1) + "\n")
+        result = build_result(self.root)
+        write_result(result, self.out)
+        return result
+
+
+def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
+    """Warm-up, data, verl run 1 stopped during step ``--stop-at``; the local parity run beside it.
+    Returns the parity run if it is still going (``--part all`` waits for it later)."""
+    warm_dir = root / "warmup"
+    warm_ckpt = Path(args.warmup_model).resolve() if args.warmup_model else warm_dir / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    t = time.monotonic()
+    if args.warmup_model:
+        warm = run_to_end("warmup-eval", eval_cmd(args, warm_dir, warm_ckpt), root / "warmup.log", run.deadline)
+    else:
+        warm = run_to_end("warmup", warmup_cmd(args, warm_dir, cfg), root / "warmup.log", run.deadline)
+    run.phase("warmup", t)
+    if warm.rc != 0 or not warm_ckpt.is_dir():
+        print(f"gpu_check: the warm-up failed (exit {warm.rc}); see {root / 'warmup.log'}", file=sys.stderr)
+
+    t = time.monotonic()
+    train_file, val_file = write_verl_data(cfg, root / "data")
+    run.phase("data", t)
+    local = None
+    if not args.no_local and warm_ckpt.is_dir():
+        local = WatchedRun("local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log").start()
+    t = time.monotonic()
+    overrides = read_json(root / "settings.json")["verl_overrides"]
+    run1 = WatchedRun("verl-1", driver_cmd(args.verl_driver, overrides), root / "verl_1.log",
+                      on_step=stop_during(args.stop_at, args.stop_delay_s))
+    run1.start().wait(run.deadline - (args.eval_reserve_s if args.part == "all" else 0))
+    run.phase("verl_run1", t, stop_checkpoint=latest_checkpoint(root / "verl"))
+    if local is not None and args.part == "first":
+        local.wait(run.deadline)
+        run.phase("local_pasr", local.t0)
+        return None
+    return local
+
+
+def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> None:
+    """verl run 2 (the same command, which resumes) until ``--steps``, then the merged final
+    checkpoint evaluated as the warm-up was."""
+    t = time.monotonic()
+    overrides = read_json(root / "settings.json")["verl_overrides"]
+    WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start() \
+        .wait(run.deadline - args.eval_reserve_s)
+    run.phase("verl_run2", t)
+    if local is not None:
+        local.wait(run.deadline - 20)
+        run.phase("local_pasr", local.t0)
+    t = time.monotonic()
+    try:
+        from runtime.hf_export import merged_model_dir
+
+        ckpt_dir = root / "verl"
+        merged = merged_model_dir(ckpt_dir, cache=root / "merged")
+        run.phase("merge", t, final_checkpoint=latest_checkpoint(ckpt_dir))
+        t = time.monotonic()
+        run_to_end("final-eval", eval_cmd(args, root / "final_eval", merged), root / "final_eval.log",
+                   run.deadline + args.eval_grace_s)
+        run.phase("final_eval", t, complete=True)
+    except Exception as exc:  # the figures gathered so far still go out
+        print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    t_start = time.monotonic()
-    deadline = t_start + args.budget_s
+    out = Path(args.out)
+    if args.report:
+        result = build_result(Path(args.report))
+        write_result(result, out)
+        print_report(result)
+        return 0 if result["passed"] else 1
     cfg = local_settings(args)
     args.steps = args.steps if args.steps is not None else cfg.trainer.steps
     if not 2 <= args.stop_at < args.steps:
         raise SystemExit(f"gpu_check: --stop-at must be >= 2 and below --steps ({args.steps}), got {args.stop_at}")
     root = (ROOT / args.run_dir).resolve() if not Path(args.run_dir).is_absolute() else Path(args.run_dir)
-    ckpt_dir, data_dir = root / "verl", root / "data"
-    warm_dir, local_dir, final_eval_dir = root / "warmup", root / "local_pasr", root / "final_eval"
-    warm_ckpt = Path(args.warmup_model).resolve() if args.warmup_model else warm_dir / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    warm_ckpt = Path(args.warmup_model).resolve() if args.warmup_model else root / "warmup" / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    overrides = verl_overrides(args, cfg, root / "data" / "train.parquet", root / "data" / "val.parquet",
+                               warm_ckpt, root / "verl")
 
     if args.dry_run:
         from recipe.verl_engine.config import compose_config, preflight
 
-        train_file, val_file = data_dir / "train.parquet", data_dir / "val.parquet"
-        overrides = verl_overrides(args, cfg, train_file, val_file, warm_ckpt, ckpt_dir)
         # the GPU and vLLM are the device's: here only the config and PASR's own checks
         preflight(compose_config(overrides), local_gpus=lambda: 1, find_module=lambda name: True)
-        print("warm-up:  ", " ".join(warmup_cmd(args, warm_dir, cfg)))
+        print("warm-up:  ", " ".join(warmup_cmd(args, root / "warmup", cfg)))
         print("verl:     ", " ".join(driver_cmd(args.verl_driver, overrides)))
-        print("local:    ", " ".join(local_pasr_cmd(args, local_dir, warm_ckpt)))
-        print("eval:     ", " ".join(eval_cmd(args, final_eval_dir, "<merged final checkpoint>")))
+        print("local:    ", " ".join(local_pasr_cmd(args, root / "local_pasr", warm_ckpt)))
+        print("eval:     ", " ".join(eval_cmd(args, root / "final_eval", "<merged final checkpoint>")))
         return 0
 
-    if root.exists():
-        import shutil
-
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    phases: dict[str, float] = {}
-
-    def mark(name: str, t: float) -> None:
-        phases[name] = round(time.monotonic() - t, 1)
-        print(f"gpu_check: {name} {phases[name]} s (at {time.monotonic() - t_start:.0f} s)", flush=True)
-
-    device = device_name(args.device)
-    print(f"gpu_check: {device}; run directory {root}", flush=True)
-
-    # 1. warm-up (or evaluate the given one)
-    t = time.monotonic()
-    if args.warmup_model:
-        warm = run_to_end("warmup-eval", eval_cmd(args, warm_dir, warm_ckpt), root / "warmup.log", deadline)
-        warm_eval = warm_dir / "eval" / "base.jsonl"
+    if args.part == "resume":
+        if not (root / "settings.json").is_file() or not (root / "verl_1.log").is_file():
+            raise SystemExit(f"gpu_check: --part resume needs the run directory of --part first ({root})")
     else:
-        warm = run_to_end("warmup", warmup_cmd(args, warm_dir, cfg), root / "warmup.log", deadline)
-        warm_eval = warm_dir / "eval" / "warmup.jsonl"
-    mark("warmup", t)
-    if warm.rc != 0 or not warm_ckpt.is_dir():
-        print(f"gpu_check: the warm-up failed (exit {warm.rc}); see {root / 'warmup.log'}", file=sys.stderr)
-
-    # 2. data, the local parity run in the background, verl run 1 stopped during --stop-at
-    t = time.monotonic()
-    train_file, val_file = write_verl_data(cfg, data_dir)
-    mark("data", t)
-    overrides = verl_overrides(args, cfg, train_file, val_file, warm_ckpt, ckpt_dir)
-    local = None
-    if not args.no_local and warm_ckpt.is_dir():
-        local = WatchedRun("local", local_pasr_cmd(args, local_dir, warm_ckpt), root / "local_pasr.log").start()
-    final_deadline = deadline - args.eval_reserve_s
-    t = time.monotonic()
-    run1 = WatchedRun("verl-1", driver_cmd(args.verl_driver, overrides), root / "verl_1.log",
-                      on_step=stop_during(args.stop_at, args.stop_delay_s))
-    run1.start()
-    run1.wait(final_deadline)
-    mark("verl_run1", t)
-    term = next((s for s in run1.signals if s[1] == "SIGTERM"), None)
-    stop = {"asked_step": args.stop_at, "during_step": term[2] if term else None, "signal_at_s": term[0] if term else None,
-            "signalled": term is not None, "rc": run1.rc, "checkpoint": latest_checkpoint(ckpt_dir),
-            "steps_run": sorted(run1.steps), "stopped_line": run1.grep("pasr verl: stopped after step")}
-
-    # 3. verl run 2: resume and finish (stopped with a checkpoint if the budget runs out)
-    t = time.monotonic()
-    run2 = WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start()
-    run2.wait(final_deadline)
-    mark("verl_run2", t)
-    resumed = stop["checkpoint"] is not None and run2.grep(f"global_step_{stop['checkpoint']}") and \
-        bool(run2.steps) and min(run2.steps) == stop["checkpoint"] + 1
-    if local is not None:
-        local.wait(deadline - 20)
-        phases["local_pasr_wall"] = round(local.wall_s, 1)
-
-    # 4. merge and evaluate the final verl checkpoint
-    t = time.monotonic()
-    final_eval = final_eval_dir / "eval" / "base.jsonl"
-    merged = None
-    try:
-        from runtime.hf_export import merged_model_dir
-
-        merged = merged_model_dir(ckpt_dir, cache=root / "merged")
-        mark("merge", t)
-        t = time.monotonic()
-        run_to_end("final-eval", eval_cmd(args, final_eval_dir, merged), root / "final_eval.log", deadline + args.eval_grace_s)
-        mark("final_eval", t)
-    except Exception as exc:  # the figures gathered so far still go out
-        print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    local_eval = local_dir / "eval" / "final.jsonl"
-    done = latest_checkpoint(ckpt_dir)
-    result = {
-        "device": device,
-        "wall_s": round(time.monotonic() - t_start, 1),
-        "budget_s": args.budget_s,
-        "steps": done,
-        "steps_asked": args.steps,
-        "resumed": bool(resumed),
-        "stop": stop,
-        "warmup": eval_summary(warm_eval),
-        "pasr": eval_summary(final_eval),
-        "local_pasr": eval_summary(local_eval),
-        "tests": {"pasr_vs_warmup": paired(warm_eval, final_eval), "local_vs_warmup": paired(warm_eval, local_eval),
-                  "pasr_vs_local": paired(local_eval, final_eval)},
-        "timings": {"phases": phases, "startup_run1": startup(run1), "startup_run2": startup(run2),
-                    **step_timings([run1, run2])},
-        "train_metrics": pasr_metric_trend([run1, run2]),
-        "settings": {"seed": args.seed, "preset": args.preset, "eval_size": args.eval_size, "stop_at": args.stop_at,
-                     "queries_per_step": cfg.rollout.queries_per_step, "save_every": args.save_every, "verl_overrides": overrides,
-                     "local_overrides": local_common(args)},
-    }
-    p = result["tests"]["pasr_vs_warmup"]
-    result["p_pasr_vs_warmup"] = p["p"] if p else None
-    result["checks"] = checks(result)
-    result["passed"] = all(ok for _, ok in result["checks"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        settings = {"device": device_name(args.device), "steps": args.steps, "seed": args.seed, "preset": args.preset,
+                    "eval_size": args.eval_size, "stop_at": args.stop_at, "queries_per_step": cfg.rollout.queries_per_step,
+                    "save_every": args.save_every, "budget_s": args.budget_s, "verl_overrides": overrides,
+                    "local_overrides": local_common(args)}
+        (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
+    run = Progress(root, args.part, out, args.budget_s)
+    print(f"gpu_check: {read_json(root / 'settings.json')['device']}; part {args.part}; run directory {root}", flush=True)
+    local = first_part(args, cfg, root, run) if args.part in ("all", "first") else None
+    if args.part in ("all", "resume"):
+        resume_part(args, root, run, local)
+    result = run.save()
     print_report(result)
+    if args.part == "first":
+        print("gpu_check: next, within the machine's loan: the same command with --part resume")
     print(f"gpu_check: wrote {out}; logs in {root}")
     return 0 if result["passed"] else 1
 

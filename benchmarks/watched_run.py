@@ -4,10 +4,14 @@
 ``benchmarks.gpu_check`` runs the verl driver and the local-engine stages this way: the timestamps
 are where its start-up timeline comes from, the step lines where its step timings and training
 metrics come from, and ``on_step`` is how a SIGTERM lands inside a chosen step.
+What the log cannot hold (the signals sent, the exit code) goes to a sidecar ``<log>.events.json``
+as it happens, so :meth:`WatchedRun.load` rebuilds the run from its files alone: a check whose
+command was killed by a machine's time limit still reports what it did.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
 NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")
+LOG_LINE = re.compile(r"^\s*(\d+\.\d) (.*)$")
 
 
 def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
@@ -61,36 +66,67 @@ class WatchedRun:
         path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
         self.t0 = time.monotonic()
+        self._save_events()
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", bufsize=1, cwd=ROOT, env=env, start_new_session=True)
         self._reader = threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True)
         self._reader.start()
         return self
 
+    @property
+    def events_path(self) -> Path:
+        return self.log.with_name(self.log.name + ".events.json")
+
+    def _save_events(self) -> None:
+        self.events_path.write_text(json.dumps({"cmd": self.cmd, "signals": self.signals, "rc": self.rc}) + "\n")
+
+    @classmethod
+    def load(cls, log: Path, name: str | None = None) -> "WatchedRun":
+        """The run as its files left it: the timestamped lines, the step lines parsed from them, and
+        the signals and exit code of the sidecar (none and ``None`` where it is missing)."""
+        run = cls(name or log.stem, [], log)
+        if log.is_file():
+            for raw in log.read_text(errors="replace").splitlines():
+                m = LOG_LINE.match(raw)
+                if m:
+                    run._take(float(m.group(1)), m.group(2))
+        if run.events_path.is_file():
+            events = json.loads(run.events_path.read_text())
+            run.cmd, run.rc = events.get("cmd", []), events.get("rc")
+            run.signals = [tuple(s) for s in events.get("signals", [])]
+        return run
+
+    def _take(self, t: float, line: str) -> tuple[int, dict] | None:
+        self.lines.append((t, line))
+        parsed = parse_step_line(line)
+        if parsed and parsed[0] not in self.steps:
+            self.steps[parsed[0]] = (t, parsed[1])
+            return parsed
+        return None
+
     def _read(self) -> None:
         with open(self.log, "w") as f:
             for line in self.proc.stdout:
                 t = time.monotonic() - self.t0
                 line = line.rstrip("\n")
-                self.lines.append((t, line))
                 f.write(f"{t:7.1f} {line}\n")
                 f.flush()
-                parsed = parse_step_line(line)
-                if parsed and parsed[0] not in self.steps:
-                    self.steps[parsed[0]] = (t, parsed[1])
-                    if self.on_step:
-                        self.on_step(self, parsed[0])
+                parsed = self._take(round(t, 1), line)
+                if parsed and self.on_step:
+                    self.on_step(self, parsed[0])
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
         """Signal the driver only (a user's Ctrl-C or ``kill PID``), not its process group."""
         if self.proc and self.proc.poll() is None:
             in_flight = max(self.steps, default=0) + 1  # the step running when the signal is sent
             self.signals.append((round(time.monotonic() - self.t0, 1), signal.Signals(sig).name, in_flight))
+            self._save_events()
             self.proc.send_signal(sig)
 
     def kill_group(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.signals.append((round(time.monotonic() - self.t0, 1), "SIGKILL", max(self.steps, default=0) + 1))
+            self._save_events()
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -109,6 +145,7 @@ class WatchedRun:
             self.kill_group()
         self.rc = self.proc.wait()
         self._reader.join(timeout=10)
+        self._save_events()
         return self.rc
 
     @property

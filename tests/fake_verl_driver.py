@@ -57,6 +57,8 @@ def main(argv: list[str]) -> int:
               f" - pasr/acc_refine:0.5 - pasr/format_pass_rate:1.0", flush=True)
         if step == total or step % save_freq == 0:
             save(step)
+    if stop.is_set():
+        print(f"{PREFIX} pasr verl: SIGTERM received: stopping after step {last}", flush=True)
     if stop.is_set() and last > start and (not tracker.is_file() or int(tracker.read_text()) < last):
         save(last)
         print(f"{PREFIX} pasr verl: stopped after step {last}; checkpoint {ckpt}/global_step_{last}", flush=True)

@@ -110,3 +110,45 @@ def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_mode
     assert not any(ok for name, ok in checks.items() if name.startswith("run 1 checkpointed"))
     assert not result["resumed"] and result["stop"]["checkpoint"] is None
     assert result["local_pasr"] is None and result["warmup"]["n"] == 4
+
+
+def test_the_check_in_two_commands_first_then_resume(tmp_path, tiny_model_dir):
+    """``--part first`` (warm-up, run 1 stopped) leaves a result that says it is not complete;
+    ``--part resume`` in the same run directory finishes it with the same checks as one command."""
+    first = _run(tmp_path, tiny_model_dir, "--no-local", "--part", "first")
+    assert not first["complete"] and first["pasr"] is None and first["warmup"]["n"] == 4
+    assert first["stop"]["checkpoint"] == 2 and first["stop"]["rc"] == 0 and first["steps"] == 2
+    assert set(first["timings"]["parts"]) == {"first"}
+    result = _run(tmp_path, tiny_model_dir, "--no-local", "--part", "resume")
+    assert result["complete"] and result["resumed"] and result["steps"] == 4 and result["pasr_step"] == 4
+    assert set(result["timings"]["parts"]) == {"first", "resume"}
+    machinery = {name: ok for name, ok in result["checks"] if not name.startswith("verl PASR above")}
+    assert all(machinery.values()), machinery
+    assert result["wall_s"] == pytest.approx(sum(p["wall_s"] for p in result["timings"]["parts"].values()), abs=0.2)
+
+
+def test_resume_needs_the_first_parts_directory(tmp_path):
+    with pytest.raises(SystemExit, match="--part first"):
+        gpu_check.main(["--part", "resume", "--run-dir", str(tmp_path / "nothing")])
+
+
+def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_model_dir):
+    """A command killed by a machine's time limit leaves no sidecar for its last run: ``--report``
+    rebuilds the result from the logs, reading the stop from the driver's own lines and leaving
+    the unknown exit code unknown (a failed check, not a guess)."""
+    whole = _run(tmp_path, tiny_model_dir, "--no-local")
+    root = tmp_path / "run"
+    rebuilt = tmp_path / "rebuilt.json"
+    assert gpu_check.main(["--report", str(root), "--out", str(rebuilt)]) == 1  # nothing learned: FAIL
+    again = json.loads(rebuilt.read_text())
+    for key in ("steps", "resumed", "stop", "warmup", "pasr", "p_pasr_vs_warmup", "checks", "train_metrics"):
+        assert again[key] == whole[key], key
+
+    (root / "verl_1.log.events.json").unlink()
+    gpu_check.main(["--report", str(root), "--out", str(rebuilt)])
+    cut = json.loads(rebuilt.read_text())
+    stop = cut["stop"]
+    assert stop["source"] == "driver log" and stop["during_step"] == 2 and stop["checkpoint"] == 2 and stop["rc"] is None
+    checks = dict(cut["checks"])
+    assert checks["run 1 checkpointed the step it was in (global_step_2) and stopped there"]
+    assert not checks["run 1 exited 0 after the SIGTERM (exit code not recorded)"]

@@ -100,7 +100,7 @@ def _unbox(text: str) -> str | None:
 
 
 def _strip_trailing_punct(text: str) -> str:
-    """``8.`` -> ``8``; a backslash-escaped mark (``\;``, a LaTeX space) is kept."""
+    r"""``8.`` -> ``8``; a backslash-escaped mark (``\;``, a LaTeX space) is kept."""
     stripped = text.rstrip(_TRAILING_PUNCT)
     if stripped != text and stripped.endswith("\\"):
         stripped = text[: len(stripped) + 1]

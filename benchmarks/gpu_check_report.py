@@ -1,0 +1,205 @@
+"""The result of ``benchmarks.gpu_check``, read from its run directory alone.
+
+Why from files: a lent GPU machine's command has a hard time limit, and a check cut off there
+still did things worth reporting (a warm-up, a stop, some steps). So the check writes nothing
+but logs (timestamped, with a sidecar of signals and exit codes: :mod:`benchmarks.watched_run`),
+evaluation dumps, verl's checkpoints and two small JSON files (``settings.json``: how it was
+asked to run; ``state.json``: phase times and what each phase found), and this module turns a
+run directory into the result at any moment: after every phase, at the end, or afterwards with
+``gpu_check --report RUN_DIR`` on a directory fetched from the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from statistics import fmean
+
+from benchmarks.watched_run import WatchedRun
+from eval.significance import paired_counts, sign_test
+
+ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "tokens", "n")
+STEP_PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor", "timing_s/step")
+# the start-up timeline of a verl run: the first line matching each, in seconds from its command
+MARKS = {
+    "ray_up": re.compile(r"Started a local Ray instance|Connected to Ray cluster"),
+    "task_runner": re.compile(r"pasr verl: task runner on"),
+    "workers_spawned": re.compile(r"\(WorkerDict pid="),
+    "fsdp_built": re.compile(r"After FSDP, memory allocated"),
+    "vllm_server": re.compile(r"\(vLLMHttpServer pid=\d+\)"),
+    "vllm_engine_core": re.compile(r"EngineCore pid=|Initializing a V1 LLM engine"),
+    "vllm_ready": re.compile(r"LLMServerManager:|KV cache size|Available KV cache memory"),
+    "fit_start": re.compile(r"Training from scratch|Resuming from"),
+}
+STOP_LINE = re.compile(r"pasr verl: stopped after step (\d+); (?:checkpoint|its checkpoint is already saved)")
+STOP_SIGNAL_LINE = re.compile(r"pasr verl: SIGTERM received: stopping after step (\d+)")
+LOGS = {"warmup": "warmup.log", "verl_1": "verl_1.log", "verl_2": "verl_2.log", "local": "local_pasr.log"}
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def eval_summary(path: Path) -> dict | None:
+    """The row (acc, format, refine_rate, refine_fix_rate, ...) of an evaluation dump, or None."""
+    from benchmarks.learning_signal import eval_row
+
+    if not path.is_file():
+        return None
+    row = eval_row(path)
+    return {k: row.get(k) for k in ROW_KEYS}
+
+
+def paired(a: Path, b: Path) -> dict | None:
+    """Paired sign test of ``b`` against ``a`` (per-question greedy correctness)."""
+    from benchmarks.learning_signal import correct_by_query
+
+    if not (a.is_file() and b.is_file()):
+        return None
+    wins, losses = paired_counts(correct_by_query(a), correct_by_query(b))
+    return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
+
+
+def latest_checkpoint(ckpt_dir: Path) -> int | None:
+    tracker = ckpt_dir / "latest_checkpointed_iteration.txt"
+    try:
+        return int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def step_timings(runs: list[WatchedRun]) -> dict:
+    """Mean step time and its parts over the steps of ``runs`` (the first step of each run, which
+    pays one-off warm-ups, is reported alone)."""
+    rows = [m for r in runs for s, (_, m) in sorted(r.steps.items())[1:]]
+    firsts = [sorted(r.steps.items())[0][1][1] for r in runs if r.steps]
+
+    def means(ms):
+        return {k.removeprefix("timing_s/"): round(fmean(m[k] for m in ms if k in m), 2)
+                for k in STEP_PARTS if any(k in m for m in ms)}
+
+    return {"mean_step": means(rows), "first_step": means(firsts), "n_steps_averaged": len(rows)}
+
+
+def startup(run: WatchedRun) -> dict:
+    """The run's start-up timeline (seconds from its command) and the time to its first step's
+    start: when the first step line was logged, less that step's own ``timing_s/step``."""
+    out = {name: (None if (t := run.first(p)) is None else round(t, 1)) for name, p in MARKS.items()}
+    if run.steps:
+        t, metrics = run.steps[min(run.steps)]
+        out["first_step_logged"] = round(t, 1)
+        out["to_first_step"] = round(t - metrics.get("timing_s/step", 0.0), 1)
+    if run.lines:
+        out["last_line"] = round(run.lines[-1][0], 1)
+    return out
+
+
+def pasr_metric_trend(runs: list[WatchedRun], keys=("pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain",
+                                                   "pasr/refine_rate", "pasr/refine_fix_rate", "critic/score/mean",
+                                                   "actor/lr")) -> dict:
+    merged = {s: m for r in runs for s, (_, m) in r.steps.items()}
+    return {k: [float(f"{merged[s][k]:.4g}") for s in sorted(merged) if k in merged[s]] for k in keys}
+
+
+def stop_info(run1: WatchedRun, state: dict, asked_step: int) -> dict:
+    """What the SIGTERM to run 1 did. The sidecar says when it was sent and the exit code; without
+    one (a run whose command was killed before it was written) the driver's own lines say during
+    which step it arrived and which checkpoint it left, and the exit code is unknown (None)."""
+    term = next((s for s in run1.signals if s[1] == "SIGTERM"), None)
+    stopped = next((int(m.group(1)) for _, line in run1.lines if (m := STOP_LINE.search(line))), None)
+    source = "events"
+    if term is None:
+        heard = next((int(m.group(1)) for _, line in run1.lines if (m := STOP_SIGNAL_LINE.search(line))), None)
+        if heard is not None:
+            at = next((t for t, line in run1.lines if "pasr verl: SIGTERM" in line), None)
+            term, source = (at, "SIGTERM", heard), "driver log"
+    return {"asked_step": asked_step, "during_step": term[2] if term else None, "signal_at_s": term[0] if term else None,
+            "signalled": term is not None, "rc": run1.rc, "source": source,
+            "checkpoint": state.get("stop_checkpoint", stopped), "steps_run": sorted(run1.steps),
+            "stopped_line": stopped is not None}
+
+
+def checks(result: dict) -> list[tuple[str, bool]]:
+    """What PASS needs: the stop / resume path worked and the verl engine learned."""
+    stop = result["stop"]
+    during = stop["during_step"]
+    out = [
+        ("warm-up evaluated", result["warmup"] is not None),
+        (f"run 1 got SIGTERM during a step (step {during})",
+         bool(stop["signalled"]) and during is not None and during <= result["steps_asked"]),
+        ("run 1 exited 0 after the SIGTERM" + (" (exit code not recorded)" if stop["rc"] is None else ""), stop["rc"] == 0),
+        (f"run 1 checkpointed the step it was in (global_step_{during}) and stopped there",
+         during is not None and stop["checkpoint"] == during and max(stop["steps_run"], default=0) == during),
+        ("run 2 resumed from that checkpoint", bool(result["resumed"])),
+        (f"run 2 finished all {result['steps_asked']} steps", result["steps"] == result["steps_asked"]),
+        ("final checkpoint evaluated", result["pasr"] is not None and result.get("pasr_step") == result["steps_asked"]),
+    ]
+    p = result.get("p_pasr_vs_warmup")
+    learned = bool(result["pasr"] and result["warmup"] and result["pasr"]["acc"] > result["warmup"]["acc"]
+                   and p is not None and p < 0.05)
+    out.append(("verl PASR above its warm-up, sign test p < 0.05", learned))
+    return out
+
+
+def build_result(root: Path) -> dict:
+    """The check's result from what ``root`` holds now (see the module docstring)."""
+    settings, state = read_json(root / "settings.json"), read_json(root / "state.json")
+    run1, run2 = (WatchedRun.load(root / LOGS[k], k) for k in ("verl_1", "verl_2"))
+    warm_dir = root / "warmup" / "eval"
+    warm_eval = warm_dir / "warmup.jsonl" if (warm_dir / "warmup.jsonl").is_file() else warm_dir / "base.jsonl"
+    final_eval, local_eval = root / "final_eval" / "eval" / "base.jsonl", root / "local_pasr" / "eval" / "final.jsonl"
+    stop = stop_info(run1, state, settings.get("stop_at"))
+    resumed = (stop["checkpoint"] is not None and run2.grep(f"global_step_{stop['checkpoint']}")
+               and bool(run2.steps) and min(run2.steps) == stop["checkpoint"] + 1)
+    phases = state.get("phases", {})
+    result = {
+        "device": settings.get("device"),
+        "wall_s": round(sum(p["wall_s"] for p in state.get("parts", {}).values()), 1),
+        "budget_s": settings.get("budget_s"),
+        "complete": bool(state.get("complete")),
+        "steps": latest_checkpoint(root / "verl"),
+        "steps_asked": settings.get("steps"),
+        "resumed": bool(resumed),
+        "stop": stop,
+        "warmup": eval_summary(warm_eval),
+        "pasr": eval_summary(final_eval),
+        "pasr_step": state.get("final_checkpoint"),
+        "local_pasr": eval_summary(local_eval),
+        "tests": {"pasr_vs_warmup": paired(warm_eval, final_eval), "local_vs_warmup": paired(warm_eval, local_eval),
+                  "pasr_vs_local": paired(local_eval, final_eval)},
+        "timings": {"parts": state.get("parts", {}), "phases": phases, "startup_run1": startup(run1),
+                    "startup_run2": startup(run2), **step_timings([run1, run2])},
+        "train_metrics": pasr_metric_trend([run1, run2]),
+        "settings": settings,
+    }
+    p = result["tests"]["pasr_vs_warmup"]
+    result["p_pasr_vs_warmup"] = p["p"] if p else None
+    result["checks"] = checks(result)
+    result["passed"] = all(ok for _, ok in result["checks"])
+    return result
+
+
+def write_result(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(out)
+
+
+def print_report(result: dict) -> None:
+    print("\n==== gpu_check ====")
+    print(f"device: {result['device']}   wall: {result['wall_s']:.0f} s   steps: {result['steps']}/{result['steps_asked']}"
+          + ("" if result["complete"] else "   (not complete: the result so far)"))
+    print(f"{'row':<22}" + "".join(f"{k:>16}" for k in ROW_KEYS))
+    for name in ("warmup", "pasr", "local_pasr"):
+        row = result.get(name)
+        cells = "".join(f"{'-' if row is None or row.get(k) is None else (f'{row[k]:.3f}' if isinstance(row[k], float) else row[k]):>16}"
+                        for k in ROW_KEYS)
+        print(f"{name:<22}{cells}")
+    for key in ("p_pasr_vs_warmup", "p_local_vs_warmup", "p_pasr_vs_local"):
+        print(f"{key:<22} {result['tests'].get(key.removeprefix('p_'))}")
+    print(f"timings: {json.dumps(result['timings'])}")
+    for name, ok in result["checks"]:
+        print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
+    print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")
