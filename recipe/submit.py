@@ -7,7 +7,8 @@ it, it follows its semantics: ``--submission-id`` (``--job-id`` is Ray's depreca
 ``--runtime-env FILE`` (default ``recipe/runtime_env.yaml``) with ``--working-dir`` (default
 ``.``) overriding the file's, ``--metadata-json``, and with ``--entrypoint CMD`` nothing of the
 recipe is checked, as Ray would not. The runtime env uploads the repository minus what the file
-excludes (.git, runs/, checkpoints/, parquet files, weights, caches) and sets
+excludes (.git, runs/, checkpoints/, parquet files, weights, caches), what ``.gitignore`` lists
+(Ray reads it) and what ``.git/info/exclude`` lists (Ray does not; added here), and sets
 ``RAY_JOB_STOP_WAIT_TIME_S`` (900 s), so that ``ray job stop`` / ``pasr jobs stop`` leave the run
 time to checkpoint after SIGTERM; ``--env KEY=VALUE`` adds or overrides a variable. The
 entrypoint runs on the head node:
@@ -55,12 +56,29 @@ def build_entrypoint(engine: str, overrides: list[str], entrypoint: str | None =
     return " ".join([head, *(shlex.quote(o) for o in overrides)])
 
 
+def git_info_excludes(working_dir: Path) -> list[str]:
+    """The patterns of ``.git/info/exclude``, git's ignore list of one clone. Ray's upload skips
+    what ``.gitignore`` lists but never reads this file, so a large folder ignored only there (a
+    local environment bundle of 400 MB did it) went up with the job and Ray refused the upload
+    (over its 100 MiB limit). The syntax is the one Ray's ``excludes`` take (gitignore's)."""
+    path = working_dir / ".git" / "info" / "exclude"
+    if not path.is_file():
+        return []
+    lines = (line.strip() for line in path.read_text(errors="replace").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
 def build_runtime_env(working_dir: Path, env: list[str] | None = None, base_file: Path = RUNTIME_ENV_FILE) -> dict:
-    """``recipe/runtime_env.yaml`` with ``working_dir`` set and ``--env`` variables added."""
+    """``recipe/runtime_env.yaml`` with ``working_dir`` set, the clone's ``.git/info/exclude``
+    patterns added to ``excludes`` and ``--env`` variables added."""
     from omegaconf import OmegaConf
 
     runtime_env = OmegaConf.to_container(OmegaConf.load(base_file), resolve=True) if base_file.is_file() else {}
     runtime_env["working_dir"] = str(working_dir)
+    excludes = list(runtime_env.get("excludes") or [])
+    excludes += [p for p in git_info_excludes(working_dir) if p not in excludes]
+    if excludes:
+        runtime_env["excludes"] = excludes
     env_vars = dict(runtime_env.get("env_vars") or {})
     for item in env or []:
         key, sep, value = item.partition("=")

@@ -78,6 +78,12 @@ def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
     assert build_runtime_env(tmp_path, ["RAY_JOB_STOP_WAIT_TIME_S=60"])["env_vars"] == {"RAY_JOB_STOP_WAIT_TIME_S": "60"}
     for pattern in ("/.git/", "runs/", "outputs/", "checkpoints/", "*.parquet", ".cache/"):
         assert pattern in env["excludes"]
+    assert "/.bundle/" not in env["excludes"]
+    (tmp_path / ".git" / "info").mkdir(parents=True)
+    (tmp_path / ".git" / "info" / "exclude").write_text("# git's comment\n/.bundle/\n\n*.tmp\nruns/\n")
+    excludes = build_runtime_env(tmp_path)["excludes"]
+    # the clone's own ignore list, which Ray's upload does not read, once each
+    assert excludes[-2:] == ["/.bundle/", "*.tmp"] and excludes.count("runs/") == 1
     monkeypatch.setenv("PASR_TEST_SECRET", "s3")
     assert build_runtime_env(tmp_path, ["PASR_TEST_SECRET"])["env_vars"]["PASR_TEST_SECRET"] == "s3"
     monkeypatch.delenv("PASR_TEST_UNSET", raising=False)

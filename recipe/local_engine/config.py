@@ -79,9 +79,9 @@ class RolloutConfig:
 class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
-    # 1e-5: at 2e-5 thirty PASR steps from the column warm-up moved greedy accuracy nowhere
-    # (0.593 vs 0.600) while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the
-    # same steps reached 0.713 (docs/results/learning_signal_history.md)
+    # 1e-5: at 2e-5 thirty PASR steps from the column warm-up left greedy accuracy where it was
+    # while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the same steps gained
+    # (figures: docs/results/learning_signal_history.md)
     lr: float = 1e-5
     # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
     # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
@@ -108,10 +108,9 @@ class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
 
     # 160 steps over 400 traces: after 60 steps over 200 the model's checks were no more accurate
-    # than its first values (greedy: 116 vs 125 of 300 right), so refining could not help and PASR
-    # trained it away on an AVX2 CPU; after 160 over 400 a check fixes twice as often as it breaks
-    # (15 vs 7) and two PASR trajectories of three kept and spread refining, two of two with the RL
-    # lr ramp below (benchmarks/learning_signal)
+    # than its first values, so refining could not help and PASR trained it away on an AVX2 CPU;
+    # after 160 over 400 a check fixed about twice as often as it broke and PASR kept and spread
+    # refining (figures: docs/results/learning_signal_history.md)
     steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
@@ -141,10 +140,9 @@ class WarmupConfig:
 @dataclass
 class TrainerConfig:
     # PASR (RL) steps after the warm-up. 10: from the default warm-up, greedy accuracy on the
-    # learning-signal benchmark's 300 problems was already where 20 and 30 steps left it (seed 0:
-    # 0.683 at 10, 20 and 30 steps; seed 1: 0.660 at 10, 0.690 at 20 and 30; seed 2: 0.683 at 10;
-    # warm-up 0.600; benchmarks/results/pasr_steps_seeds.json), with every answer refining, and
-    # 10 steps fit that benchmark in the hour on 2 cores (docs/results/learning_signal.md).
+    # learning-signal benchmark was already about where 20 and 30 steps left it, on three seeds,
+    # with every answer refining, and 10 steps fit that benchmark in the hour on 2 cores
+    # (figures: docs/results/learning_signal.md, benchmarks/results/pasr_steps_seeds.json).
     steps: int = 10
     save_every: int = 10
     keep_last: int = 2
