@@ -290,6 +290,45 @@ def test_countdown_warmup_teaches_attempts_reflections_and_retries():
         load_config(preset="rrr", overrides=["warmup.reflection_fraction=0.6", "warmup.retry_fraction=0.5"])
 
 
+def test_synthetic_rrr_warmup_teaches_reflections_that_redo_the_slipped_step():
+    """RRR on the synthetic arithmetic: attempts are the right steps; a reflection is shown a
+    failed attempt (one step off, the error carried to the answer) and redoes that step digit by
+    digit to its right value; a retry sees that attempt and reflection and answers right."""
+    import re
+
+    from data.synthetic import generate_problems
+    from prompts import PromptSet
+    from recipe.local_engine.warmup_data import warmup_examples
+
+    cfg = load_config(preset="rrr", overrides=["data.source=synthetic", "pasr.judge.kind=rule", "warmup.n_traces=200",
+                                               "warmup.reflection_fraction=0.3", "warmup.retry_fraction=0.2",
+                                               "data.difficulty=2"])
+    rrr = cfg.rrr.load_prompts()
+    problems = generate_problems(200, seed=cfg.warmup.seed, difficulty=2, split="train")
+    examples = warmup_examples(cfg, PromptSet.load("refine_system_short", "plain_system_short"), rrr)
+    kinds = {"attempt": 0, "reflection": 0, "retry": 0}
+    for ex, p in zip(examples, problems, strict=True):
+        user, right = ex.chat[-1]["content"], f"<answer>{p.answer}</answer>"
+        assert ex.prefill == ""
+        if user == p.question:
+            assert ex.chat[0]["content"] == rrr.attempt_system
+            kinds["attempt"] += 1
+            assert ex.target.endswith(right) and "<refine>" not in ex.target
+            continue
+        failed = user.split("Your attempt:")[1].split("Feedback:")[0]
+        assert "<answer>" in failed and right not in failed
+        if "Your reflection:" in user:
+            kinds["retry"] += 1
+            assert ex.chat[0]["content"] == rrr.attempt_system and ex.target.endswith(right)
+        else:
+            kinds["reflection"] += 1
+            wrote, claimed = re.match(r"I wrote (\d+ [-+*] \d+) = (\d+), but ", ex.target).groups()
+            step = next(s for s in p.steps if s.text.startswith(wrote + " ="))
+            assert f"{claimed}." in failed and int(claimed) != step.result
+            assert f"so {wrote} = {step.result}, not {claimed}." in ex.target and "<answer>" not in ex.target
+    assert abs(kinds["reflection"] / 200 - 0.3) < 0.1 and abs(kinds["retry"] / 200 - 0.2) < 0.1, kinds
+
+
 def test_rrr_refuses_a_judge_that_is_not_binary_and_exact():
     """A reflection's reward is whether its retry succeeded: an LLM judge's 0.7 is no answer."""
     from recipe.pasr_config import ConfigError
