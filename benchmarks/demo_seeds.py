@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.learning_signal import correct_by_query, eval_row
-from benchmarks.training_stages import cpu_model, fmt
+from benchmarks.training_stages import fmt
 from eval.significance import paired_counts, sign_test
 
 WALL_FILE = "demo_wall.json"  # the run's wall time, written by this script beside the run
@@ -37,9 +37,9 @@ def seed_overrides(seed: int) -> list[str]:
     return [f"warmup.seed={seed}", f"trainer.seed={seed}"]
 
 
-def run_seed(run_dir: Path, seed: int, overrides: list[str]) -> float:
-    """``pasr train --preset demo`` for one seed, in a process of its own; its wall time."""
-    cmd = [sys.executable, "-m", "recipe", "train", "--preset", "demo", "--run-dir", str(run_dir),
+def run_seed(run_dir: Path, seed: int, overrides: list[str], preset: str = "demo") -> float:
+    """``pasr train --preset PRESET`` for one seed, in a process of its own; its wall time."""
+    cmd = [sys.executable, "-m", "recipe", "train", "--preset", preset, "--run-dir", str(run_dir),
            *seed_overrides(seed), *overrides]
     print("+", " ".join(cmd), flush=True)
     t0 = time.monotonic()
@@ -63,6 +63,18 @@ def seed_row(run_dir: Path, seed: int) -> dict:
         "warmup_refine_rate": warm["refine_rate"], "warmup_refine_fix_rate": warm["refine_fix_rate"],
         "format": final["format"], "run_dir": str(run_dir),
     }  # fmt: skip
+
+
+def cpu_info(overrides: list[str], dtype: str | None = None) -> dict:
+    """The JSON's ``cpu`` (:func:`benchmarks.training_stages.cpu_info`) with the compute dtype
+    the runs used: given, forced by ``model.rollout_dtype=`` in the overrides, or this CPU's
+    measured choice."""
+    from benchmarks.training_stages import cpu_info as measured
+
+    info = measured()
+    forced = next((o.split("=", 1)[1] for o in overrides if o.startswith("model.rollout_dtype=")), None)
+    info["dtype"] = dtype or (forced if forced not in (None, "auto") else info["dtype"])
+    return info
 
 
 def learned(row: dict, alpha: float = 0.05) -> bool:
@@ -90,8 +102,6 @@ def main(argv=None) -> int:
     parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
-    from runtime.cpu_dtype import cpu_capability, measured_cpu_dtype
-
     rows = []
     for seed in args.seeds:
         run_dir = Path(args.runs_dir) / f"seed_{seed}"
@@ -100,12 +110,7 @@ def main(argv=None) -> int:
                 sys.exit(f"{run_dir} holds an unfinished run: finish it (pasr train --resume {run_dir}) or remove it")
             run_seed(run_dir, seed, args.overrides)
         rows.append(seed_row(run_dir, seed))
-    forced = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("model.rollout_dtype=")), None)
-    import os
-
-    cpu = {"model": cpu_model(), "capability": cpu_capability(), "cores": os.cpu_count(),
-           "dtype": args.dtype or (forced if forced not in (None, "auto") else measured_cpu_dtype().dtype)}
-    result = {"cpu": cpu, "overrides": args.overrides, "note": args.note, "runs": rows}
+    result = {"cpu": cpu_info(args.overrides, args.dtype), "overrides": args.overrides, "note": args.note, "runs": rows}
     print(table(rows))
     print(f"\n{sum(learned(r) for r in rows)} of {len(rows)} seeds learned (p < 0.05, refine-fix above the warm-up's)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
