@@ -280,7 +280,7 @@ def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
         print(f"gpu_check: the warm-up failed (exit {warm.rc}); see {root / 'warmup.log'}", file=sys.stderr)
 
     t = time.monotonic()
-    train_file, val_file = write_verl_data(cfg, root / "data")
+    write_verl_data(cfg, root / "data")  # the paths are in settings.json's verl overrides
     run.phase("data", t)
     local = None
     if not args.no_local and warm_ckpt.is_dir():
