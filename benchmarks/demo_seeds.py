@@ -49,12 +49,17 @@ def run_seed(run_dir: Path, seed: int, overrides: list[str], preset: str = "demo
     return wall
 
 
+def run_wall(run_dir: Path) -> float | None:
+    """The wall time :func:`run_seed` kept beside the run; None for a run made otherwise."""
+    return json.loads((run_dir / WALL_FILE).read_text())["wall_s"] if (run_dir / WALL_FILE).is_file() else None
+
+
 def seed_row(run_dir: Path, seed: int) -> dict:
     """The table row of a finished demo run (eval/warmup.jsonl and eval/final.jsonl)."""
     warm_path, final_path = run_dir / "eval" / "warmup.jsonl", run_dir / "eval" / "final.jsonl"
     warm, final = eval_row(warm_path), eval_row(final_path)
     wins, losses = paired_counts(correct_by_query(warm_path), correct_by_query(final_path))
-    wall = json.loads((run_dir / WALL_FILE).read_text())["wall_s"] if (run_dir / WALL_FILE).is_file() else None
+    wall = run_wall(run_dir)
     return {
         "seed": seed, "wall_s": wall, "n": final["n"],
         "warmup_acc": warm["acc"], "final_acc": final["acc"], "wins": wins, "losses": losses,
@@ -63,6 +68,26 @@ def seed_row(run_dir: Path, seed: int) -> dict:
         "warmup_refine_rate": warm["refine_rate"], "warmup_refine_fix_rate": warm["refine_fix_rate"],
         "format": final["format"], "run_dir": str(run_dir),
     }  # fmt: skip
+
+
+def seed_rows(runs_dir: str | Path, seeds: list[int], overrides: list[str], row, preset: str = "demo") -> list[dict]:
+    """``row(run_dir, seed)`` of each seed's run in ``RUNS_DIR/seed_S``: a finished run is read,
+    a missing one is run first (``pasr train --preset PRESET``), an unfinished one is refused."""
+    rows = []
+    for seed in seeds:
+        run_dir = Path(runs_dir) / f"seed_{seed}"
+        if not (run_dir / "eval" / "final.jsonl").is_file():
+            if run_dir.exists():
+                sys.exit(f"{run_dir} holds an unfinished run: finish it (pasr train --resume {run_dir}) or remove it")
+            run_seed(run_dir, seed, overrides, preset=preset)
+        rows.append(row(run_dir, seed))
+    return rows
+
+
+def write_result(out: str | Path, result: dict) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"-> {out}")
 
 
 def cpu_info(overrides: list[str], dtype: str | None = None) -> dict:
@@ -102,20 +127,11 @@ def main(argv=None) -> int:
     parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
-    rows = []
-    for seed in args.seeds:
-        run_dir = Path(args.runs_dir) / f"seed_{seed}"
-        if not (run_dir / "eval" / "final.jsonl").is_file():
-            if run_dir.exists():
-                sys.exit(f"{run_dir} holds an unfinished run: finish it (pasr train --resume {run_dir}) or remove it")
-            run_seed(run_dir, seed, args.overrides)
-        rows.append(seed_row(run_dir, seed))
+    rows = seed_rows(args.runs_dir, args.seeds, args.overrides, seed_row)
     result = {"cpu": cpu_info(args.overrides, args.dtype), "overrides": args.overrides, "note": args.note, "runs": rows}
     print(table(rows))
     print(f"\n{sum(learned(r) for r in rows)} of {len(rows)} seeds learned (p < 0.05, refine-fix above the warm-up's)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"-> {args.out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -265,11 +265,18 @@ class Progress:
         return result
 
 
+def warmup_checkpoint(args, cfg, root: Path) -> Path:
+    """The model verl starts from: ``--warmup-model``, or the check's own warm-up's last step."""
+    if args.warmup_model:
+        return Path(args.warmup_model).resolve()
+    return root / "warmup" / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+
+
 def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
     """Warm-up, data, verl run 1 stopped during step ``--stop-at``; the local parity run beside it.
     Returns the parity run if it is still going (``--part all`` waits for it later)."""
     warm_dir = root / "warmup"
-    warm_ckpt = Path(args.warmup_model).resolve() if args.warmup_model else warm_dir / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    warm_ckpt = warmup_checkpoint(args, cfg, root)
     t = time.monotonic()
     if args.warmup_model:
         warm = run_to_end("warmup-eval", eval_cmd(args, warm_dir, warm_ckpt), root / "warmup.log", run.deadline)
@@ -337,7 +344,7 @@ def main(argv=None) -> int:
     if not 2 <= args.stop_at < args.steps:
         raise SystemExit(f"gpu_check: --stop-at must be >= 2 and below --steps ({args.steps}), got {args.stop_at}")
     root = (ROOT / args.run_dir).resolve() if not Path(args.run_dir).is_absolute() else Path(args.run_dir)
-    warm_ckpt = Path(args.warmup_model).resolve() if args.warmup_model else root / "warmup" / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    warm_ckpt = warmup_checkpoint(args, cfg, root)
     overrides = verl_overrides(args, cfg, root / "data" / "train.parquet", root / "data" / "val.parquet",
                                warm_ckpt, root / "verl")
 

@@ -22,11 +22,10 @@ A run directory that already holds a finished run is read, not rerun (``--runs-d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from benchmarks.demo_seeds import WALL_FILE, cpu_info, run_seed
+from benchmarks.demo_seeds import cpu_info, run_wall, seed_rows, write_result
 from benchmarks.learning_signal_rrr import correct_by_query, eval_row
 from benchmarks.training_stages import fmt, phase_steps, trends
 from eval.significance import paired_counts, sign_test
@@ -45,7 +44,7 @@ def seed_row(run_dir: Path, seed: int, alpha: float = 0.05) -> dict:
         pairs[which] = {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
     rows = {"warm-up": eval_row(warm_path), "RRR": eval_row(final_path)}
     steps = phase_steps(run_dir, "rrr")
-    wall = json.loads((run_dir / WALL_FILE).read_text())["wall_s"] if (run_dir / WALL_FILE).is_file() else None
+    wall = run_wall(run_dir)
     first_worse = rows["RRR"]["first_attempt_acc"] < rows["warm-up"]["first_attempt_acc"] and pairs["first"]["p"] < alpha
     learned = rows["RRR"]["acc"] > rows["warm-up"]["acc"] and pairs["final"]["p"] < alpha and not first_worse
     return {"seed": seed, "wall_s": wall, "rows": rows, "pairs": pairs,
@@ -75,22 +74,13 @@ def main(argv=None) -> int:
     parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
-    runs = []
-    for seed in args.seeds:
-        run_dir = Path(args.runs_dir) / f"seed_{seed}"
-        if not (run_dir / "eval" / "final.jsonl").is_file():
-            if run_dir.exists():
-                sys.exit(f"{run_dir} holds an unfinished run: finish it (pasr train --resume {run_dir}) or remove it")
-            run_seed(run_dir, seed, args.overrides, preset=args.preset)
-        runs.append(seed_row(run_dir, seed))
+    runs = seed_rows(args.runs_dir, args.seeds, args.overrides, seed_row, preset=args.preset)
     result = {"cpu": cpu_info(args.overrides), "preset": args.preset, "overrides": args.overrides,
               "note": args.note, "runs": runs}
     print(table(runs))
     print(f"\n{sum(r['learned'] for r in runs)} of {len(runs)} seeds learned (final above the warm-up's, p < 0.05,"
           " first attempt not significantly worse)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"-> {args.out}")
+    write_result(args.out, result)
     return 0
 
 

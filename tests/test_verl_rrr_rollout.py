@@ -30,7 +30,7 @@ from tests.rrr_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tok
     tokenizer,
     verl_mods,
 )
-from tests.verl_scripted_rollout import _train_gen_batch, generate_and_close
+from tests.verl_scripted_rollout import _train_gen_batch, generate_and_close, one_training_step
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +38,7 @@ def rrr_step(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path_factory):
     """One RRR training step (n_reflections = rollout.n = 2) through the wrapper."""
     tmp = tmp_path_factory.mktemp("rrr_step")
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop)
-    manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp)
-    rep = _train_gen_batch(gen_batch, 2)
-    out = manager.generate_sequences(rep)
-    metrics = manager.pop_metrics()
-    yield SimpleNamespace(inner=inner, manager=manager, rep=rep, out=out, metrics=metrics, tmp=tmp)
-    manager.close()
+    yield from one_training_step(inner, _rrr_manager(inner, tokenizer, rrr_prompts, tmp), gen_batch, 2, tmp)
 
 
 # --------------------------------------------------------------------------- the training rows

@@ -275,8 +275,13 @@ def train_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path_factory):
     """One training step's rollout through the PASR wrapper (n_refine=3, n_plain=3)."""
     tmp = tmp_path_factory.mktemp("pasr_step")
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
-    manager = _manager(inner, tokenizer, prompts, tmp)
-    rep = _train_gen_batch(gen_batch, 3)
+    yield from one_training_step(inner, _manager(inner, tokenizer, prompts, tmp), gen_batch, 3, tmp)
+
+
+def one_training_step(inner, manager, gen_batch, n: int, tmp):
+    """A step fixture's body: the batch repeated ``n`` times through ``manager``, the result and
+    its popped metrics yielded, the manager closed after the module's tests."""
+    rep = _train_gen_batch(gen_batch, n)
     out = manager.generate_sequences(rep)
     metrics = manager.pop_metrics()
     yield SimpleNamespace(inner=inner, manager=manager, rep=rep, out=out, metrics=metrics, tmp=tmp)
