@@ -32,7 +32,8 @@ class ModelConfig:
     # auto | float32 | bfloat16. The bf16 path: generation runs on a bf16 copy of the policy,
     # synced after every update, the way verl samples with a bf16 vLLM and trains fp32 FSDP
     # weights. ``auto`` times a matmul at start-up and picks bf16 only where this CPU runs it
-    # faster (about 2x with AVX512-BF16/AMX; 64x *slower* on AVX2-only x86): runtime/cpu_dtype.py.
+    # faster (with AVX512-BF16/AMX; far *slower* on AVX2-only x86, figures in docs/local_engine.md,
+    # "CPU dtype and threads"): runtime/cpu_dtype.py.
     rollout_dtype: str = "auto"
     # torch intra-op threads; 0 = measure at start-up: all cores if a probe matmul runs faster on
     # them than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait)
@@ -70,8 +71,9 @@ class RolloutConfig:
     gen_batch_size: int = 64
     eval_max_new_tokens: int = 96
     # greedy evaluations: a decode step costs nearly as much for 16 rows as for 64 on CPU (the
-    # weights are read once a step), so fewer, wider batches finish a little sooner (6% on 128
-    # refine-prompt problems; benchmarks/local_eval_speed.py); the tokens do not depend on it
+    # weights are read once a step), so fewer, wider batches finish a little sooner
+    # (benchmarks/local_eval_speed.py; figures in docs/local_engine.md); the tokens do not
+    # depend on it
     eval_batch_size: int = 256
 
 
@@ -129,10 +131,10 @@ class WarmupConfig:
     plain_fraction: float = 0.3
     # Countdown only: share of warm-up examples that show RRR's reflection prompt on a failed
     # attempt with a reflection that checks it (data/countdown_traces.py). Without any, the
-    # warmed-up model answered every reflection prompt with another equation (89 of 89)
+    # warmed-up model answered every reflection prompt with another equation (docs/rrr.md)
     reflection_fraction: float = 0.0
     # Countdown only: share shown as a retry (that failed attempt and its reflection in context)
-    # answered with the reference solution; untaught, 0 of 89 greedy retries were right
+    # answered with the reference solution; untaught, no greedy retry was right (docs/rrr.md)
     retry_fraction: float = 0.0
     seed: int = 7
 
