@@ -72,6 +72,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
                 tok.eos_token = "<|im_end|>"
             if tok.pad_token is None or tok.pad_token == tok.eos_token:
                 tok.pad_token = "<|endoftext|>" if "<|endoftext|>" in tok.get_vocab() else tok.eos_token
+            tok.clean_up_tokenization_spaces = False  # see load_model_and_tokenizer
             model.config.eos_token_id = tok.eos_token_id
             model.config.pad_token_id = tok.pad_token_id
             model.generation_config.eos_token_id = tok.eos_token_id
@@ -155,4 +156,8 @@ def load_model_and_tokenizer(spec: str, dtype: str = "float32", device: str = "c
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    # SmolLM2's tokenizer (and folders saved from it) asks for WordPiece's space clean-up, which
+    # transformers 5 ignores for a BPE tokenizer with a warning printed at the first decode of
+    # every run; off, the decoded text is the same and the warning is gone.
+    tok.clean_up_tokenization_spaces = False
     return model.to(device), tok, path
