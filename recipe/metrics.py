@@ -30,11 +30,13 @@ class RefineRates(NamedTuple):
     empty: float | None  # empty-refine rate, per refine span
     fix: float | None  # refine-fix rate, per refining response with a known fix
     draft: float | None  # draft accuracy: refining responses whose draft (last value before the refine) is right
+    # refine-break rate (right draft, wrong final answer), per refining response with a known break
+    breaks: float | None = None
 
 
 def refine_quality_rates(records: Sequence[RolloutRecord]) -> RefineRates:
     """The :class:`RefineRates` of ``records`` (definitions: :mod:`rewards.refine_quality`)."""
-    spans = empty = fixes = fix_known = drafts_ok = draft_known = 0
+    spans = empty = fixes = fix_known = drafts_ok = draft_known = breaks = break_known = 0
     for r in records:
         if r.n_refine == 0:
             continue
@@ -47,22 +49,28 @@ def refine_quality_rates(records: Sequence[RolloutRecord]) -> RefineRates:
         if q.draft_ok is not None:
             draft_known += 1
             drafts_ok += int(q.draft_ok)
+        if q.breaks is not None:
+            break_known += 1
+            breaks += int(q.breaks)
 
     def ratio(num: int, den: int) -> float | None:
         return num / den if den else None
 
-    return RefineRates(ratio(empty, spans), ratio(fixes, fix_known), ratio(drafts_ok, draft_known))
+    return RefineRates(ratio(empty, spans), ratio(fixes, fix_known), ratio(drafts_ok, draft_known),
+                       ratio(breaks, break_known))
 
 
 def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:
-    """Empty-refine rate (per span), refine-fix rate and draft accuracy (per refining
-    response); 0 where undefined, because logging backends want a number every step. The draft
-    accuracy shows whether the first attempt holds up while the refines improve (see
-    :mod:`recipe.draft_credit`)."""
-    empty, fix, draft = refine_quality_rates(records)
+    """Empty-refine rate (per span), refine-fix rate, refine-break rate and draft accuracy (per
+    refining response); 0 where undefined, because logging backends want a number every step.
+    Accuracy of refining answers moves by fixes minus breaks, so the break rate stands beside
+    the fix rate. The draft accuracy shows whether the first attempt holds up while the refines
+    improve (see :mod:`recipe.draft_credit`)."""
+    empty, fix, draft, breaks = refine_quality_rates(records)
     return {
         f"{prefix}/empty_refine_rate": empty or 0.0,
         f"{prefix}/refine_fix_rate": fix or 0.0,
+        f"{prefix}/refine_break_rate": breaks or 0.0,
         f"{prefix}/draft_acc": draft or 0.0,
     }
 

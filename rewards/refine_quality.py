@@ -1,8 +1,8 @@
-"""Refine quality: is a ``<refine>`` span empty, and did refining fix a wrong value?
+"""Refine quality: is a ``<refine>`` span empty, and did refining fix a wrong value (or break a right one)?
 
 Pure functions, text in, numbers out. Both training engines use them for their per-step
-``pasr/empty_refine_rate`` and ``pasr/refine_fix_rate`` metrics, and ``pasr stats`` for its
-report, so the two definitions below are written once, here.
+``pasr/empty_refine_rate``, ``pasr/refine_fix_rate`` and ``pasr/refine_break_rate`` metrics, and
+``pasr stats`` for its report, so the definitions below are written once, here.
 
 **Numbers.** A number is a run of digits with an optional sign, thousands separators and
 decimal part (``-3``, ``1,000``, ``2.50``). It is compared in normal form: separators dropped,
@@ -33,6 +33,13 @@ span, the gold answer is not a plain number (``72``, ``-3``, ``1,000``, ``0.5``;
 first refine span differs from the gold (the model had a wrong value on the table, then refined
 and ended right). A wrong final answer is never a fix; neither is a response that states no
 number before its first refine (there was no wrong value to fix).
+
+**Refine break** (math data), the other half: ``breaks`` is None when ``fix`` or ``draft_ok``
+is (no refine span, no numeric gold, unknown correctness, no number before the first refine
+span). Otherwise it is True exactly when the draft equals the gold and the final answer is
+not correct (the model had the right value on the table, then refined and ended wrong). The
+accuracy of refining responses moves by fixes minus breaks: fewer breaks with fixes level is
+progress too.
 
 **Draft** (math data). The *draft* of a refining response is that same last number before its
 first refine span: the value the model had before it refined. ``draft_ok`` says whether it equals
@@ -209,6 +216,8 @@ class RefineQuality:
     # the draft (the last number before the first refine span) equals the numeric gold; None
     # when not applicable (no refine, no numeric gold, no number before the first refine)
     draft_ok: bool | None = None
+    # the draft was right and the final answer is wrong; None when fix or draft_ok is None
+    breaks: bool | None = None
 
     @property
     def n_empty(self) -> int:
@@ -222,7 +231,7 @@ def assess_refines(
     *,
     fmt: FormatResult | None = None,
 ) -> RefineQuality:
-    """Empty flags per refine span and the refine-fix verdict of one response.
+    """Empty flags per refine span and the refine-fix and refine-break verdicts of one response.
 
     ``fmt`` is ``check_format(response)`` when the caller already has it (saves a parse).
     """
@@ -264,4 +273,5 @@ def assess_refines(
     fix: bool | None = None
     if gold_n is not None and correct is not None:
         fix = bool(correct) and draft_ok is False
-    return RefineQuality(len(spans), tuple(empty), fix, draft_ok)
+    breaks = None if fix is None or draft_ok is None else draft_ok and not correct
+    return RefineQuality(len(spans), tuple(empty), fix, draft_ok, breaks)

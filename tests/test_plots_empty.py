@@ -173,7 +173,7 @@ def test_overview_figures_on_normal_data(normal, tmp_path):
         assert_fits(fig)
     ax = one(plots.overview_rates, normal)[1].axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "refine rate", "empty-refine rate", "refine-fix rate", "format pass rate"]
+        "refine rate", "empty-refine rate", "refine-fix rate", "refine-break rate", "format pass rate"]
     heights = [p.get_height() for p in ax.containers[0].patches]  # refine rate per group
     assert heights[0] == pytest.approx(80.0)
     ax = one(plots.refine_positions, normal)[1].axes[0]

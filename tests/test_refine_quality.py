@@ -1,9 +1,12 @@
-"""Empty refines and refine fixes (rewards/refine_quality.py) on hand-written responses."""
+"""Empty refines, refine fixes and breaks (rewards/refine_quality.py) on hand-written responses, and
+their per-step rates (recipe/metrics.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from data.records import RolloutRecord
+from recipe.metrics import refine_quality_metrics, refine_quality_rates, step_metrics
 from rewards.format import check_format
 from rewards.refine_quality import (
     CORRECT_AT,
@@ -114,7 +117,7 @@ def test_multiple_spans_keep_order():
         "<refine>7 + 8 = 15</refine> Done."
     )
     q = assess_refines(resp(think, "15"), "15", True)
-    assert q == RefineQuality(2, (True, False), True, draft_ok=False)
+    assert q == RefineQuality(2, (True, False), True, draft_ok=False, breaks=False)
     assert q.n_empty == 1
 
 
@@ -136,9 +139,9 @@ def test_broken_format_spans_are_assessed():
     fmt = check_format(text)
     assert not fmt.ok and fmt.n_refine == 1
     q = assess_refines(text, "10", True)
-    assert q == RefineQuality(1, (False,), True, draft_ok=False)
+    assert q == RefineQuality(1, (False,), True, draft_ok=False, breaks=False)
     text2 = "<think>5 + 5 = 10 <refine>5 + 5 is 10</refine> so 10 <answer>10</answer>"
-    assert assess_refines(text2, "10", True) == RefineQuality(1, (True,), False, draft_ok=True)
+    assert assess_refines(text2, "10", True) == RefineQuality(1, (True,), False, draft_ok=True, breaks=False)
 
 
 def test_content_words_skip_filler():
@@ -151,12 +154,12 @@ def test_content_words_skip_filler():
 
 def test_fix_when_wrong_value_then_correct_answer():
     think = "12 * 3 = 35. <refine>Check: 12 * 3 is 36, not 35.</refine> So 36 + 4 = 40."
-    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (False,), True, draft_ok=False)
+    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (False,), True, draft_ok=False, breaks=False)
 
 
 def test_no_fix_when_value_before_refine_was_already_gold():
     think = "81 - 41 = 40. <refine>Check: 81 - 41 is 40, not 40</refine> So 40."
-    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (True,), False, draft_ok=True)
+    assert assess_refines(resp(think), "40", True) == RefineQuality(1, (True,), False, draft_ok=True, breaks=False)
     # compared in normal form: 40.0 == 40, 1,000 == 1000
     assert assess_refines(resp("so 40.0 <refine>ok 40</refine>"), "40", True).fix is False
     assert assess_refines(resp("so 1000 <refine>ok 1000</refine>"), "1,000", True).fix is False
@@ -210,3 +213,58 @@ def test_draft_is_judged_whatever_the_final_answer():
     assert assess_refines(resp("Let me see. <refine>12 * 3 = 36</refine> 40"), "40", True).draft_ok is None
     assert assess_refines(resp(think), "\\frac{1}{2}", True).draft_ok is None
     assert assess_refines(resp("no refine, 40"), "40", True).draft_ok is None
+
+
+# ------------------------------------------------------------------ refine break
+
+
+def test_break_when_right_draft_then_wrong_answer():
+    think = "12 * 3 = 36. So 40. <refine>Check: 12 * 3 is 37, not 36.</refine> So 37 + 4 = 41."
+    q = assess_refines(resp(think, "41"), "40", False)
+    assert q == RefineQuality(1, (False,), False, draft_ok=True, breaks=True)
+    # compared in normal form, like the fix: a right draft of 1,000 broken into a wrong answer
+    assert assess_refines(resp("so 1,000 <refine>no, 999</refine>", "999"), "1000", False).breaks is True
+
+
+def test_no_break_when_right_draft_stays_right_or_draft_was_wrong():
+    kept = "81 - 41 = 40. <refine>Check: 81 - 41 is 40.</refine> So 40."
+    assert assess_refines(resp(kept), "40", True).breaks is False
+    wrong = "12 * 3 = 35. <refine>12 * 3 is 34.</refine> So 34 + 4 = 38."
+    assert assess_refines(resp(wrong, "38"), "40", False).breaks is False  # nothing right to break
+    fixed = "12 * 3 = 35. <refine>12 * 3 is 36.</refine> So 40."
+    assert assess_refines(resp(fixed), "40", True).breaks is False  # a fix, not a break
+
+
+def test_break_not_applicable():
+    think = "81 - 41 = 40. <refine>81 - 41 is 41.</refine> So 41."
+    assert assess_refines(resp("Let me see. <refine>it is 41</refine> 41", "41"), "40", False).breaks is None  # no draft
+    assert assess_refines(resp(think, "41"), "\\frac{1}{2}", False).breaks is None  # not a numeric gold
+    assert assess_refines(resp(think, "41"), "40", None).breaks is None  # judge error
+    assert assess_refines(resp("81 - 41 = 41. So 41.", "41"), "40", False).breaks is None  # no refine
+
+
+def _rec(response: str, gold: str, acc: float | None) -> RolloutRecord:
+    fmt = check_format(response)
+    return RolloutRecord(run_id="r", query_id="q", data_source="gsm8k", variant="refine", prompt="q?",
+                         response=response, response_tokens=len(response) // 4, format_ok=fmt.ok,
+                         format_reason=fmt.reason, n_refine=fmt.n_refine, extracted_answer=None, gold=gold, acc=acc,
+                         total_reward=acc, refine_reward=0.0)
+
+
+def test_break_rate_metric():
+    """Breaks / refining responses whose break is known, beside the fix rate; 0 when undefined."""
+    records = [
+        _rec(resp("40. <refine>no, 41</refine> 41", "41"), "40", 0.0),  # right draft, wrong answer: break
+        _rec(resp("40. <refine>yes, 40</refine> 40"), "40", 1.0),  # right draft kept
+        _rec(resp("35. <refine>no, 40</refine> 40"), "40", 1.0),  # a fix
+        _rec(resp("Hmm. <refine>it is 40</refine> 40"), "40", 1.0),  # no draft: fix False, break unknown
+        _rec(resp("40. <refine>no, 41</refine> 41", "41"), "40", None),  # judge error: unknown
+        _rec(resp("40 and no refine"), "40", 0.0),  # no refine: not counted
+    ]
+    rates = refine_quality_rates(records)
+    assert rates.breaks == pytest.approx(1 / 3) and rates.fix == pytest.approx(1 / 4)
+    m = refine_quality_metrics(records)
+    assert m["pasr/refine_break_rate"] == pytest.approx(1 / 3) and m["pasr/refine_fix_rate"] == pytest.approx(1 / 4)
+    assert step_metrics(records)["pasr/refine_break_rate"] == pytest.approx(1 / 3)  # what both engines log
+    assert refine_quality_rates(records[3:]).breaks is None
+    assert refine_quality_metrics(records[3:], prefix="eval")["eval/refine_break_rate"] == 0.0

@@ -54,6 +54,8 @@ def test_training_refine_group(result):
     assert g["refine_fix_rate"] == pytest.approx(2 / 3)
     # drafts, whatever the judge said: T1 35 wrong, T2 40 right, T6 14 wrong (judge error), T7 11 wrong
     assert (g["n_draft_ok"], g["n_draft_applicable"], g["draft_acc"]) == (1, 4, 0.25)
+    # breaks: T2's right draft 40 stayed right; T1, T7 had wrong drafts; T6 unknown (judge error)
+    assert (g["n_break"], g["n_break_applicable"], g["refine_break_rate"]) == (0, 3, 0.0)
     assert g["refines_per_response"] == {"0": 1, "1": 3, "2": 1}
     assert g["mean_refines_per_response"] == pytest.approx(1.0)
     assert g["judge_errors"] == 1
@@ -173,6 +175,27 @@ def test_in_training_evaluation(result):
     assert v["steps"] == [0, 1] and v["n"] == [2, 1]
     assert v["acc"] == [0.5, 1.0] and v["refine_rate"] == [0.5, 0.0] and v["format_pass_rate"] == [1.0, 1.0]
     assert s["trends"]["runA"]["n_refine_rollouts"] == [3, 2]
+
+
+def test_refine_breaks_beside_fixes(tmp_path):
+    """A right draft refined into a wrong answer is a break: counted, rated and reported beside the fixes."""
+    broke = T2.replace("Check: 81 - 41 is 40, not 40.", "Check: 81 - 41 is 41.").replace("So 40.", "So 41.")
+    broke = broke.replace("<answer>40</answer>", "<answer>41</answer>")
+    recs = [rec("evB", "q1", "refine", broke, "40", 0.0, dataset="gsm8k"),  # break
+            rec("evB", "q2", "refine", T1, "40", 1.0, dataset="gsm8k"),  # fix
+            rec("evB", "q3", "refine", T2, "40", 1.0, dataset="gsm8k"),  # right draft kept
+            rec("evB", "q4", "refine", T2, "40", None, dataset="gsm8k", judge_error="x")]  # unknown
+    write(tmp_path / "b" / "samples.jsonl", recs)
+    assert main(["stats", str(tmp_path / "b"), "--out", str(tmp_path / "o"), "--no-plots", "--examples", "4"]) == 0
+    s = json.loads((tmp_path / "o" / "stats.json").read_text())
+    g = s["groups"]["eval/evB/gsm8k/pasr"]
+    assert (g["n_fix"], g["n_fix_applicable"], g["n_break"], g["n_break_applicable"]) == (1, 3, 1, 3)
+    assert g["refine_break_rate"] == pytest.approx(1 / 3) and g["refine_fix_rate"] == pytest.approx(1 / 3)
+    assert [e["break"] for e in g["examples"]["refine_wrong"]] == [True]
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "refine fixes 1 of 3 applicable (33.3%), refine breaks 1 of 3 applicable (33.3%)" in report
+    assert "| refine fixes | refine breaks |" in report and "| 33.3% (1/3) | 33.3% (1/3) |" in report
+    assert "**refine break**" in report and "fix: False, break: True" in report
 
 
 def test_self_refine_run_is_one_method(tmp_path):

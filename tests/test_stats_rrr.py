@@ -218,14 +218,15 @@ def test_format_and_refine_columns_are_not_applicable(result):
         g = s["groups"][key]
         assert g["rrr"] is True, key
         assert g["format"] is None and g["refine_rate"] is None and g["refine_fix_rate"] is None, key
+        assert g["refine_break_rate"] is None, key
         assert g["accuracy"]["with_refine"] is None and g["accuracy"]["without_refine"] is None, key
         assert "format" in g["not_applicable"]
     g = s["groups"]["train/rrrA/attempt"]
     assert g["n_responses"] == 7 and g["judge_errors"] == 1 and g["accuracy"]["mean"] == pytest.approx(3 / 6)
     row = next(line for line in report.splitlines() if line.startswith("| `train/rrrA/attempt` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2:7] == ["n/a (RRR)"] * 5 and cells[8:10] == ["n/a (RRR)"] * 2
-    assert cells[7] == "50.0%"  # the attempts' accuracy does apply
+    assert cells[2:8] == ["n/a (RRR)"] * 6 and cells[9:11] == ["n/a (RRR)"] * 2
+    assert cells[8] == "50.0%"  # the attempts' accuracy does apply
     assert "text_before_think" not in report and "missing_think" not in report  # PASR format reasons are noise here
 
 

@@ -180,6 +180,7 @@ def test_step_metrics_on_the_scripted_step(train_step):
     assert m["pasr/refine_outcome/none"] == pytest.approx(4 / 9)
     assert m["pasr/refine_outcome/judge_error"] == pytest.approx(1 / 9)
     assert m["pasr/draft_acc"] == pytest.approx(1 / 4)  # R(a)'s draft "2" is right for query 1 only
+    assert m["pasr/refine_break_rate"] == 0.0  # ... and query 1's R(2) keeps it right: no break among 4
     assert (m["pasr/masked_rows"], m["pasr/plain_rows"]) == (1.0, 9.0)
     assert train_step.manager.pop_metrics() == {}  # handed over once
 

@@ -31,7 +31,8 @@ EXAMPLE_MAX_CHARS = 4000
 KIND_ORDER = {"train": 0, "val": 1, "eval": 2, "other": 3}
 _DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
 # stats.json keys of a group that only mean something for PASR responses (None for RRR groups)
-PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "draft_acc", "mean_refines_per_response",
+PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "refine_break_rate", "draft_acc",
+             "mean_refines_per_response",
              "format", "accuracy.with_refine", "accuracy.without_refine")
 
 
@@ -98,6 +99,8 @@ class GroupStats:
         self.n_empty = 0
         self.n_fix = 0
         self.n_fix_known = 0
+        self.n_break = 0  # refining responses whose right draft ended in a wrong answer
+        self.n_break_known = 0
         self.n_draft_ok = 0  # refining responses whose draft (last value before the refine) is right
         self.n_draft_known = 0
         self.refines_per_response: Counter[int] = Counter()
@@ -199,6 +202,9 @@ class GroupStats:
         if q.fix is not None:
             self.n_fix_known += 1
             self.n_fix += q.fix
+        if q.breaks is not None:
+            self.n_break_known += 1
+            self.n_break += q.breaks
         if q.draft_ok is not None:
             self.n_draft_known += 1
             self.n_draft_ok += q.draft_ok
@@ -219,6 +225,7 @@ class GroupStats:
                 "n_refine": n,
                 "empty": list(q.empty) if q else [],
                 "fix": q.fix if q else None,
+                "break": q.breaks if q else None,
                 "response": _short(rec["response"]),
             }
 
@@ -256,6 +263,9 @@ class GroupStats:
             "n_fix": self.n_fix,
             "n_fix_applicable": self.n_fix_known,
             "refine_fix_rate": rate(self.n_fix, self.n_fix_known),
+            "n_break": self.n_break,
+            "n_break_applicable": self.n_break_known,
+            "refine_break_rate": rate(self.n_break, self.n_break_known),
             "n_draft_ok": self.n_draft_ok,
             "n_draft_applicable": self.n_draft_known,
             "draft_acc": rate(self.n_draft_ok, self.n_draft_known),

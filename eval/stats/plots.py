@@ -22,12 +22,12 @@ from typing import Any
 from eval.stats import plot_style as ps
 
 MAX_GROUPS_PER_PLOT = 8
-MAX_METRIC_PANELS = 12
+MAX_METRIC_PANELS = 15  # room for every preferred metric below
 # metrics.jsonl keys plotted first (the per-step `pasr/*` metrics of recipe/metrics.py)
 PREFERRED_METRICS = (
     "pasr/refine_rate", "pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/empty_refine_rate",
-    "pasr/refine_fix_rate", "pasr/draft_acc", "pasr/reward_mean", "pasr/refine_reward_mean", "pasr/response_length/mean",
-    "pasr/refine_tags_per_response", "pasr/judge_errors", "eval/acc",
+    "pasr/refine_fix_rate", "pasr/refine_break_rate", "pasr/draft_acc", "pasr/reward_mean", "pasr/refine_reward_mean",
+    "pasr/response_length/mean", "pasr/refine_tags_per_response", "pasr/judge_errors", "eval/acc",
 )
 OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
                   "refine_lengths.png", "refine_outcomes.png")
@@ -174,12 +174,13 @@ def _share_bars(ax, names: list[str], series: list[tuple[str, list[float]]], *, 
 def overview_rates(stats: dict[str, Any]) -> Figures:
     groups = _groups(stats)
     fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
-    title = "Refine usage per group (empty: per span; fix: per applicable refining response)"
+    title = "Refine usage per group (empty: per span; fix, break: per applicable refining response)"
     if not groups:
         _label(ax, "group", "rate (%)", title)
         ps.no_data(ax, _no_groups_why(stats), rate=True)
     else:
-        rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"), ("refine_fix_rate", "refine-fix rate")]
+        rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"),
+                 ("refine_fix_rate", "refine-fix rate"), ("refine_break_rate", "refine-break rate")]
         series = [(name, [_pct(g[key]) for _, g in groups]) for key, name in rates]
         series.append(("format pass rate", [_pct(g["format"]["pass_rate"]) for _, g in groups]))
         _rate_bars(ax, groups, series, 0.8 / len(series), xlabel="group (run · kind [dataset] · variant or eval method)",

@@ -65,7 +65,7 @@ def _overview(stats: dict[str, Any]) -> list[str]:
     for key, g in stats["groups"].items():
         acc = g["accuracy"]
         if g.get("rrr"):
-            pasr_cells = [NOT_APPLICABLE] * 5
+            pasr_cells = [NOT_APPLICABLE] * 6
             refine_split = [NOT_APPLICABLE] * 2
         else:
             pasr_cells = [
@@ -73,12 +73,13 @@ def _overview(stats: dict[str, Any]) -> list[str]:
                 _fmt_num(g["mean_refines_per_response"], 2),
                 f"{_fmt_rate(g['empty_refine_rate'])} ({g['n_empty_spans']}/{g['n_spans']})",
                 f"{_fmt_rate(g['refine_fix_rate'])} ({g['n_fix']}/{g['n_fix_applicable']})",
+                f"{_fmt_rate(g['refine_break_rate'])} ({g['n_break']}/{g['n_break_applicable']})",
                 _fmt_rate(g["format"]["pass_rate"]),
             ]
             refine_split = [_fmt_rate(acc["with_refine"]["mean"]), _fmt_rate(acc["without_refine"]["mean"])]
         rows.append([f"`{key}`", str(g["n_responses"]), *pasr_cells, _fmt_rate(acc["mean"]), *refine_split, str(g["judge_errors"])])
     header = ["group", "responses", "refine rate", "refines/resp.", "empty refines", "refine fixes",
-              "format pass", "accuracy", "acc. with refine", "acc. without refine", "judge errors"]
+              "refine breaks", "format pass", "accuracy", "acc. with refine", "acc. without refine", "judge errors"]
     return _table(header, rows)
 
 
@@ -111,7 +112,8 @@ def _group_section(key: str, g: dict[str, Any], settings: dict[str, Any]) -> lis
     lines.append(f"{g['n_responses']} responses (engine: {engines}); {g['n_refining']} refine at least once "
                  f"({_fmt_rate(g['refine_rate'])}), {g['n_spans']} refine spans, {g['n_empty_spans']} of them empty "
                  f"({_fmt_rate(g['empty_refine_rate'])}); refine fixes {g['n_fix']} of {g['n_fix_applicable']} applicable "
-                 f"({_fmt_rate(g['refine_fix_rate'])}); drafts (the last value before the first refine) right "
+                 f"({_fmt_rate(g['refine_fix_rate'])}), refine breaks {g['n_break']} of {g['n_break_applicable']} "
+                 f"applicable ({_fmt_rate(g['refine_break_rate'])}); drafts (the last value before the first refine) right "
                  f"{g['n_draft_ok']} of {g['n_draft_applicable']} ({_fmt_rate(g['draft_acc'])}). "
                  f"Judge errors: {g['judge_errors']}.")
     if len(g["variants"]) > 1:
@@ -180,7 +182,8 @@ def _group_section(key: str, g: dict[str, Any], settings: dict[str, Any]) -> lis
                 step = f", step {ex['step']}" if ex["step"] is not None else ""
                 flags = ""
                 if ex["n_refine"]:
-                    flags = f", refines {ex['n_refine']} (empty: {sum(ex['empty'])}), fix: {ex['fix']}"
+                    flags = (f", refines {ex['n_refine']} (empty: {sum(ex['empty'])}), fix: {ex['fix']}, "
+                             f"break: {ex['break']}")
                 lines.append("")
                 lines.append(f"query `{ex['query_id']}` #{ex['sample_index']}{step}, score {ex['acc']:g}, gold `{ex['gold']}`, "
                              f"extracted `{ex['extracted_answer']}`{flags}")
@@ -406,6 +409,9 @@ def render(stats: dict[str, Any]) -> str:
                  "before it, or (no numbers) no new content word; see `rewards/refine_quality.py`.")
     lines.append("- **refine fix** (per refining response with a numeric gold and a judge score): the final answer is "
                  "correct and the last number stated before the first refine differs from the gold.")
+    lines.append("- **refine break** (per refining response with a numeric gold, a judge score and a number before "
+                 "the first refine): that number equals the gold and the final answer is wrong. Accuracy of refining "
+                 "responses moves by fixes minus breaks.")
     lines.append(f"- **correct**: judge score >= {s['correct_at']:g}. **accuracy**: mean judge score; judge errors "
                  "(score null) are left out and counted.")
     lines.append("- **lengths** of refines, think and answer blocks are counted in whitespace-separated tokens; "

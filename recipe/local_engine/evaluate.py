@@ -36,7 +36,7 @@ def evaluate(
         r.dataset = tag
     m = step_metrics(records, prefix="eval")  # refine metrics come from the refine records only
     keep = ("format_pass_rate", "refine_rate", "refine_tags_per_response", "empty_refine_rate",
-            "refine_fix_rate", "draft_acc", "response_length/mean", "judge_errors")
+            "refine_fix_rate", "refine_break_rate", "draft_acc", "response_length/mean", "judge_errors")
     metrics = {f"eval/{k}": m[f"eval/{k}"] for k in keep}
     # over the judged answers only, None (shown "-") when none was: eval/judge_errors beside it
     # says how many were left out (recipe.judge_errors)

@@ -151,6 +151,7 @@ def warn_judge_errors(records, what: str) -> None:
 # stands beside them (recipe.judge_errors)
 PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
                 ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
+                ("eval/refine_break_rate", "refine break"),
                 ("eval/response_length/mean", "tokens"), ("eval/judge_errors", "judge errors")]
 RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
                ("eval/reflection_length/mean", "reflection tokens"),
