@@ -25,10 +25,12 @@ def preset_list() -> str:
     list is read from the files, so a new preset is listed without touching this module."""
     from recipe.local_engine.config import CONFIG_DIR
 
+    paths = sorted(CONFIG_DIR.glob("local_*.yaml"))
+    width = max(len(p.stem.removeprefix("local_")) for p in paths)  # descriptions in one column
     lines = ["presets (--preset NAME):"]
-    for path in sorted(CONFIG_DIR.glob("local_*.yaml")):
+    for path in paths:
         first = next((ln.lstrip("# ").strip() for ln in path.read_text().splitlines() if ln.startswith("#")), "")
-        lines.append(f"  {path.stem.removeprefix('local_'):<10} {first}")
+        lines.append(f"  {path.stem.removeprefix('local_'):<{width}}  {first}")
     return "\n".join(lines)
 
 
