@@ -80,3 +80,22 @@ def test_every_mistyped_key_is_named_at_once():
     assert "pasr.judge.timout_s (did you mean pasr.judge.timeout_s?)" in msg
     with pytest.raises(ConfigError, match=r"invalid config key trainer\.steps: .*Integer"):
         load_config(preset="tiny", overrides=["trainer.steps=abc"])  # a wrong type is still named
+
+
+def test_rrr_arithmetic_preset_is_the_run_that_learned():
+    """`--preset rrr_arithmetic` trains what benchmarks/results/learning_signal_rrr_seeds_w60.json
+    measured (`--preset rrr` with that JSON's overrides), but for the machine settings (threads,
+    dtype), the base-model evaluation it skips and its run directory."""
+    from omegaconf import OmegaConf
+
+    from recipe.local_engine.config import to_yaml
+
+    measured = json.loads((CONFIG_DIR.parents[1] / "benchmarks" / "results" / "learning_signal_rrr_seeds_w60.json").read_text())
+    machine = ("model.threads=", "model.rollout_dtype=", "algo.bf16_autocast=")
+    trained = [o for o in measured["overrides"] if not o.startswith(machine)]
+    as_run = OmegaConf.create(to_yaml(load_config(preset=measured["preset"], overrides=trained)))
+    preset = OmegaConf.create(to_yaml(load_config(preset="rrr_arithmetic")))
+    for cfg in (as_run, preset):
+        cfg.trainer.eval_at_start = None
+        cfg.trainer.run_dir = None
+    assert OmegaConf.to_container(preset) == OmegaConf.to_container(as_run)
