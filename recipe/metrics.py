@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import fmean
 from typing import NamedTuple
 
 from data.records import PLAIN, REFINE, RolloutRecord
-from rewards.refine_quality import assess_refines, is_correct
+from rewards.refine_quality import RefineQuality, assess_refines, is_correct
 
 OUTCOMES = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
 
@@ -34,30 +35,49 @@ class RefineRates(NamedTuple):
     breaks: float | None = None
 
 
+@dataclass
+class RefineTally:
+    """The counts behind :class:`RefineRates`, summed over refining responses one
+    :class:`~rewards.refine_quality.RefineQuality` at a time: the per-step metrics and
+    ``pasr stats``' groups both count with it, so "known" means the same in both."""
+
+    spans: int = 0
+    empty: int = 0
+    fixes: int = 0
+    fix_known: int = 0
+    breaks: int = 0
+    break_known: int = 0
+    drafts_ok: int = 0
+    draft_known: int = 0
+
+    def add(self, q: RefineQuality) -> None:
+        self.spans += q.n_refine
+        self.empty += q.n_empty
+        if q.fix is not None:
+            self.fix_known += 1
+            self.fixes += int(q.fix)
+        if q.breaks is not None:
+            self.break_known += 1
+            self.breaks += int(q.breaks)
+        if q.draft_ok is not None:
+            self.draft_known += 1
+            self.drafts_ok += int(q.draft_ok)
+
+    def rates(self) -> RefineRates:
+        def ratio(num: int, den: int) -> float | None:
+            return num / den if den else None
+
+        return RefineRates(ratio(self.empty, self.spans), ratio(self.fixes, self.fix_known),
+                           ratio(self.drafts_ok, self.draft_known), ratio(self.breaks, self.break_known))
+
+
 def refine_quality_rates(records: Sequence[RolloutRecord]) -> RefineRates:
     """The :class:`RefineRates` of ``records`` (definitions: :mod:`rewards.refine_quality`)."""
-    spans = empty = fixes = fix_known = drafts_ok = draft_known = breaks = break_known = 0
+    tally = RefineTally()
     for r in records:
-        if r.n_refine == 0:
-            continue
-        q = assess_refines(r.response, r.gold, is_correct(r.acc))
-        spans += q.n_refine
-        empty += q.n_empty
-        if q.fix is not None:
-            fix_known += 1
-            fixes += int(q.fix)
-        if q.draft_ok is not None:
-            draft_known += 1
-            drafts_ok += int(q.draft_ok)
-        if q.breaks is not None:
-            break_known += 1
-            breaks += int(q.breaks)
-
-    def ratio(num: int, den: int) -> float | None:
-        return num / den if den else None
-
-    return RefineRates(ratio(empty, spans), ratio(fixes, fix_known), ratio(drafts_ok, draft_known),
-                       ratio(breaks, break_known))
+        if r.n_refine:
+            tally.add(assess_refines(r.response, r.gold, is_correct(r.acc)))
+    return tally.rates()
 
 
 def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict[str, float]:

@@ -22,6 +22,7 @@ from typing import Any
 from data.records import REFINE, RolloutRecord
 from eval.stats.counting import BoundedCounter, Reservoir, distribution, rate
 from eval.stats.response_facts import ResponseFacts
+from recipe.metrics import RefineTally
 from rewards.refine_quality import normalize_refine_text
 
 POSITION_BINS = 10  # [0, 0.1), ..., [0.9, 1.0]
@@ -95,14 +96,7 @@ class GroupStats:
         self.generation_errors = 0
         self.n = 0
         self.n_refining = 0
-        self.n_spans = 0
-        self.n_empty = 0
-        self.n_fix = 0
-        self.n_fix_known = 0
-        self.n_break = 0  # refining responses whose right draft ended in a wrong answer
-        self.n_break_known = 0
-        self.n_draft_ok = 0  # refining responses whose draft (last value before the refine) is right
-        self.n_draft_known = 0
+        self.refines = RefineTally()  # spans, empty spans, fixes, breaks, right drafts (recipe.metrics)
         self.refines_per_response: Counter[int] = Counter()
         self.position_bins = [0] * POSITION_BINS
         self.position_sum = 0.0
@@ -189,8 +183,7 @@ class GroupStats:
     def _add_refines(self, facts: ResponseFacts, think: str | None) -> None:
         q = facts.quality
         self.n_refining += 1
-        self.n_spans += facts.n_refine
-        self.n_empty += q.n_empty
+        self.refines.add(q)
         think_len = len(think) if think else 0
         for span in facts.spans:
             self.span_len[len(span.text.split())] += 1
@@ -199,15 +192,6 @@ class GroupStats:
                 self.position_sum += pos
                 self.position_bins[min(int(pos * POSITION_BINS), POSITION_BINS - 1)] += 1
             self.top_texts.add(normalize_refine_text(span.text))
-        if q.fix is not None:
-            self.n_fix_known += 1
-            self.n_fix += q.fix
-        if q.breaks is not None:
-            self.n_break_known += 1
-            self.n_break += q.breaks
-        if q.draft_ok is not None:
-            self.n_draft_known += 1
-            self.n_draft_ok += q.draft_ok
 
     def _sample_example(self, rec: dict, facts: ResponseFacts) -> None:
         n, q = facts.n_refine, facts.quality
@@ -241,6 +225,7 @@ class GroupStats:
         return out
 
     def _to_json(self, top_k: int) -> dict[str, Any]:
+        c, rates = self.refines, self.refines.rates()
         pos_n = sum(self.position_bins)
         judged = self.acc_n[0] + self.acc_n[1]
         return {
@@ -257,20 +242,20 @@ class GroupStats:
             "n_responses": self.n,
             "n_refining": self.n_refining,
             "refine_rate": rate(self.n_refining, self.n),
-            "n_spans": self.n_spans,
-            "n_empty_spans": self.n_empty,
-            "empty_refine_rate": rate(self.n_empty, self.n_spans),
-            "n_fix": self.n_fix,
-            "n_fix_applicable": self.n_fix_known,
-            "refine_fix_rate": rate(self.n_fix, self.n_fix_known),
-            "n_break": self.n_break,
-            "n_break_applicable": self.n_break_known,
-            "refine_break_rate": rate(self.n_break, self.n_break_known),
-            "n_draft_ok": self.n_draft_ok,
-            "n_draft_applicable": self.n_draft_known,
-            "draft_acc": rate(self.n_draft_ok, self.n_draft_known),
+            "n_spans": c.spans,
+            "n_empty_spans": c.empty,
+            "empty_refine_rate": rates.empty,
+            "n_fix": c.fixes,
+            "n_fix_applicable": c.fix_known,
+            "refine_fix_rate": rates.fix,
+            "n_break": c.breaks,
+            "n_break_applicable": c.break_known,
+            "refine_break_rate": rates.breaks,
+            "n_draft_ok": c.drafts_ok,
+            "n_draft_applicable": c.draft_known,
+            "draft_acc": rates.draft,
             "refines_per_response": {str(k): v for k, v in sorted(self.refines_per_response.items())},
-            "mean_refines_per_response": rate(self.n_spans, self.n),
+            "mean_refines_per_response": rate(c.spans, self.n),
             "n_refine_field_mismatch": self.n_refine_mismatch,
             "position_hist": {
                 "bin_edges": [round(i / POSITION_BINS, 4) for i in range(POSITION_BINS + 1)],
