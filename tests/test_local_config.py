@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from recipe.local_engine.config import load_config
-from recipe.local_engine.policy_update import rl_learning_rate
+from recipe.local_engine.policy_update import rl_learning_rate, warmup_learning_rate
 from recipe.local_engine.trainer import step_indices
 from recipe.pasr_config import ConfigError
 
@@ -71,6 +71,19 @@ def test_rl_learning_rate_ramps_then_holds():
     assert rl_learning_rate(1e-5, 1, 1) == 1e-5  # the first step is never a zero-lr no-op
     with pytest.raises(ConfigError, match="algo.lr_warmup_steps"):
         load_config(overrides=["algo.lr_warmup_steps=-1"])
+
+
+def test_warmup_learning_rate_holds_or_decays_on_verls_cosine():
+    assert [warmup_learning_rate(5e-5, s, 4, "constant") for s in (1, 4)] == [5e-5, 5e-5]
+    cosine = [warmup_learning_rate(4.0, s, 4, "cosine") for s in (1, 2, 3, 4)]
+    # half a cosine from the full lr at the first step towards zero after the last: 4 (1 + cos(pi k / 4)) / 2
+    assert cosine == pytest.approx([4.0, 2 + 2 ** 0.5, 2.0, 2 - 2 ** 0.5])
+    assert warmup_learning_rate(4.0, 50, 100, "cosine") > warmup_learning_rate(4.0, 51, 100, "cosine") > 0
+    with pytest.raises(ValueError, match="warmup.lr_schedule"):
+        warmup_learning_rate(4.0, 1, 4, "linear")
+    with pytest.raises(ConfigError, match="warmup.lr_schedule"):
+        load_config(overrides=["warmup.lr_schedule=linear"])
+    assert load_config(overrides=["warmup.lr_schedule=cosine"]).warmup.lr_schedule == "cosine"
 
 
 def test_step_indices_are_a_pure_function_of_the_step():

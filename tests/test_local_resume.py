@@ -24,7 +24,7 @@ def _args(tiny_model_dir, run_dir):
     return [
         sys.executable, "-m", "recipe", "train", "--run-dir", str(run_dir),
         f"model.path={tiny_model_dir}", "model.threads=1",
-        "warmup.steps=2", "warmup.batch_size=2", "warmup.n_traces=8",
+        "warmup.steps=2", "warmup.batch_size=2", "warmup.n_traces=8", "warmup.lr_schedule=cosine",
         "trainer.steps=5", "trainer.save_every=1", "trainer.keep_last=2", "trainer.eval_at_start=false",
         "rollout.queries_per_step=2", "pasr.n_refine=2", "pasr.n_plain=2", "algo.lr=2e-5", "algo.lr_warmup_steps=3",
         "rollout.max_new_tokens=8", "rollout.eval_max_new_tokens=4", "data.eval_size=2", "data.train_size=12",
@@ -67,6 +67,8 @@ def test_uninterrupted_run_layout(reference_run):
     lrs = [x["actor/lr"] for x in lines if x["phase"] == "pasr"]
     base = 2e-5  # algo.lr=2e-5: ramped over algo.lr_warmup_steps=3 RL steps, then held
     assert lrs == pytest.approx([base / 3, 2 * base / 3, base, base, base])
+    warmup_lrs = [x["warmup/lr"] for x in lines if x["phase"] == "warmup"]
+    assert warmup_lrs == pytest.approx([5e-5, 2.5e-5])  # warmup.lr on a half cosine over 2 steps
     assert sorted(_rollouts(reference_run)) == [f"step_{s:06d}.jsonl" for s in range(3, 8)]
     ckpts = sorted(p.name for p in (reference_run / "checkpoints").glob("step_*"))
     assert ckpts == ["step_000002", "step_000006", "step_000007"]  # warm-up end pinned + last 2

@@ -105,6 +105,9 @@ class AlgoConfig:
     bf16_autocast: Optional[bool] = None
 
 
+WARMUP_LR_SCHEDULES = ("constant", "cosine")  # warmup.lr_schedule
+
+
 @dataclass
 class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
@@ -116,6 +119,10 @@ class WarmupConfig:
     steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
+    # constant | cosine (decayed to zero over warmup.steps, verl's SFT trainer's default). Why
+    # cosine is offered: with a constant 5e-5 where a warm-up ends (accuracy, how its checks fix
+    # and break) moved with the last few batches, and PASR's gain with it (docs/results/demo.md)
+    lr_schedule: str = "constant"
     n_traces: int = 1280  # one pass over 1280 traces in 160 steps of 8: no trace seen twice
     refine_fraction: float = 0.4  # share of refine-prompt traces that contain a refine step
     # check: the refine redoes the step in smaller pieces (76 - 20 = 56, 56 - 7 = 49) and either
@@ -252,6 +259,8 @@ class LocalTrainConfig:
         for section, name in (("algo", "micro_batch_size"), ("algo", "ppo_epochs"), ("warmup", "batch_size"), ("warmup", "n_traces")):
             if getattr(getattr(self, section), name) < 1:
                 problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
+        if w.lr_schedule not in WARMUP_LR_SCHEDULES:
+            problems.append(f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {w.lr_schedule!r}")
         if a.lr_warmup_steps < 0:
             problems.append(f"algo.lr_warmup_steps must be >= 0, got {a.lr_warmup_steps}")
         if a.kl_coef < 0 or not a.clip_ratio > 0 or not a.max_grad_norm > 0:

@@ -25,7 +25,7 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
 from recipe.advantages import TRAINED, advantages_on_trained_rows
-from recipe.local_engine.config import AlgoConfig
+from recipe.local_engine.config import WARMUP_LR_SCHEDULES, AlgoConfig
 from recipe.local_engine.logprobs import (
     PackedBatch,
     concatenated_response_logprobs,
@@ -168,6 +168,22 @@ def rl_learning_rate(lr: float, rl_step: int, warmup_steps: int) -> float:
     if warmup_steps <= 0:
         return lr
     return lr * min(1.0, max(rl_step, 1) / warmup_steps)
+
+
+def warmup_learning_rate(lr: float, step: int, total_steps: int, schedule: str) -> float:
+    """The learning rate of warm-up step ``step`` (1-based) of ``total_steps``: ``lr`` held
+    (``constant``) or decayed to zero on a half cosine (``cosine``: verl's SFT trainer's default
+    schedule, computed by verl's own ``get_cosine_schedule_with_warmup`` without its linear ramp).
+    A pure function of the step, so a resumed warm-up needs no scheduler state."""
+    if schedule == "constant":
+        return lr
+    if schedule != "cosine":
+        raise ValueError(f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {schedule!r}")
+    from verl.utils.torch_functional import get_cosine_schedule_with_warmup
+
+    probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    factor = get_cosine_schedule_with_warmup(probe, num_warmup_steps=0, num_training_steps=total_steps).lr_lambdas[0]
+    return lr * factor(step - 1)  # verl counts from 0: the first step has the full lr
 
 
 def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float) -> dict[str, float]:

@@ -34,7 +34,7 @@ from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_learning_rate, sft_loss
+from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_learning_rate, sft_loss, warmup_learning_rate
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
@@ -252,6 +252,10 @@ class LocalPasrTrainer:
 
     def warmup_step(self, step: int) -> dict:
         prompts, responses = self.warmup_batch(step)
+        w = self.cfg.warmup
+        lr = warmup_learning_rate(w.lr, step, w.steps, w.lr_schedule)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
@@ -261,7 +265,7 @@ class LocalPasrTrainer:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             require_finite(grad_norm, "the warm-up SFT loss's gradient norm")
             self.optimizer.step()
-        return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), **m}
+        return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), "warmup/lr": lr, **m}
 
     def _ensure_ref_model(self) -> None:
         """The KL reference is the policy the RL phase starts from (after the warm-up), not
