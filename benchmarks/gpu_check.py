@@ -163,6 +163,7 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
     """The local engine's training problems as verl's RL parquet (the refine system prompt in
     each row; PASR's rollout sets the system prompt per variant anyway), and a few held-out ones
     as the validation file verl wants even when it never validates."""
+    from data.generated_sets import heldout_seed
     from data.synthetic import generate_problems
     from data.verl_parquet import write_rl_parquet
     from prompts import load_prompt
@@ -172,7 +173,7 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
         raise SystemExit(f"gpu_check: data.source={d.source}: this check trains on the synthetic arithmetic")
     system = load_prompt(cfg.pasr.prompts.refine)
     train = [p.as_example() for p in generate_problems(d.train_size, seed=d.seed, difficulty=d.difficulty, split="train")]
-    val = [p.as_example() for p in generate_problems(n_val, seed=d.seed + 1, difficulty=d.difficulty, split="test")]
+    val = [p.as_example() for p in generate_problems(n_val, seed=heldout_seed(d.seed), difficulty=d.difficulty, split="test")]
     data_dir.mkdir(parents=True, exist_ok=True)
     return (write_rl_parquet(train, data_dir / "train.parquet", system),
             write_rl_parquet(val, data_dir / "val.parquet", system))

@@ -38,9 +38,9 @@ Every row is one ``pasr eval`` run (:func:`eval.run.run_eval`, its own ``samples
 accuracy-vs-tokens PNG. Two things differ from typing ``pasr eval`` by hand, both so that the rows
 are evaluated as the local engine evaluates the checkpoints it trains:
 
-* **the problems**: ``pasr eval --dataset synthetic`` draws the generator's *training* split with
-  seed 0; the local engine holds out ``split="test"`` problems of seed ``data.seed + 1`` (1235) at
-  ``data.difficulty`` (1). Those are written to ``--out-dir/data/synthetic-heldout.jsonl`` and
+* **the problems**: the local engine holds out ``split="test"`` problems of seed ``data.seed + 1``
+  (1235 for the default ``data.seed``; ``pasr eval --dataset synthetic`` draws the same ones, but
+  only for that seed) at ``data.difficulty`` (1). Those are written to ``--out-dir/data/synthetic-heldout.jsonl`` and
   evaluated as a file (ids ``synthetic-heldout:<index>``; the same questions, in the same order, as
   the local engine's held-out set);
 * **the prompts and the ``<think>`` prefill**: the local engine's CPU prompts

@@ -8,6 +8,16 @@ from typing import Any
 
 from data.examples import DatasetError, Example
 
+DEFAULT_DATA_SEED = 1234  # the local engine's data.seed: the generator seed of its training problems
+
+
+def heldout_seed(data_seed: int) -> int:
+    """The generator seed of the held-out problems of a run trained on seed ``data_seed``. With
+    ``split="test"`` they share no question with the training split whatever the seeds; the
+    different seed also gives them another order, so a run's first held-out problems are not
+    its first training problems' neighbours."""
+    return data_seed + 1
+
 
 def _load_generated(name: str, split: str, limit: int | None, options: dict[str, Any]) -> list[Example]:
     """``synthetic`` or ``countdown``: both seeded generators take ``seed``, ``difficulty`` and ``n``."""

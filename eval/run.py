@@ -73,7 +73,7 @@ __all__ = [
     "run_eval",
 ]
 
-HELDOUT_SPLITS = {"countdown": "test"}  # a generated set is evaluated on problems training never sees
+HELDOUT_SPLITS = {"countdown": "test", "synthetic": "test"}  # a generated set is evaluated on problems training never sees
 
 
 def _stderr(msg: str) -> None:
@@ -84,14 +84,19 @@ def load_datasets(
     names: list[str], limit: int | None, countdown_difficulty: int = COUNTDOWN_DIFFICULTY
 ) -> dict[str, list]:
     """Examples per dataset label (the canonical name, or a file's stem), in the order given;
-    ``countdown`` is generated at ``countdown_difficulty``."""
+    ``countdown`` is generated at ``countdown_difficulty``; ``synthetic`` is the local engine's
+    held-out set for its default ``data.seed`` (split test, seed 1235, difficulty 1: what
+    ``pasr train`` evaluates, so an evaluation of its checkpoint reproduces its held-out table)."""
     from data.examples import DatasetError
+    from data.generated_sets import DEFAULT_DATA_SEED, heldout_seed
     from data.loaders import UnknownShapeError, load_examples
 
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
             options = {"difficulty": countdown_difficulty} if name.lower() == "countdown" else {}
+            if name.lower() == "synthetic":  # the local engine's held-out problems, in its order
+                options = {"seed": heldout_seed(DEFAULT_DATA_SEED)}
             examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit, **options)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
             raise EvalError(

@@ -97,3 +97,20 @@ def test_progress_moves_as_sequences_finish_and_never_runs_ahead_of_the_chunk():
     ticks.start(6)
     ticks.finish()  # a backend that never ticks
     assert bar.n == 10
+
+
+def test_synthetic_is_the_local_engines_held_out_set_never_its_training_set():
+    """`pasr eval --dataset synthetic` scores what `pasr train` holds out (split test, seed
+    data.seed + 1), so evaluating a local checkpoint repeats its held-out table; it used to draw the
+    training split of seed 0."""
+    from data.generated_sets import heldout_seed
+    from data.synthetic import generate_problems
+    from eval.run import load_datasets
+    from recipe.local_engine.config import load_config
+
+    data = load_config().data
+    evaluated = [e.question for e in load_datasets(["synthetic"], 40)["synthetic"]]
+    heldout = [p.question for p in generate_problems(40, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")]
+    assert evaluated == heldout
+    trained = {p.question for p in generate_problems(data.train_size, seed=data.seed, difficulty=data.difficulty, split="train")}
+    assert not trained & set(evaluated)

@@ -14,6 +14,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from data.generated_sets import DEFAULT_DATA_SEED
 from data.warmup_traces import REFINE_STYLES
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
@@ -54,7 +55,7 @@ class DataConfig:
     difficulty: int = 1  # synthetic: number of arithmetic steps (1-3); countdown: how many numbers (3-5)
     train_size: int = 2000
     eval_size: int = 100  # held-out problems scored at the ends of training
-    seed: int = 1234  # train problems; held-out problems use seed + 1 (disjoint)
+    seed: int = DEFAULT_DATA_SEED  # train problems; held-out problems: split test, seed + 1 (data.generated_sets.heldout_seed)
     split: str = "train"  # for named datasets
 
 

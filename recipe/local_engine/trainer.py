@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from data.examples import DatasetError, Example
+from data.generated_sets import heldout_seed
 from prompts import PromptSet, prompt_version
 from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
@@ -103,7 +104,7 @@ class LocalPasrTrainer:
             else:
                 from data.synthetic import generate_problems
             self.train = [p.as_example() for p in generate_problems(c.train_size, seed=c.seed, difficulty=c.difficulty, split="train")]
-            self.heldout = [p.as_example() for p in generate_problems(c.eval_size, seed=c.seed + 1, difficulty=c.difficulty, split="test")]
+            self.heldout = [p.as_example() for p in generate_problems(c.eval_size, seed=heldout_seed(c.seed), difficulty=c.difficulty, split="test")]
         else:
             from data.loaders import load_examples
 
