@@ -61,3 +61,24 @@ def test_finished_runs_are_read_not_rerun(tmp_path, capsys):
     assert result["cpu"]["dtype"] == "float32" and {"model", "capability", "cores"} <= set(result["cpu"])
     assert [r["seed"] for r in result["runs"]] == [4] and result["runs"][0]["wall_s"] is None
     assert "| 4 |" in capsys.readouterr().out
+
+
+def test_warmup_schedule_compares_the_four_evaluations_of_a_seed(tmp_path, capsys):
+    """benchmarks/warmup_schedule: per seed, the decayed warm-up against the constant one, against
+    the constant one plus PASR, and PASR from the decayed one, each a paired sign test."""
+    from benchmarks.warmup_schedule import main as compare
+
+    constant, cosine = tmp_path / "constant", tmp_path / "cosine"
+    # constant warm-up right on 0-3, its PASR on 0-5; the decayed warm-up on 0-7, its PASR on 0-6
+    for root, warm_n, final_n in ((constant, 4, 6), (cosine, 8, 7)):
+        right = [[i < n for i in range(10)] for n in (warm_n, final_n)]
+        _run(root, *right, refine=[True] * 10).rename(root / "seed_2")
+    out = tmp_path / "cmp.json"
+    assert compare(["--constant", str(constant), "--cosine", str(cosine), "--seeds", "2", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["runs"]
+    assert [row[f"{k}_acc"] for k in ("constant_warmup", "constant_pasr", "cosine_warmup", "cosine_pasr")] == [0.4, 0.6, 0.8, 0.7]
+    assert (row["decay_vs_constant_warmup"]["wins"], row["decay_vs_constant_warmup"]["losses"]) == (4, 0)
+    assert (row["decay_vs_constant_warmup_plus_pasr"]["wins"], row["decay_vs_constant_warmup_plus_pasr"]["losses"]) == (2, 0)
+    assert (row["pasr_from_decayed_warmup"]["wins"], row["pasr_from_decayed_warmup"]["losses"]) == (0, 1)
+    assert row["pasr_from_decayed_warmup"]["p"] == 1.0
+    assert "| 2 | 0.400 | 0.600 | 0.800 | 0.700 |" in capsys.readouterr().out
