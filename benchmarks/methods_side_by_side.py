@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data.generated_sets import heldout_seed
 from eval.backends import HFBackend
 from eval.significance import paired_counts, sign_test
 
@@ -299,13 +300,13 @@ def main(argv=None) -> int:
     prefill = "" if args.no_prefill else THINK_PREFILL
     prompts = {"refine": local.pasr.prompts.refine, "plain": local.pasr.prompts.plain}
     systems = frozenset(load_prompt(name) for name in prompts.values())
-    heldout_seed = args.data_seed + 1
+    seed = heldout_seed(args.data_seed)
     resolved = {BASE: resolve(args.base), WARMUP: resolve(args.warmup), PASR: resolve(args.pasr)}
     check_out_dir(out_dir, {"models": resolved, "prefill": prefill, "prompts": prompts,
-                            "data": {"seed": heldout_seed, "difficulty": args.difficulty, "split": "test"}})
+                            "data": {"seed": seed, "difficulty": args.difficulty, "split": "test"}})
     links = link_models(out_dir, resolved)
     links[BASELINE] = links[args.baseline_model]
-    data_file = heldout_file(out_dir, args.limit, heldout_seed, args.difficulty)
+    data_file = heldout_file(out_dir, args.limit, seed, args.difficulty)
     walls_path = out_dir / WALLS_FILE
     walls = json.loads(walls_path.read_text()) if walls_path.is_file() else {}
 
@@ -416,7 +417,7 @@ def report(args, out_dir, data_file, summaries, candidates, walls, resolved, pre
         "rows": rows,
         "candidates": candidates,
         "settings": {
-            "dataset": {"name": args.dataset, "label": DATASET, "split": "test", "seed": args.data_seed + 1,
+            "dataset": {"name": args.dataset, "label": DATASET, "split": "test", "seed": heldout_seed(args.data_seed),
                         "difficulty": args.difficulty, "limit": args.limit, "file": str(data_file)},
             "models": {BASE: args.base, WARMUP: args.warmup, PASR: args.pasr},
             "baseline_model": args.baseline_model,

@@ -94,9 +94,9 @@ def load_datasets(
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
-            options = {"difficulty": countdown_difficulty} if name.lower() == "countdown" else {}
-            if name.lower() == "synthetic":  # the local engine's held-out problems, in its order
-                options = {"seed": heldout_seed(DEFAULT_DATA_SEED)}
+            # synthetic: the local engine's held-out problems, in its order
+            options = {"countdown": {"difficulty": countdown_difficulty},
+                       "synthetic": {"seed": heldout_seed(DEFAULT_DATA_SEED)}}.get(name.lower(), {})
             examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit, **options)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
             raise EvalError(
