@@ -84,9 +84,10 @@ def load_datasets(
     names: list[str], limit: int | None, countdown_difficulty: int = COUNTDOWN_DIFFICULTY
 ) -> dict[str, list]:
     """Examples per dataset label (the canonical name, or a file's stem), in the order given;
-    ``countdown`` is generated at ``countdown_difficulty``; ``synthetic`` is the local engine's
-    held-out set for its default ``data.seed`` (split test, seed 1235, difficulty 1: what
-    ``pasr train`` evaluates, so an evaluation of its checkpoint reproduces its held-out table)."""
+    the generated sets are the local engine's held-out problems for its default ``data.seed``
+    (split test, seed 1235: what ``pasr train`` and ``--preset rrr`` evaluate, so an evaluation of
+    their checkpoint reproduces their held-out table); ``synthetic`` at difficulty 1, ``countdown``
+    at ``countdown_difficulty``."""
     from data.examples import DatasetError
     from data.generated_sets import DEFAULT_DATA_SEED, heldout_seed
     from data.loaders import UnknownShapeError, load_examples
@@ -94,8 +95,8 @@ def load_datasets(
     out: dict[str, list] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
-            # synthetic: the local engine's held-out problems, in its order
-            options = {"countdown": {"difficulty": countdown_difficulty},
+            # a generated set: the local engine's held-out problems, in its order
+            options = {"countdown": {"seed": heldout_seed(DEFAULT_DATA_SEED), "difficulty": countdown_difficulty},
                        "synthetic": {"seed": heldout_seed(DEFAULT_DATA_SEED)}}.get(name.lower(), {})
             examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit, **options)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does

@@ -17,7 +17,7 @@ from data.loaders import load_examples
 from data.records import ATTEMPT, REFLECTION, RETRY
 from eval.backends import Completion, GenParams
 from eval.reflect_retry import RrrPass, run_reflect_retry, undecided
-from eval.run import EvalConfig, EvalError, run_eval
+from eval.run import EvalConfig, EvalError, load_datasets, run_eval
 from recipe.rrr_config import RrrConfig
 from rewards.judges.base import JudgeResult
 from tests import scripted_eval
@@ -77,7 +77,7 @@ def question_of(chat) -> str:
 
 def countdown(n: int = N) -> dict[str, object]:
     """The held-out Countdown problems ``pasr eval --dataset countdown`` evaluates, by question."""
-    return {ex.question: ex for ex in load_examples("countdown", split="test", limit=n)}
+    return {ex.question: ex for ex in load_datasets(["countdown"], n)["countdown"]}
 
 
 def answer(eq: str) -> str:
@@ -272,7 +272,7 @@ def test_rerun_finishes_an_undecided_sample_from_its_kept_attempt(tmp_path):
     q = list(problems)
     wrong = "1 + 1"
     run_eval(cfg_for(tmp_path, limit=2), backend=Scripted(script({q[0]}, set())), judge=Counting(fail={wrong}))
-    assert records_of(tmp_path / "run")[-1].judge_error == "judge timeout"
+    assert {r.prompt: r for r in records_of(tmp_path / "run")}[q[1]].judge_error == "judge timeout"
 
     again = Scripted(script(set(), {q[1]}))
     summary = run_eval(cfg_for(tmp_path, limit=2), backend=again, judge=Counting())
@@ -395,7 +395,7 @@ def test_cli_runs_reflect_retry_on_countdown(tmp_path, run_cli, monkeypatch):
 def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, run_cli, monkeypatch):
     import eval.run
 
-    hard = {ex.question: ex for ex in load_examples("countdown", split="test", limit=2, difficulty=3)}
+    hard = {ex.question: ex for ex in load_datasets(["countdown"], 2, countdown_difficulty=3)["countdown"]}
     assert all(len(ex.extra["numbers"]) == 5 for ex in hard.values())
     backend = Scripted(lambda k, q, c: answer(hard[q].extra["solution"]))  # a KeyError if level 1 were asked
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)

@@ -114,3 +114,19 @@ def test_synthetic_is_the_local_engines_held_out_set_never_its_training_set():
     assert evaluated == heldout
     trained = {p.question for p in generate_problems(data.train_size, seed=data.seed, difficulty=data.difficulty, split="train")}
     assert not trained & set(evaluated)
+
+
+def test_countdown_is_the_rrr_presets_held_out_set():
+    """`pasr eval --dataset countdown` scores the problems `pasr train --preset rrr` holds out
+    (split test, seed data.seed + 1, the preset's difficulty), so evaluating an RRR checkpoint
+    repeats its held-out table; it used to draw seed 0, another set of problems."""
+    from data.countdown import generate_problems
+    from data.generated_sets import heldout_seed
+    from eval.run import load_datasets
+    from recipe.local_engine.config import load_config
+
+    data = load_config(preset="rrr").data
+    evaluated = [e.question for e in load_datasets(["countdown"], 30, countdown_difficulty=data.difficulty)["countdown"]]
+    heldout = [p.question for p in generate_problems(30, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")]
+    assert evaluated == heldout
+    assert evaluated != [p.question for p in generate_problems(30, seed=0, difficulty=data.difficulty, split="test")]
