@@ -6,7 +6,10 @@
    * **PASR** with the recipe's default reward (``--pasr`` overrides);
    * **control**: the supervised warm-up continued (its optimizer state too) until the PASR
      phase ends, so both get the same wall time on the same machine under the same load. If
-     PASR beats this, the gain is not just "more training".
+     PASR beats this, the gain is not just "more training". With ``warmup.lr_schedule=cosine``
+     (an override for every run) the warm-up ends at rate zero and the control stays there, so it
+     is the warm-up itself, and PASR's row against it is free of what a constant warm-up rate
+     leaves for a lower RL rate to settle (docs/results/demo.md).
 3. **PASR, paper-exact reward** (``--paper`` overrides: tie -0.5, float-equality ties, empty
    refines credited like any refine) from the same checkpoint, alone (both cores).
 4. Every policy is evaluated greedily on the same held-out problems with the refine prompt.

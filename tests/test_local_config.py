@@ -79,6 +79,9 @@ def test_warmup_learning_rate_holds_or_decays_on_verls_cosine():
     # half a cosine from the full lr at the first step towards zero after the last: 4 (1 + cos(pi k / 4)) / 2
     assert cosine == pytest.approx([4.0, 2 + 2 ** 0.5, 2.0, 2 - 2 ** 0.5])
     assert warmup_learning_rate(4.0, 50, 100, "cosine") > warmup_learning_rate(4.0, 51, 100, "cosine") > 0
+    # supervised steps past the end (the learning-signal control continues the warm-up) stay at
+    # the schedule's end, zero; verl's cosine alone would climb back towards the full rate
+    assert [warmup_learning_rate(4.0, s, 4, "cosine") for s in (5, 6, 8, 40)] == [0.0] * 4
     with pytest.raises(ValueError, match="warmup.lr_schedule"):
         warmup_learning_rate(4.0, 1, 4, "linear")
     with pytest.raises(ConfigError, match="warmup.lr_schedule"):

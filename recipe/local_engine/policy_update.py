@@ -15,8 +15,9 @@ with ``skip_zero_adv``, are skipped: they would only add KL gradient.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -174,16 +175,26 @@ def warmup_learning_rate(lr: float, step: int, total_steps: int, schedule: str) 
     """The learning rate of warm-up step ``step`` (1-based) of ``total_steps``: ``lr`` held
     (``constant``) or decayed to zero on a half cosine (``cosine``: verl's SFT trainer's default
     schedule, computed by verl's own ``get_cosine_schedule_with_warmup`` without its linear ramp).
-    A pure function of the step, so a resumed warm-up needs no scheduler state."""
+    A pure function of the step, so a resumed warm-up needs no scheduler state. Past
+    ``total_steps`` (supervised steps that continue a finished warm-up, as the learning-signal
+    benchmark's control does) the rate stays where the schedule ends, at zero: verl's cosine would
+    rise again there, re-heating a warm-up that had settled."""
     if schedule == "constant":
         return lr
     if schedule != "cosine":
         raise ValueError(f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {schedule!r}")
+    # verl counts from 0: the first step has the full lr, and index total_steps (one past the
+    # last step) is zero, where steps past the end stay
+    return lr * _cosine_factor(total_steps)(min(step - 1, total_steps))
+
+
+@lru_cache(maxsize=8)
+def _cosine_factor(total_steps: int) -> Callable[[int], float]:
+    """verl's cosine factor for ``total_steps`` (its LambdaLR's lambda, built once per length)."""
     from verl.utils.torch_functional import get_cosine_schedule_with_warmup
 
-    probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
-    factor = get_cosine_schedule_with_warmup(probe, num_warmup_steps=0, num_training_steps=total_steps).lr_lambdas[0]
-    return lr * factor(step - 1)  # verl counts from 0: the first step has the full lr
+    probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    return get_cosine_schedule_with_warmup(probe, num_warmup_steps=0, num_training_steps=total_steps).lr_lambdas[0]
 
 
 def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float) -> dict[str, float]:
