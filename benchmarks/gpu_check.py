@@ -164,7 +164,7 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
     each row; PASR's rollout sets the system prompt per variant anyway), and a few held-out ones
     as the validation file verl wants even when it never validates."""
     from data.generated_sets import heldout_seed
-    from data.synthetic import generate_problems
+    from data.loaders import load_examples
     from data.verl_parquet import write_rl_parquet
     from prompts import load_prompt
 
@@ -172,8 +172,8 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
     if d.source != "synthetic":
         raise SystemExit(f"gpu_check: data.source={d.source}: this check trains on the synthetic arithmetic")
     system = load_prompt(cfg.pasr.prompts.refine)
-    train = [p.as_example() for p in generate_problems(d.train_size, seed=d.seed, difficulty=d.difficulty, split="train")]
-    val = [p.as_example() for p in generate_problems(n_val, seed=heldout_seed(d.seed), difficulty=d.difficulty, split="test")]
+    train = load_examples("synthetic", split="train", limit=d.train_size, seed=d.seed, difficulty=d.difficulty)
+    val = load_examples("synthetic", split="test", limit=n_val, seed=heldout_seed(d.seed), difficulty=d.difficulty)
     data_dir.mkdir(parents=True, exist_ok=True)
     return (write_rl_parquet(train, data_dir / "train.parquet", system),
             write_rl_parquet(val, data_dir / "val.parquet", system))

@@ -96,8 +96,9 @@ def load_datasets(
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
             # a generated set: the local engine's held-out problems, in its order
-            options = {"countdown": {"seed": heldout_seed(DEFAULT_DATA_SEED), "difficulty": countdown_difficulty},
-                       "synthetic": {"seed": heldout_seed(DEFAULT_DATA_SEED)}}.get(name.lower(), {})
+            options = {"seed": heldout_seed(DEFAULT_DATA_SEED)} if name.lower() in HELDOUT_SPLITS else {}
+            if name.lower() == "countdown":
+                options["difficulty"] = countdown_difficulty
             examples = load_examples(name, split=HELDOUT_SPLITS.get(name.lower()), limit=limit, **options)
         except UnknownShapeError as exc:  # pasr eval has no field-mapping flags; pasr data does
             raise EvalError(

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data.dataset_specs import GENERATED
 from data.examples import DatasetError, Example
 from data.generated_sets import heldout_seed
 from prompts import PromptSet, prompt_version
@@ -97,17 +98,13 @@ class LocalPasrTrainer:
         return self.cfg.method
 
     def _load_data(self) -> None:
-        c = self.cfg.data
-        if c.source in ("synthetic", "countdown"):  # seeded generators: data.seed and data.difficulty apply
-            if c.source == "countdown":
-                from data.countdown import generate_problems
-            else:
-                from data.synthetic import generate_problems
-            self.train = [p.as_example() for p in generate_problems(c.train_size, seed=c.seed, difficulty=c.difficulty, split="train")]
-            self.heldout = [p.as_example() for p in generate_problems(c.eval_size, seed=heldout_seed(c.seed), difficulty=c.difficulty, split="test")]
-        else:
-            from data.loaders import load_examples
+        from data.loaders import load_examples
 
+        c = self.cfg.data
+        if c.source in GENERATED:  # seeded generators: data.seed and data.difficulty apply
+            self.train = load_examples(c.source, split="train", limit=c.train_size, seed=c.seed, difficulty=c.difficulty)
+            self.heldout = load_examples(c.source, split="test", limit=c.eval_size, seed=heldout_seed(c.seed), difficulty=c.difficulty)
+        else:
             self.train = load_examples(c.source, split=c.split, limit=c.train_size)
             self.heldout = load_examples(c.source, split="test", limit=c.eval_size)
         check_data(self.cfg, self.train, self.heldout)
