@@ -172,11 +172,11 @@ def heldout_file(out_dir: Path, limit: int, seed: int, difficulty: int) -> Path:
     """The local engine's held-out problems (``split="test"``, seed ``seed``) as a JSONL file
     ``pasr eval`` reads; the first ``limit`` of them, in the local engine's order."""
     from data.atomic_write import replace_text
-    from data.synthetic import generate_problems
+    from data.loaders import load_examples
 
     path = out_dir / "data" / f"{DATASET}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    problems = generate_problems(limit, seed=seed, difficulty=difficulty, split="test")
+    problems = load_examples("synthetic", split="test", limit=limit, seed=seed, difficulty=difficulty)
     lines = [json.dumps({"question": p.question, "answer": p.answer, "local_id": p.id}) for p in problems]
     replace_text(path, "\n".join(lines) + "\n")
     return path
