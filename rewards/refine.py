@@ -51,6 +51,19 @@ RL lr ramped (``algo.lr_warmup_steps``); it is the local engine's default
 refine kept its -1, trained refining away in both CPU runs that tried it, and was retired after
 commit 0c947d1: :mod:`recipe.retired_keys`.)
 
+**Draft** (``pasr.refine_compare=draft``; not the paper, an option measured on the CPU demo).
+Over a warm-up that refines on every answer, the paper's comparison cannot tell one refining
+rollout from another: the baseline is the same for the whole group and cancels in GRPO's
+advantage, so PASR's reward there is GRPO on accuracy, and a right answer earns the same whether
+its check fixed a wrong draft or copied a right one. ``draft`` compares a rollout's accuracy with
+its *own* answer before refining: the draft (the last number before the first ``<refine>``,
+:func:`rewards.refine_quality.assess_refines`) scored 1.0 when it equals the numeric gold, else
+0.0, and pays the margin: a fix earns +1, a break -1, a kept draft the tie value. That is the
+paper's question (did refining beat not refining?) asked of the rollout itself instead of other
+rollouts. Where there is no draft to judge (no number before the refine, a gold that is not a
+plain number) it falls back to ``margin`` against the plain baseline. Use it with
+``pasr.draft_credit=value``, so a wrong draft that a check repaired is not itself reinforced.
+
 ``tie_value``, ``zeta`` and ``empty_value`` have no defaults here: they are config values, and their defaults
 live in one place, :class:`recipe.pasr_config.PasrConfig`.
 """
@@ -61,7 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BETTER, WORSE, TIE, NONE, NO_BASELINE, EMPTY = "better", "worse", "tie", "none", "no_baseline", "empty"
-COMPARE_MODES = ("sign", "margin")
+COMPARE_MODES = ("sign", "margin", "draft")
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,8 @@ def refine_reward(
         empty_value: what an empty refine earns, right or wrong (``pasr.empty_refine_value``;
             module docstring); None: the paper, an empty refine is paid like any refine.
         compare: ``sign`` (the paper: +1 / -1) or ``margin`` (``acc - baseline``) for a rollout
-            that is better or worse (``pasr.refine_compare``; module docstring).
+            that is better or worse (``pasr.refine_compare``; module docstring); ``draft`` pays
+            the margin too, the caller passing the draft's correctness as ``baseline``.
 
     Returns:
         A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0 ``none``
@@ -141,7 +155,7 @@ def refine_reward(
     if compare not in COMPARE_MODES:
         raise ValueError(f"compare must be one of {', '.join(COMPARE_MODES)}, got {compare!r}")
     reward = _compared(acc, has_refine, baseline, tie_value, zeta)
-    if compare == "margin" and reward.outcome in (BETTER, WORSE):
+    if compare != "sign" and reward.outcome in (BETTER, WORSE):
         reward = RefineReward(acc - reward.baseline, reward.outcome, reward.baseline)
     if has_refine and empty and empty_value is not None and reward.outcome != NO_BASELINE:
         return RefineReward(float(empty_value), EMPTY, reward.baseline)
