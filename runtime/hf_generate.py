@@ -19,6 +19,7 @@ import torch
 from runtime import prompt_prefill
 from runtime.decoding import decode_response  # the one decoder of every engine
 from runtime.prompt_prefill import pad_around_prefixes, shared_prefixes
+from runtime.sampling import sampling_processors
 
 
 @dataclass
@@ -29,9 +30,13 @@ class SamplingParams:
     do_sample: bool = True  # False = greedy
 
     def generate_kwargs(self) -> dict:
+        """``generate``'s arguments. Sampling runs in its greedy mode behind logits processors
+        that draw the token (:mod:`runtime.sampling`): the same distribution as its sampling
+        mode, without ``torch.multinomial``'s draw per vocabulary entry."""
+        greedy = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not self.do_sample or self.temperature <= 0:
-            return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+            return greedy
+        return {**greedy, "logits_processor": sampling_processors(self.temperature, self.top_p)}
 
 
 @dataclass
