@@ -25,21 +25,22 @@ from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogits
 class InverseCdfSampler(LogitsProcessor):
     """Draw one token per row from ``softmax(scores)`` and return scores where only it is finite.
 
-    The cumulative sum runs in float32 (torch's CPU kernel accumulates in float64), so each
-    token's interval is exact to about 1e-7; a token whose probability is zero has an empty
-    interval and is never drawn (``searchsorted`` with ``right=True`` skips it)."""
+    Works in place on ``scores`` (generate hands each decode step a fresh float32 copy, and the
+    temperature warper before this makes another): on CPU a new tensor of ``rows x vocabulary``
+    costs its page faults, about as much as the arithmetic. The cumulative sum of
+    ``exp(scores - max)`` runs in float32 (torch's CPU kernel accumulates in float64), so each
+    token's interval is exact to about 1e-7 of the total; a token whose probability is zero has
+    an empty interval and is never drawn (``searchsorted`` with ``right=True`` skips it)."""
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        cdf = torch.softmax(scores.float(), dim=-1).cumsum_(dim=-1)
-        u = torch.rand((cdf.shape[0], 1), device=cdf.device, dtype=cdf.dtype) * cdf[:, -1:]
+        cdf = scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_().cumsum_(dim=-1)
+        total = cdf[:, -1:]
+        # u * total can round up to the total itself (odds about 1e-7 a row): the largest float
+        # below it still falls in the last token of positive probability, never past it
+        u = torch.minimum(torch.rand(total.shape, device=cdf.device, dtype=cdf.dtype) * total,
+                          torch.nextafter(total, torch.zeros_like(total)))
         token = torch.searchsorted(cdf, u, right=True)
-        # u * total can round up to the total itself (odds about 1e-7 a row): take the mode then,
-        # never a token whose probability is zero
-        beyond = token >= cdf.shape[-1]
-        if beyond.any():
-            token = torch.where(beyond, scores.argmax(dim=-1, keepdim=True), token)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, token, 0.0)
+        return cdf.fill_(float("-inf")).scatter_(1, token, 0.0)
 
 
 def sampling_processors(temperature: float, top_p: float = 1.0) -> LogitsProcessorList:

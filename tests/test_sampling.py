@@ -43,10 +43,12 @@ def test_a_token_of_zero_probability_is_never_drawn(monkeypatch):
     logits = torch.tensor([[0.0, float("-inf"), 1.0, float("-inf")]])
     torch.manual_seed(2)
     assert set(_draw(sampling_processors(0.9), logits, 20_000).tolist()) == {0, 2}
-    # a uniform that rounds up to the whole mass (u * total == total) falls back on the mode,
-    # not on the last, impossible, token
+    # a uniform that rounds up to the whole mass (u * total == total) takes the last token of
+    # positive probability, not the last, impossible, one
     monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, **kw))
     assert _draw(LogitsProcessorList([InverseCdfSampler()]), logits, 3).tolist() == [2, 2, 2]
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.zeros(shape, **kw))
+    assert _draw(LogitsProcessorList([InverseCdfSampler()]), logits, 3).tolist() == [0, 0, 0]
 
 
 def test_a_temperature_that_is_not_positive_is_refused():
