@@ -38,6 +38,8 @@ class DtypeChoice:
         return self.dtype == "bfloat16"
 
     def describe(self) -> str:
+        if not self.measured:  # forced: there is no speed-up to report (it is NaN)
+            return f"cpu dtype: {self.dtype} (forced, not measured; capability {self.capability})"
         return (f"cpu dtype: {self.dtype} (bf16 matmul {self.bf16_speedup:.2f}x the speed of fp32 on this CPU,"
                 f" capability {self.capability}; bf16 needs >= {MIN_SPEEDUP}x)")
 

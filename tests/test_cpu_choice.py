@@ -39,6 +39,7 @@ def test_explicit_dtype_is_not_measured():
 
     kept = resolve_dtype("float32", measure=boom)
     assert kept.dtype == "float32" and not kept.measured and math.isnan(kept.bf16_speedup)
+    assert "forced" in kept.describe() and "nan" not in kept.describe()  # no "nanx the speed of fp32"
     fake = DtypeChoice("bfloat16", 2.0, "AVX512")
     assert resolve_dtype("auto", measure=lambda: fake) is fake
     assert resolve_dtype(None, measure=lambda: fake) is fake
