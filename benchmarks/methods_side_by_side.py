@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from data.generated_sets import heldout_seed
-from eval.backends import HFBackend
+from eval.backends import AnswerPrefillBackend
 from eval.significance import paired_counts, sign_test
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,37 +135,6 @@ def paired_table(correct: dict[str, dict[str, bool]], reference: str = REFERENCE
         wins, losses = paired_counts(ref, row)  # (row right & ref wrong, ref right & row wrong)
         out[key] = {"wins": wins, "losses": losses, "p": sign_test(wins, losses), "n_paired": len(ref.keys() & row.keys())}
     return out
-
-
-def starts_answer(chat, systems: frozenset[str]) -> bool:
-    """Whether ``chat`` asks for an answer under one of the trained system prompts (``systems``):
-    the turns the local engine starts with ``<think>``."""
-    return bool(chat) and chat[0].get("role") == "system" and chat[0].get("content") in systems
-
-
-# ----------------------------------------------------------------------------- generation
-
-
-class AnswerPrefillBackend(HFBackend):
-    """``pasr eval``'s hf backend, with the local engine's assistant prefill on the chats that
-    :func:`starts_answer` picks (answers under the trained prompts); other chats get none."""
-
-    def __init__(self, model: str, prefill: str, systems: frozenset[str], **kwargs):
-        super().__init__(model, **kwargs)
-        self.prefill, self.systems = prefill, systems
-
-    def generate(self, chats, params, on_finished=None, prefill: str = ""):
-        if not self.prefill:
-            return super().generate(chats, params, on_finished)
-        marks = [starts_answer(c, self.systems) for c in chats]
-        out: list = [None] * len(chats)
-        for mark in (True, False):
-            idx = [i for i, m in enumerate(marks) if m == mark]
-            if idx:
-                gens = super().generate([chats[i] for i in idx], params, on_finished, prefill=self.prefill if mark else "")
-                for i, g in zip(idx, gens):
-                    out[i] = g
-        return out
 
 
 def heldout_file(out_dir: Path, limit: int, seed: int, difficulty: int) -> Path:

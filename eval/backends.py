@@ -251,6 +251,65 @@ class VLLMBackend:
         return result
 
 
+@dataclass(frozen=True)
+class LocalRunAnswers:
+    """How a local ``pasr train`` run had its model answer: the ``<think>`` prefill
+    (``rollout.prefill_think``) and the refine and plain prompts (``pasr.prompts.*``)."""
+
+    prefill_think: bool
+    refine_prompt: str
+    plain_prompt: str
+
+
+def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
+    """How the local run that wrote checkpoint ``model_path`` answered, read from its
+    ``config.yaml`` beside ``checkpoints/``; None for anything else (a hub name, an exported
+    folder, a verl checkpoint). Why ``pasr eval`` asks: a model trained after the ``<think>``
+    prefill mostly does not open the think block without it (a 60-step demo warm-up scored 10%
+    without it and 59% with it, its run's CPU prompts both times)."""
+    import yaml
+
+    config = Path(model_path).resolve().parent.parent / "config.yaml"
+    try:
+        saved = yaml.safe_load(config.read_text()) if config.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(saved, dict) or "warmup" not in saved or not isinstance(saved.get("rollout"), dict):
+        return None  # not a local engine run's config
+    prompts = (saved.get("pasr") or {}).get("prompts") or {}
+    return LocalRunAnswers(bool(saved["rollout"].get("prefill_think", True)),
+                           str(prompts.get("refine", "refine_system")), str(prompts.get("plain", "plain_system")))
+
+
+def starts_answer(chat: Chat, systems: frozenset[str]) -> bool:
+    """Whether ``chat`` asks for an answer under one of the trained system prompts (``systems``):
+    the turns the local engine starts with ``<think>``."""
+    return bool(chat) and chat[0].get("role") == "system" and chat[0].get("content") in systems
+
+
+class AnswerPrefillBackend(HFBackend):
+    """The hf backend with the local engine's assistant prefill (``<think>``) on the chats that
+    :func:`starts_answer` picks (answers under the trained prompts); other chats (Self-Refine's
+    feedback, scoring, RRR's passes) get none, as the local engine gives them none."""
+
+    def __init__(self, model: str, prefill: str, systems: frozenset[str], **kwargs):
+        super().__init__(model, **kwargs)
+        self.prefill, self.systems = prefill, systems
+
+    def generate(self, chats, params, on_finished=None, prefill: str = ""):
+        if not self.prefill:
+            return super().generate(chats, params, on_finished)
+        marks = [starts_answer(c, self.systems) for c in chats]
+        out: list = [None] * len(chats)
+        for mark in (True, False):
+            idx = [i for i, m in enumerate(marks) if m == mark]
+            if idx:
+                gens = super().generate([chats[i] for i in idx], params, on_finished, prefill=self.prefill if mark else "")
+                for i, g in zip(idx, gens):
+                    out[i] = g
+        return out
+
+
 EAGER_MAX_WEIGHT_BYTES = 2 * 1024**3
 
 
@@ -267,11 +326,17 @@ def eager_by_default(model_path: str | Path) -> bool:
     return bool(sizes) and sum(sizes) < EAGER_MAX_WEIGHT_BYTES
 
 
-def build_backend(name: str, model: str, **kwargs) -> Backend:
-    """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored."""
+def build_backend(name: str, model: str, prefill: str = "", systems: frozenset[str] = frozenset(), **kwargs) -> Backend:
+    """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored. ``prefill``
+    (hf only): text that starts every answer under the ``systems`` prompts
+    (:class:`AnswerPrefillBackend`)."""
     if name == "hf":
         keys = ("batch_size", "dtype", "device", "threads", "attention", "seed")
-        return HFBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
+        chosen = {k: v for k, v in kwargs.items() if k in keys and v is not None}
+        return AnswerPrefillBackend(model, prefill, systems, **chosen) if prefill else HFBackend(model, **chosen)
+    if prefill:
+        raise BackendError("the <think> prefill (--prefill-think, on by default for a local run's checkpoint) "
+                           "runs on the hf backend only: use --backend hf, or --prefill-think off")
     if name == "vllm":
         keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "enforce_eager")
         return VLLMBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from data.cli_flags import add_alias, legacy_out_file
@@ -129,8 +130,14 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                    help="samples generated and written per step (default: the batch size for hf, "
                    "4x for self-refine, 2x for reflect-retry; 512 for vllm)")  # fmt: skip
     g.add_argument("--max-rounds", type=int, default=4, help="self-refine: feedback/refine rounds at most (default 4)")
-    g.add_argument("--refine-prompt", default="refine_system", help="template name or file (method pasr)")
-    g.add_argument("--plain-prompt", default="plain_system", help="template name or file (plain, self-refine)")
+    g.add_argument("--refine-prompt", help="template name or file (method pasr; default: refine_system, or for a "
+                   "local run's checkpoint the run's pasr.prompts.refine)")
+    g.add_argument("--plain-prompt", help="template name or file (plain, self-refine; default: plain_system, or "
+                   "for a local run's checkpoint the run's pasr.prompts.plain)")
+    g.add_argument("--prefill-think", default="auto", choices=("auto", "on", "off"),
+                   help="hf: start every answer under the refine and plain prompts with <think> already in the "
+                   "prompt, as pasr train's rollout.prefill_think does; auto (default): on for a checkpoint of a "
+                   "local run that trained so (its config.yaml says), off otherwise")  # fmt: skip
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=thread_count, metavar="N",
                    help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
@@ -234,6 +241,31 @@ def _cli_error(msg: str):
     return CliError(msg)
 
 
+def answer_settings(args) -> tuple[str, str, str]:
+    """``(refine prompt, plain prompt, prefill)`` for the run: what was asked, and where it was
+    not, what the local run that wrote ``--model`` trained with (:func:`eval.backends.local_run_answers`),
+    else the paper's prompts without a prefill. Says so on stderr when the run's settings are taken."""
+    from eval.backends import BackendError, local_run_answers, resolve_model
+    from recipe.local_engine.rollout import THINK_PREFILL
+
+    run = None
+    if Path(args.model).expanduser().exists():
+        try:
+            run = local_run_answers(resolve_model(args.model))
+        except BackendError:
+            run = None  # the backend reports a bad model path itself
+    refine = args.refine_prompt or (run.refine_prompt if run else "refine_system")
+    plain = args.plain_prompt or (run.plain_prompt if run else "plain_system")
+    think = {"on": True, "off": False}.get(args.prefill_think, bool(run and run.prefill_think))
+    if run is not None:
+        taken = [f"{name} {value}" for name, value, given in (
+            ("--refine-prompt", refine, args.refine_prompt), ("--plain-prompt", plain, args.plain_prompt),
+            ("--prefill-think", "on" if think else "off", args.prefill_think != "auto")) if not given]
+        if taken:
+            print(f"pasr eval: as the local run that wrote {args.model} trained: {', '.join(taken)}", file=sys.stderr)
+    return refine, plain, THINK_PREFILL if think else ""
+
+
 def _resolve_backend(name: str) -> str:
     if name != "auto":
         return name
@@ -288,6 +320,7 @@ def run(args) -> int:
     from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 
     backend = _resolve_backend(args.backend)
+    refine_prompt, plain_prompt, prefill = answer_settings(args)
     cfg = EvalConfig(
         model=args.model,
         datasets=list(args.datasets),
@@ -308,8 +341,9 @@ def run(args) -> int:
         score_prompt=args.score_prompt,
         judge=JudgeConfig(kind=args.judge, base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout),
         judge_prompt=args.judge_prompt,
-        refine_prompt=args.refine_prompt,
-        plain_prompt=args.plain_prompt,
+        refine_prompt=refine_prompt,
+        plain_prompt=plain_prompt,
+        prefill=prefill,
         rrr_prompts=RrrPromptsConfig(**{
             part: name for part in ("attempt", "reflect", "retry", "feedback")
             if (name := getattr(args, f"rrr_{part}_prompt")) is not None

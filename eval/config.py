@@ -60,6 +60,9 @@ class EvalConfig:
     rrr_prompts: RrrPromptsConfig = field(default_factory=RrrPromptsConfig)  # reflect-retry, as training's rrr.prompts
     max_reflection_tokens: int = RrrConfig.max_reflection_tokens  # reflect-retry: the reflection pass, as training's
     fallback_last_number: bool = False  # no <answer>/\boxed{}: judge the response's last number
+    # hf: text that starts every answer under the refine and plain prompts, as a local run's
+    # rollout.prefill_think starts them with "<think>" (eval.backends.AnswerPrefillBackend)
+    prefill: str = ""
     retry_errors: bool = False
     progress: bool = True
     # vllm engine options
@@ -190,6 +193,8 @@ class EvalConfig:
             s["select"] = select
         if self.selection().scores(self.method):
             s["max_score_tokens"] = self.max_score_tokens or gp.max_new_tokens
+        if self.prefill:  # only then: earlier runs' fingerprints stay valid
+            s["prefill"] = self.prefill
         if self.countdown_difficulty != COUNTDOWN_DIFFICULTY:  # only then: earlier runs' fingerprints stay valid
             s["countdown_difficulty"] = self.countdown_difficulty
         return s

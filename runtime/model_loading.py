@@ -85,6 +85,16 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+LATEST = "latest"  # the file in a local run's checkpoints/ that names its newest complete checkpoint
+
+
+def checkpoint_named_by(pointer: Path) -> Path | None:
+    """The checkpoint folder a pointer file (``checkpoints/latest``) names, None unless it is
+    complete (its ``trainer_state.json``, written last, is there)."""
+    path = pointer.parent / pointer.read_text().strip()
+    return path if (path / "trainer_state.json").is_file() else None
+
+
 def resolve_model_path(spec: str) -> str:
     """A loadable path or hub name for ``spec``.
 
@@ -93,9 +103,16 @@ def resolve_model_path(spec: str) -> str:
     * an existing local folder: itself;
     * a verl checkpoint (``global_step_N``, its ``actor/``, or a run directory): the HF folder
       merged from its FSDP shards (:mod:`runtime.hf_export`, cached);
+    * a local run's ``RUN/checkpoints/latest`` (a file naming its newest complete checkpoint):
+      that checkpoint;
     * anything else: returned as a hub name for transformers to fetch (needs internet).
     """
     local = Path(spec).expanduser()
+    if local.is_file() and local.name == LATEST:
+        named = checkpoint_named_by(local)
+        if named is None:
+            raise ModelNotFoundError(f"{spec} names no complete checkpoint")
+        local, spec = named, str(named)
     if local.is_dir():
         from runtime.hf_export import VerlCheckpointError, is_verl_checkpoint, merged_model_dir
 

@@ -13,7 +13,6 @@ import pytest
 
 from benchmarks import methods_side_by_side as bench
 from data.records import iter_records
-from eval.backends import Completion, GenParams, HFBackend
 
 
 # ----------------------------------------------------------------------------- pure parts
@@ -49,34 +48,6 @@ def test_paired_table_against_the_reference():
     assert table["partial"] == {"wins": 0, "losses": 1, "p": 1.0, "n_paired": 1}
     five = bench.paired_table({"pasr-trained": {f"q{i}": False for i in range(5)}, "x": {f"q{i}": True for i in range(5)}})
     assert (five["x"]["wins"], five["x"]["losses"]) == (5, 0) and five["x"]["p"] == pytest.approx(0.0625)
-
-
-def test_prefill_goes_to_answers_under_the_trained_prompts_only():
-    systems = frozenset({"REFINE", "PLAIN"})
-    assert bench.starts_answer([{"role": "system", "content": "PLAIN"}, {"role": "user", "content": "q"}], systems)
-    assert bench.starts_answer([{"role": "system", "content": "REFINE"}, {"role": "user", "content": "q"}], systems)
-    assert not bench.starts_answer([{"role": "user", "content": "feedback on ..."}], systems)  # Self-Refine, scoring
-    assert not bench.starts_answer([{"role": "system", "content": "RRR attempt"}, {"role": "user", "content": "q"}], systems)
-    assert not bench.starts_answer([], systems)
-
-
-def test_prefill_backend_keeps_the_order_of_mixed_chats(monkeypatch):
-    calls = []
-
-    def fake_generate(self, chats, params, on_finished=None, prefill=""):
-        calls.append((len(chats), prefill))
-        return [Completion(prefill + c[-1]["content"], 1, "stop") for c in chats]
-
-    monkeypatch.setattr(HFBackend, "generate", fake_generate)
-    backend = bench.AnswerPrefillBackend("unused", "<think>", frozenset({"S"}))
-    chats = [[{"role": "user", "content": "a"}], [{"role": "system", "content": "S"}, {"role": "user", "content": "b"}],
-             [{"role": "user", "content": "c"}], [{"role": "system", "content": "S"}, {"role": "user", "content": "d"}]]
-    out = backend.generate(chats, GenParams())
-    assert [c.text for c in out] == ["a", "<think>b", "c", "<think>d"]
-    assert sorted(calls) == [(2, ""), (2, "<think>")]
-    calls.clear()
-    plain = bench.AnswerPrefillBackend("unused", "", frozenset({"S"}))  # --no-prefill: one call, as pasr eval
-    assert [c.text for c in plain.generate(chats, GenParams())] == ["a", "b", "c", "d"] and calls == [(4, "")]
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -18,8 +18,7 @@ import numpy as np
 import torch
 
 from data.atomic_write import naming_full_disk, replace_text
-
-LATEST = "latest"
+from runtime.model_loading import LATEST, checkpoint_named_by
 
 
 def _rng_state() -> dict:
@@ -92,10 +91,7 @@ def pin(ckpt_root: Path, path: Path) -> None:
 
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
     pointer = ckpt_root / LATEST
-    if not pointer.is_file():
-        return None
-    path = ckpt_root / pointer.read_text().strip()
-    return path if (path / "trainer_state.json").is_file() else None
+    return checkpoint_named_by(pointer) if pointer.is_file() else None
 
 
 def load_trainer_state(path: Path, optimizer) -> dict:
