@@ -4,9 +4,10 @@ sampling, without ``torch.multinomial``'s cost on CPU.
 **Why.** transformers ends every sampled decode step in ``torch.multinomial(probs, 1)``, which
 on CPU draws one exponential per vocabulary entry (49k for SmolLM2) for every row. In a PASR
 step that was the largest single cost of generation after the matmuls (23% of a sampled step's
-profile, docs/results/step_floors.md): 36 ms of a 48-row decode step, where drawing the token by
-the inverse of its cumulative distribution (one cumulative sum, one uniform per row, one binary
-search) takes 2 ms (``python -m benchmarks.sampler_speed``).
+profile, docs/results/step_floors.md): 36.9 ms of a 48-row decode step, where drawing the token
+by the inverse of its cumulative distribution (one cumulative sum, one uniform per row, one
+binary search) takes 6.5 ms with the temperature, and a PASR step's generation ran 1.14x faster
+(``python -m benchmarks.sampler_speed``, one thread of a 2-core AMD EPYC).
 
 **How.** :func:`sampling_processors` is what ``generate`` gets instead of ``do_sample=True``:
 transformers' own temperature and top-p warpers (the same ones its sampling mode builds), then
