@@ -262,9 +262,9 @@ class LocalRunAnswers:
 
 
 def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
-    """How the local run that wrote checkpoint ``model_path`` answered, read from its
-    ``config.yaml`` beside ``checkpoints/``; None for anything else (a hub name, an exported
-    folder, a verl checkpoint). Why ``pasr eval`` asks: a model trained after the ``<think>``
+    """How the local run that wrote checkpoint ``model_path`` (``RUN/checkpoints/step_N``, or
+    the ``RUN/checkpoints/latest`` file naming one) answered, read from ``RUN/config.yaml``;
+    None for anything else (a hub name, an exported folder, a verl checkpoint). Why ``pasr eval`` asks: a model trained after the ``<think>``
     prefill mostly does not open the think block without it (a 60-step demo warm-up scored 10% of
     240 training problems without it and 61% with it, its run's CPU prompts both times)."""
     import yaml

@@ -245,15 +245,11 @@ def answer_settings(args) -> tuple[str, str, str]:
     """``(refine prompt, plain prompt, prefill)`` for the run: what was asked, and where it was
     not, what the local run that wrote ``--model`` trained with (:func:`eval.backends.local_run_answers`),
     else the paper's prompts without a prefill. Says so on stderr when the run's settings are taken."""
-    from eval.backends import BackendError, local_run_answers, resolve_model
+    from eval.backends import local_run_answers
     from recipe.local_engine.rollout import THINK_PREFILL
 
-    run = None
-    if Path(args.model).expanduser().exists():
-        try:
-            run = local_run_answers(resolve_model(args.model))
-        except BackendError:
-            run = None  # the backend reports a bad model path itself
+    model = Path(args.model).expanduser()
+    run = local_run_answers(model) if model.exists() else None  # a missing path: the backend says so
     refine = args.refine_prompt or (run.refine_prompt if run else "refine_system")
     plain = args.plain_prompt or (run.plain_prompt if run else "plain_system")
     think = {"on": True, "off": False}.get(args.prefill_think, bool(run and run.prefill_think))

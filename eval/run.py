@@ -230,11 +230,9 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
     chunk loop is :func:`eval.chunks._generate_chunks`."""
     try:
         if backend is None:
-            from prompts import load_prompt
-
             backend = build_backend(
                 cfg.backend, cfg.model, prefill=cfg.prefill,
-                systems=frozenset({load_prompt(cfg.refine_prompt), load_prompt(cfg.plain_prompt)}),
+                systems=frozenset({prompts.prompts.refine, prompts.prompts.plain}),
                 batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
                 tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
                 max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,

@@ -93,13 +93,13 @@ def score_group(
     if len(responses) != len(accs):
         raise ValueError(f"{len(responses)} responses but {len(accs)} accuracies")
     baseline = plain_baseline(plain_accs)
+    draft_mode = refine_compare == "draft"
     out = []
     for text, acc in zip(responses, accs):
         fmt = check_format(text)
         if acc is None:
             out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, "judge_error", baseline, None))
             continue
-        draft_mode = refine_compare == "draft"
         needed = fmt.has_refine and (empty_refine_value is not None or draft_mode)
         quality = assess_refines(text, gold if draft_mode else None, None, fmt=fmt) if needed else None
         empty = empty_refine_value is not None and quality is not None and all(quality.empty)
