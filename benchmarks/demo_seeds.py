@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import fmean
 
 from benchmarks.learning_signal import correct_by_query, eval_row
 from benchmarks.training_stages import fmt
@@ -118,6 +119,27 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def pooled(results: dict[str, list[dict]], alpha: float = 0.05) -> str:
+    """Many settings' seeds in one table: per result file, how many runs ended above or below their
+    warm-up and how many of those significantly, then the totals. Why: one setting's three seeds
+    cannot tell a setting that does not learn from an unlucky draw; the pool over every setting
+    tried from the same kind of warm-up can."""
+    cols = ("runs", "mean change", "up", "down", f"up, p < {alpha}", f"down, p < {alpha}")
+    lines = ["| result | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+
+    def counts(rows: list[dict]) -> list:
+        diffs = [r["final_acc"] - r["warmup_acc"] for r in rows]
+        return [len(rows), f"{fmean(diffs):+.3f}", sum(d > 0 for d in diffs), sum(d < 0 for d in diffs),
+                sum(d > 0 and r["p"] < alpha for d, r in zip(diffs, rows)),
+                sum(d < 0 and r["p"] < alpha for d, r in zip(diffs, rows))]
+
+    for name, rows in results.items():
+        lines.append(f"| {name} | " + " | ".join(str(c) for c in counts(rows)) + " |")
+    every = [r for rows in results.values() for r in rows]
+    lines.append("| **all** | " + " | ".join(f"**{c}**" for c in counts(every)) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -125,8 +147,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="benchmarks/results/demo_seeds.json")
     parser.add_argument("--dtype", default=None, help="the compute dtype the runs used, for the JSON (default: this CPU's measured choice, or the one forced by the overrides)")
     parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
+    parser.add_argument("--pool", nargs="+", metavar="JSON", default=None,
+                        help="instead of running: pool the seeds of result files this script wrote (per file and in all: runs above / below their warm-up, and significantly)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
+    if args.pool:
+        print(pooled({Path(f).stem: json.loads(Path(f).read_text())["runs"] for f in args.pool}))
+        return 0
     rows = seed_rows(args.runs_dir, args.seeds, args.overrides, seed_row)
     result = {"cpu": cpu_info(args.overrides, args.dtype), "overrides": args.overrides, "note": args.note, "runs": rows}
     print(table(rows))

@@ -82,3 +82,19 @@ def test_warmup_schedule_compares_the_four_evaluations_of_a_seed(tmp_path, capsy
     assert (row["pasr_from_decayed_warmup"]["wins"], row["pasr_from_decayed_warmup"]["losses"]) == (0, 1)
     assert row["pasr_from_decayed_warmup"]["p"] == 1.0
     assert "| 2 | 0.400 | 0.600 | 0.800 | 0.700 |" in capsys.readouterr().out
+
+
+def test_pool_counts_each_setting_and_all_of_them(tmp_path, capsys):
+    def result(name, pairs):  # (warm-up acc, final acc, p) per seed
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"runs": [{"warmup_acc": w, "final_acc": f, "p": p} for w, f, p in pairs]}))
+        return str(path)
+
+    a = result("a", [(0.5, 0.6, 0.01), (0.5, 0.45, 0.3), (0.5, 0.5, 1.0)])
+    b = result("b", [(0.6, 0.5, 0.02), (0.6, 0.55, 0.04)])
+    assert main(["--pool", a, b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # runs, mean change, up, down, up significantly, down significantly
+    assert out[2] == "| a | 3 | +0.017 | 1 | 1 | 1 | 0 |"
+    assert out[3] == "| b | 2 | -0.075 | 0 | 2 | 0 | 2 |"
+    assert out[4] == "| **all** | **5** | **-0.020** | **1** | **3** | **1** | **2** |"
