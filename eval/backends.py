@@ -276,9 +276,13 @@ def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
         return None
     if not isinstance(saved, dict) or "warmup" not in saved or not isinstance(saved.get("rollout"), dict):
         return None  # not a local engine run's config
+    from recipe.local_engine.config import LocalTrainConfig
+
+    default = LocalTrainConfig()  # a key the file leaves out has the local engine's default
     prompts = (saved.get("pasr") or {}).get("prompts") or {}
-    return LocalRunAnswers(bool(saved["rollout"].get("prefill_think", True)),
-                           str(prompts.get("refine", "refine_system")), str(prompts.get("plain", "plain_system")))
+    return LocalRunAnswers(bool(saved["rollout"].get("prefill_think", default.rollout.prefill_think)),
+                           str(prompts.get("refine", default.pasr.prompts.refine)),
+                           str(prompts.get("plain", default.pasr.prompts.plain)))
 
 
 def starts_answer(chat: Chat, systems: frozenset[str]) -> bool:

@@ -16,6 +16,7 @@ from eval.backends import (
     Completion,
     GenParams,
     HFBackend,
+    LocalRunAnswers,
     build_backend,
     local_run_answers,
     resolve_model,
@@ -53,6 +54,9 @@ def test_a_local_runs_checkpoint_says_how_it_answered(tiny_model_dir, tmp_path):
     off = _local_run(tmp_path / "off", tiny_model_dir, "rollout.prefill_think=false")
     assert local_run_answers(off / "checkpoints" / "step_000002").prefill_think is False
     assert local_run_answers(tiny_model_dir) is None  # an exported folder: no run around it
+    (run / "config.yaml").write_text("warmup: {}\nrollout: {max_new_tokens: 96}\n")  # keys left out: the defaults
+    assert local_run_answers(run / "checkpoints" / "step_000002") == LocalRunAnswers(
+        True, "refine_system_short", "plain_system_short")
     (run / "config.yaml").write_text("actor_rollout_ref: {}\n")  # not a local engine run
     assert local_run_answers(run / "checkpoints" / "step_000002") is None
 
