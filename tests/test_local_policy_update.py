@@ -87,10 +87,59 @@ def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_mod
         return lp.detach(), {n: q.grad for n, q in m.named_parameters()}
 
     lp_s, g_s = logprobs_and_grads()
-    monkeypatch.setattr(lp_mod, "_shared_prompt_hidden", lambda body, b: None)  # a prompt pass per row
+    monkeypatch.setattr(lp_mod, "_shared_prompt_hidden", lambda body, b, width=None: None)  # a prompt pass per row
     lp_u, g_u = logprobs_and_grads()
     assert torch.allclose(lp_s, lp_u, atol=1e-10) and (lp_s[batch.response_mask == 0] == 0).all()
     for name in g_u:  # float64 sums in another order: equal to about 1e-7 of the gradient's scale
+        torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
+
+
+def test_micro_batches_group_rows_of_similar_response_length():
+    from recipe.local_engine.logprobs import length_micro_batches
+
+    mask = pack([[1]] * 7, [[3] * n for n in (5, 1, 9, 2, 8, 1, 4)], 0).response_mask
+    batches = length_micro_batches(mask, 3)
+    assert [b.tolist() for b in batches] == [[0, 2, 4], [1, 3, 6], [5]]  # lengths 9 8 5 | 4 2 1 | 1
+    assert sorted(i for b in batches for i in b.tolist()) == list(range(7))
+
+
+def test_update_over_one_prompt_pass_gives_the_gradients_of_one_padded_pass(tiny_model_dir, monkeypatch):
+    """The update runs the batch's prompts once and its rows in micro-batches of similar response
+    length, each padded to its own longest response, handing the prompt pass its gradient at the
+    end; the policy's gradients, its loss and the reference's log-probs are those of the whole
+    batch in one padded pass (float64: equal up to summation order)."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.policy_update as pu
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    eos = 2
+    algo = LocalTrainConfig().algo
+    algo.kl_coef, algo.max_grad_norm, algo.skip_zero_adv = 0.05, 1e9, False
+    groups = {"a": [5, 6, 7, 8, 9], "b": [5, 6, 11, 12], "c": [5, 13, 14, 15, 16, 17]}
+    lengths = {"a": (2, 9, 4, 1), "b": (7, 3, 3, 6), "c": (1, 1, 8, 2)}
+    rolls = [TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [eos], float(i % 2 + (q == "b")))
+             for q in groups for i, n in enumerate(lengths[q])]
+
+    def update(micro_batch_size: int, shared: bool):
+        m, ref = copy.deepcopy(model), copy.deepcopy(model)
+        algo.micro_batch_size = micro_batch_size
+        data = build_batch(rolls, 0, algo)
+        with monkeypatch.context() as patch:
+            if not shared:
+                patch.setattr(pu.PromptPass, "run", classmethod(lambda cls, body, batch, train: None))
+            metrics = update_policy(m, ref, torch.optim.SGD(m.parameters(), lr=0.0), data, algo, temperature=0.9)
+        return data.batch["ref_log_prob"], metrics, {n: q.grad for n, q in m.named_parameters()}
+
+    ref_s, metrics_s, g_s = update(3, shared=True)  # 4 micro-batches of similar lengths, one prompt pass
+    ref_u, metrics_u, g_u = update(12, shared=False)  # one padded pass over every row
+    torch.testing.assert_close(ref_s, ref_u, rtol=1e-9, atol=1e-9)
+    assert metrics_s["actor/pg_loss"] == pytest.approx(metrics_u["actor/pg_loss"], rel=1e-6)  # advantages are float32
+    assert metrics_s["actor/kl_loss"] == pytest.approx(metrics_u["actor/kl_loss"], rel=1e-6)
+    assert all(g_u[n] is not None and g_u[n].abs().sum() > 0 for n in ("model.embed_tokens.weight",))
+    for name in g_u:
         torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
 
 

@@ -29,11 +29,14 @@ from recipe.advantages import TRAINED, advantages_on_trained_rows
 from recipe.local_engine.config import WARMUP_LR_SCHEDULES, AlgoConfig
 from recipe.local_engine.logprobs import (
     PackedBatch,
+    PromptPass,
     concatenated_response_logprobs,
     end_to_end_pays,
+    length_micro_batches,
     pack,
     response_logprobs,
 )
+from runtime.prompt_prefill import decoder
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -148,18 +151,26 @@ def fill_logprobs(model, ref_model, data: DataProto, algo: AlgoConfig, temperatu
     the behaviour log-probs equal the current ones and are taken from that same forward pass
     (``update_policy``) instead of a separate one: one forward pass fewer per step.
     """
-    olds, refs = [], []
-    for mb in data.split(algo.micro_batch_size):
-        pb = _packed(mb)
-        with autocast(algo.bf16_autocast, model.device.type):
-            if algo.ppo_epochs > 1:
-                olds.append(response_logprobs(model, pb, temperature))
-            if ref_model is not None and algo.kl_coef > 0:
-                refs.append(response_logprobs(ref_model, pb, temperature))
-    if olds:
-        data.batch["old_log_probs"] = torch.cat(olds)
-    if refs:
-        data.batch["ref_log_prob"] = torch.cat(refs)
+    if ref_model is not None and algo.kl_coef > 0:
+        data.batch["ref_log_prob"] = batch_logprobs(ref_model, data, algo, temperature)
+    if algo.ppo_epochs > 1:
+        data.batch["old_log_probs"] = batch_logprobs(model, data, algo, temperature)
+
+
+def batch_logprobs(model, data: DataProto, algo: AlgoConfig, temperature: float) -> torch.Tensor:
+    """(B, R) response log-probs of every row of ``data`` under ``model``, without a graph: the
+    batch's prompts run once, the rows in micro-batches of similar response length
+    (:class:`recipe.local_engine.logprobs.PromptPass`)."""
+    packed = _packed(data)
+    out = None
+    with torch.no_grad(), autocast(algo.bf16_autocast, model.device.type):
+        prompts = PromptPass.run(decoder(model), packed.to(model.device), train=False)
+        for rows in length_micro_batches(packed.response_mask, algo.micro_batch_size):
+            lp = response_logprobs(model, _packed(data.select_idxs(rows)), temperature, prompts, rows)
+            if out is None:
+                out = lp.new_zeros(packed.responses.shape)
+            out[rows.to(out.device)] = lp
+    return out
 
 
 def rl_learning_rate(lr: float, rl_step: int, warmup_steps: int) -> float:
@@ -214,12 +225,16 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
     n_tokens = data.batch["response_mask"].sum()
     cfg.global_batch_info.update({"dp_size": 1, "batch_num_tokens": n_tokens, "global_batch_size": len(data)})
     metrics: dict[str, list[float]] = {}
+    micro_batches = length_micro_batches(data.batch["response_mask"], algo.micro_batch_size)
     for _ in range(algo.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        for mb in data.split(algo.micro_batch_size):
+        with autocast(algo.bf16_autocast, model.device.type):
+            prompts = PromptPass.run(decoder(model), _packed(data), train=True)
+        for rows in micro_batches:
+            mb = data.select_idxs(rows)
             b = mb.batch
             with autocast(algo.bf16_autocast, model.device.type):
-                log_prob = response_logprobs(model, _packed(mb), temperature)
+                log_prob = response_logprobs(model, _packed(mb), temperature, prompts, rows)
             old_log_prob = b["old_log_probs"] if "old_log_probs" in b.keys() else log_prob.detach()
             pg_loss, pg_metrics = core_algos.compute_policy_loss_vanilla(
                 old_log_prob=old_log_prob,
@@ -240,6 +255,8 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
             metrics.setdefault("actor/pg_loss", []).append(pg_loss.item())
             for k, v in pg_metrics.items():
                 metrics.setdefault(k, []).append(float(v))
+        if prompts is not None:
+            prompts.backward()  # the prompt pass's share, once for all micro-batches
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
         require_finite(grad_norm, "the policy loss's gradient norm")  # clipping by a NaN norm makes every weight NaN
         optimizer.step()
