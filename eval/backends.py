@@ -233,19 +233,31 @@ class VLLMBackend:
             n=1, max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p
         )
 
-    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
+        """``prefill``: text that starts every response (the local engine's ``<think>``): the
+        prompts are then rendered as the local engine renders them
+        (:func:`runtime.hf_generate.render_prompts`: the model's chat template, then the
+        prefill) and sent as token ids, and the text returned begins with it, as the hf
+        backend's does."""
         self.load()
         if not chats:
             return []
         # One request per chat (K samples of a question are K identical chats: prefix caching
         # shares their prompt, and resume stays per sample).
-        outputs = self.llm.chat([list(c) for c in chats], self.sampling_params(params), use_tqdm=False)
+        if prefill:
+            from runtime.hf_generate import render_prompts
+
+            prompts = render_prompts(self.llm.get_tokenizer(), chats, prefill)
+            outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], self.sampling_params(params),
+                                        use_tqdm=False)
+        else:
+            outputs = self.llm.chat([list(c) for c in chats], self.sampling_params(params), use_tqdm=False)
         if len(outputs) != len(chats):
             raise RuntimeError(f"vllm returned {len(outputs)} outputs for {len(chats)} prompts")
         result = []
         for out in outputs:
             best = out.outputs[0]
-            result.append(Completion(best.text, len(best.token_ids), best.finish_reason))
+            result.append(Completion(prefill + best.text, len(best.token_ids), best.finish_reason))
         if on_finished is not None:  # LLM.chat returns the whole batch at once
             on_finished(len(result))
         return result
@@ -291,10 +303,11 @@ def starts_answer(chat: Chat, systems: frozenset[str]) -> bool:
     return bool(chat) and chat[0].get("role") == "system" and chat[0].get("content") in systems
 
 
-class AnswerPrefillBackend(HFBackend):
-    """The hf backend with the local engine's assistant prefill (``<think>``) on the chats that
-    :func:`starts_answer` picks (answers under the trained prompts); other chats (Self-Refine's
-    feedback, scoring, RRR's passes) get none, as the local engine gives them none."""
+class AnswerPrefill:
+    """A backend (the class this is mixed into) with the local engine's assistant prefill
+    (``<think>``) on the chats that :func:`starts_answer` picks (answers under the trained
+    prompts); other chats (Self-Refine's feedback, scoring, RRR's passes) get none, as the local
+    engine gives them none."""
 
     def __init__(self, model: str, prefill: str, systems: frozenset[str], **kwargs):
         super().__init__(model, **kwargs)
@@ -314,6 +327,14 @@ class AnswerPrefillBackend(HFBackend):
         return out
 
 
+class AnswerPrefillBackend(AnswerPrefill, HFBackend):
+    """The hf backend with the ``<think>`` prefill on answers (:class:`AnswerPrefill`)."""
+
+
+class VLLMAnswerPrefillBackend(AnswerPrefill, VLLMBackend):
+    """The vllm backend with the ``<think>`` prefill on answers (:class:`AnswerPrefill`)."""
+
+
 EAGER_MAX_WEIGHT_BYTES = 2 * 1024**3
 
 
@@ -331,17 +352,14 @@ def eager_by_default(model_path: str | Path) -> bool:
 
 
 def build_backend(name: str, model: str, prefill: str = "", systems: frozenset[str] = frozenset(), **kwargs) -> Backend:
-    """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored. ``prefill``
-    (hf only): text that starts every answer under the ``systems`` prompts
-    (:class:`AnswerPrefillBackend`)."""
+    """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored. ``prefill``:
+    text that starts every answer under the ``systems`` prompts (:class:`AnswerPrefill`)."""
     if name == "hf":
         keys = ("batch_size", "dtype", "device", "threads", "attention", "seed")
         chosen = {k: v for k, v in kwargs.items() if k in keys and v is not None}
         return AnswerPrefillBackend(model, prefill, systems, **chosen) if prefill else HFBackend(model, **chosen)
-    if prefill:
-        raise BackendError("the <think> prefill (--prefill-think, on by default for a local run's checkpoint) "
-                           "runs on the hf backend only: use --backend hf, or --prefill-think off")
     if name == "vllm":
         keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "enforce_eager")
-        return VLLMBackend(model, **{k: v for k, v in kwargs.items() if k in keys and v is not None})
+        chosen = {k: v for k, v in kwargs.items() if k in keys and v is not None}
+        return VLLMAnswerPrefillBackend(model, prefill, systems, **chosen) if prefill else VLLMBackend(model, **chosen)
     raise BackendError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")

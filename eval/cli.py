@@ -135,8 +135,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--plain-prompt", help="template name or file (plain, self-refine; default: plain_system, or "
                    "for a local run's checkpoint the run's pasr.prompts.plain)")
     g.add_argument("--prefill-think", default="auto", choices=("auto", "on", "off"),
-                   help="hf: start every answer under the refine and plain prompts with <think> already in the "
-                   "prompt, as pasr train's rollout.prefill_think does; auto (default): on for a checkpoint of a "
+                   help="start every answer under the refine and plain prompts with <think> already in the "
+                   "prompt, as pasr train's rollout.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
                    "local run that trained so (its config.yaml says), off otherwise")  # fmt: skip
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=thread_count, metavar="N",

@@ -1,6 +1,6 @@
 """``pasr eval`` on a local run's checkpoint answers as the run trained: ``RUN/checkpoints/latest``
 resolves, the ``<think>`` prefill and the run's prompts are taken from its ``config.yaml``, and the
-prefill goes to answers under the trained prompts only."""
+prefill goes to answers under the trained prompts only, on the hf and the vllm backend."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from eval.backends import (
     GenParams,
     HFBackend,
     LocalRunAnswers,
+    VLLMAnswerPrefillBackend,
+    VLLMBackend,
     build_backend,
     local_run_answers,
     resolve_model,
@@ -94,11 +96,52 @@ def test_the_prefill_is_part_of_the_resume_fingerprint_only_when_set():
     assert settings(prefill="<think>")["prefill"] == "<think>"
 
 
-def test_the_prefill_runs_on_hf_only():
+def test_either_backend_takes_the_prefill():
     assert isinstance(build_backend("hf", "unused", prefill="<think>", systems=frozenset({"S"})), AnswerPrefillBackend)
     assert type(build_backend("hf", "unused")) is HFBackend
-    with pytest.raises(BackendError, match="hf backend only"):
-        build_backend("vllm", "unused", prefill="<think>")
+    assert isinstance(build_backend("vllm", "unused", prefill="<think>", systems=frozenset({"S"})), VLLMAnswerPrefillBackend)
+    assert type(build_backend("vllm", "unused")) is VLLMBackend
+
+
+def test_vllm_answers_after_the_prompt_the_local_engine_renders(tiny, monkeypatch):
+    """With the prefill, vllm gets each answer's prompt as the local engine renders it (chat
+    template, then ``<think>``) as token ids, and its text starts with the prefill; other chats
+    still go through ``LLM.chat``."""
+    import types
+
+    from runtime.hf_generate import render_prompts
+
+    _, tok = tiny
+    calls = []
+
+    class FakeLLM:
+        def get_tokenizer(self):
+            return tok
+
+        def _outputs(self, n):
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="x</think><answer>1</answer>",
+                                                                        token_ids=[1, 2, 3], finish_reason="stop")])] * n
+
+        def generate(self, prompts, sampling_params, use_tqdm=True):
+            calls.append(("generate", prompts))
+            return self._outputs(len(prompts))
+
+        def chat(self, messages, sampling_params, use_tqdm=True):
+            calls.append(("chat", messages))
+            return self._outputs(len(messages))
+
+    backend = VLLMAnswerPrefillBackend("unused", "<think>", frozenset({"S"}), llm=FakeLLM())
+    monkeypatch.setattr(backend, "load", lambda: None)
+    monkeypatch.setattr(backend, "sampling_params", lambda params: None)
+    answer = [{"role": "system", "content": "S"}, {"role": "user", "content": "1 + 0?"}]
+    feedback = [{"role": "user", "content": "check it"}]
+    out = backend.generate([answer, feedback], GenParams())
+    assert [c.text for c in out] == ["<think>x</think><answer>1</answer>", "x</think><answer>1</answer>"]
+    assert out[0].n_tokens == 3  # the prefill is prompt, not output
+    assert sorted(calls, key=lambda c: c[0]) == [("chat", [feedback]),
+                                                 ("generate", [{"prompt_token_ids": render_prompts(tok, [answer], "<think>")[0]}])]
+    (ids,) = [c[1][0]["prompt_token_ids"] for c in calls if c[0] == "generate"]
+    assert tok.decode(ids).endswith("assistant\n<think>")
 
 
 def test_prefill_goes_to_answers_under_the_trained_prompts_only():
