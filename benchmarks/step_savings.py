@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         batch = pack([g.prompt_ids for g in rows], [g.response_ids for g in rows], tok.pad_token_id)
         if by_length:
-            prompts = PromptPass.run(decoder(model), batch, train=True)
+            prompts = PromptPass.run(decoder(model), batch, separate_backward=True)
             cuts = length_micro_batches(batch.response_mask, args.micro_batch)
         else:
             prompts, cuts = None, list(torch.arange(len(rows)).split(args.micro_batch))

@@ -258,7 +258,7 @@ class VLLMBackend:
         for out in outputs:
             best = out.outputs[0]
             result.append(Completion(prefill + best.text, len(best.token_ids), best.finish_reason))
-        if on_finished is not None:  # LLM.chat returns the whole batch at once
+        if on_finished is not None:  # LLM.chat and LLM.generate return the whole batch at once
             on_finished(len(result))
         return result
 

@@ -129,7 +129,7 @@ def test_update_over_one_prompt_pass_gives_the_gradients_of_one_padded_pass(tiny
         data = build_batch(rolls, 0, algo)
         with monkeypatch.context() as patch:
             if not shared:
-                patch.setattr(pu.PromptPass, "run", classmethod(lambda cls, body, batch, train: None))
+                patch.setattr(pu.PromptPass, "run", classmethod(lambda cls, body, batch, separate_backward: None))
             metrics = update_policy(m, ref, torch.optim.SGD(m.parameters(), lr=0.0), data, algo, temperature=0.9)
         return data.batch["ref_log_prob"], metrics, {n: q.grad for n, q in m.named_parameters()}
 

@@ -133,12 +133,9 @@ def _shared_prompt_hidden(body, batch: PackedBatch, width: int | None = None) ->
     Prefixes shared by distinct prompts are not run once here: a micro-batch holds two or three
     distinct prompts, and the few tokens that would save cost more than the extra pass (the
     update ran 5% slower with them, measured while building ``benchmarks/prompt_prefill_speed``)."""
-    p = batch.prompt_width
-    out = prefill(body, batch.input_ids[:, :p], batch.attention_mask[:, :p], 0) if p >= 1 else None
-    if out is None:
-        return None
-    cache, last = out
-    return _responses_after(body, batch, cache, last, batch.responses.shape[1] if width is None else width)
+    prompts = PromptPass.run(body, batch, separate_backward=False)
+    width = batch.responses.shape[1] if width is None else width
+    return None if prompts is None else prompts.response_hidden(body, batch, None, width)
 
 
 def _responses_after(body, batch: PackedBatch, cache, last: torch.Tensor, width: int) -> torch.Tensor:
@@ -175,9 +172,11 @@ class PromptPass:
     computed: list[torch.Tensor] = field(default_factory=list)  # what the pass computed, when it trains
 
     @classmethod
-    def run(cls, body, batch: PackedBatch, train: bool) -> "PromptPass | None":
+    def run(cls, body, batch: PackedBatch, separate_backward: bool) -> "PromptPass | None":
         """The pass over ``batch``'s prompts (None when no prompt repeats: then the rows' own
-        prompts are their only use). ``train``: keep its graph for :meth:`backward`."""
+        prompts are their only use). ``separate_backward``: hand the micro-batches leaves, and
+        keep the pass's graph for :meth:`backward`; else the pass's outputs themselves (under
+        autograd, gradients then flow through them in each micro-batch's own backward)."""
         p = batch.prompt_width
         out = prefill(body, batch.input_ids[:, :p], batch.attention_mask[:, :p], 0) if p >= 1 else None
         if out is None:
@@ -185,16 +184,18 @@ class PromptPass:
         cache, last = out
         keys = [layer.keys for layer in cache.layers]
         values = [layer.values for layer in cache.layers]
-        if not train:
+        if not separate_backward:
             return cls(keys, values, last)
         computed = [*keys, *values, last]
         leaves = [t.detach().requires_grad_() for t in computed]
         n = len(keys)
         return cls(leaves[:n], leaves[n : 2 * n], leaves[-1], computed)
 
-    def response_hidden(self, body, batch: PackedBatch, rows: torch.Tensor, width: int) -> torch.Tensor:
+    def response_hidden(self, body, batch: PackedBatch, rows: torch.Tensor | None, width: int) -> torch.Tensor:
         """(len(rows), width) hidden states predicting the response tokens of ``batch``, which
-        holds rows ``rows`` of the batch this pass ran."""
+        holds rows ``rows`` of the batch this pass ran (None: all of them)."""
+        if rows is None:
+            return _responses_after(body, batch, DynamicCache(list(zip(self.keys, self.values))), self.last, width)
         rows = torch.as_tensor(rows, device=self.last.device)
         cache = DynamicCache([(k[rows], v[rows]) for k, v in zip(self.keys, self.values)])
         return _responses_after(body, batch, cache, self.last[rows], width)

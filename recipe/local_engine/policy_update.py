@@ -164,7 +164,7 @@ def batch_logprobs(model, data: DataProto, algo: AlgoConfig, temperature: float)
     packed = _packed(data)
     out = None
     with torch.no_grad(), autocast(algo.bf16_autocast, model.device.type):
-        prompts = PromptPass.run(decoder(model), packed.to(model.device), train=False)
+        prompts = PromptPass.run(decoder(model), packed.to(model.device), separate_backward=False)
         for rows in length_micro_batches(packed.response_mask, algo.micro_batch_size):
             lp = response_logprobs(model, _packed(data.select_idxs(rows)), temperature, prompts, rows)
             if out is None:
@@ -229,7 +229,7 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
     for _ in range(algo.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         with autocast(algo.bf16_autocast, model.device.type):
-            prompts = PromptPass.run(decoder(model), _packed(data), train=True)
+            prompts = PromptPass.run(decoder(model), _packed(data), separate_backward=True)
         for rows in micro_batches:
             mb = data.select_idxs(rows)
             b = mb.batch
