@@ -25,7 +25,10 @@ Actions: ``ok``; ``http500``; ``garbage`` (a 200 reply with no number in it); ``
 (holds the request ``hang_s`` seconds, past the client's timeout, then answers); ``slow``
 (answers correctly after an extra ``slow_s`` seconds); ``not_utf8`` (a 200 reply whose body,
 declared UTF-8, is not); ``echo_headers`` (an HTTP 500 whose body echoes the request's headers,
-``Authorization`` included, as some debugging proxies do: the API key must not reach a record).
+``Authorization`` included, as some debugging proxies do: the API key must not reach a record);
+``oversize`` (a 200 reply holding a correct score, padded to ``oversize_bytes`` and sent chunked,
+without a Content-Length, until the client stops reading; ``oversize_sent`` counts the bytes
+written).
 
 Run it standalone with ``python3 -m benchmarks.fake_openai_server --latency-ms 50``.
 """
@@ -45,7 +48,7 @@ from aiohttp import web
 
 from prompts import load_prompt
 
-ACTIONS = ("ok", "http500", "garbage", "timeout", "slow", "not_utf8", "echo_headers")
+ACTIONS = ("ok", "http500", "garbage", "timeout", "slow", "not_utf8", "echo_headers", "oversize")
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 GARBAGE_REPLY = "I cannot grade this answer without more context."
 
@@ -77,6 +80,7 @@ class FakeOpenAIServer:
         model: str = "fake-judge",
         host: str = "127.0.0.1",
         port: int = 0,
+        oversize_bytes: int = 64 << 20,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the fake server binds loopback only, not {host!r}")
@@ -93,6 +97,8 @@ class FakeOpenAIServer:
         self.reply = reply
         self.score_fn = score_fn
         self.model = model
+        self.oversize_bytes = oversize_bytes
+        self.oversize_sent = 0
         self.host = "127.0.0.1" if host == "localhost" else host
         self.port = port
         # Records (read them after the requests of interest have completed).
@@ -209,6 +215,29 @@ class FakeOpenAIServer:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
 
+    async def _oversize(self, request: web.Request) -> web.StreamResponse:
+        """A valid completion scoring 1.0, padded with spaces to ``oversize_bytes``, chunked."""
+        head = b'{"choices": [{"message": {"role": "assistant", "content": "Score: 1.0'
+        tail = b'"}}]}'
+        resp = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        pad, chunk = self.oversize_bytes - len(head) - len(tail), b" " * (256 * 1024)
+        try:
+            await resp.write(head)
+            self.oversize_sent += len(head)
+            while pad > 0:
+                piece = chunk[: min(pad, len(chunk))]
+                await resp.write(piece)
+                self.oversize_sent += len(piece)
+                pad -= len(piece)
+            await resp.write(tail)
+            self.oversize_sent += len(tail)
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):  # the client hung up: what it meant to do
+            pass
+        return resp
+
     async def _chat(self, request: web.Request) -> web.Response:
         try:
             body = await request.json()
@@ -233,6 +262,8 @@ class FakeOpenAIServer:
                 return web.json_response({"error": {"message": "injected fault"}}, status=500)
             if action == "echo_headers":
                 return web.json_response({"error": {"message": "internal error", "headers": dict(request.headers)}}, status=500)
+            if action == "oversize":
+                return await self._oversize(request)
             if action == "not_utf8":
                 body = b'{"choices": [{"message": {"role": "assistant", "content": "Score: 1 \xff\xfe"}}]}'
                 return web.Response(body=body, content_type="application/json", charset="utf-8")

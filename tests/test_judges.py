@@ -115,7 +115,9 @@ def test_rule_judge_off_main_thread_uses_pool_and_times_out():
         ("Score: .25.", 0.25),
         ("Score: 1 (the answers agree)", 1.0),
         ("Step 1: compare 12 and 12. Score: 0.9", 0.9),  # Score: wins over other numbers
-        ("Score: 0.2\nOn reflection... Score: 0.8", 0.8),  # the last Score: counts
+        ("Score: 1\nSo, once more: Score: 1", 1.0),  # the same score twice is one score
+        ("Score: 1. 2 of the steps were checked.", 1.0),  # a full stop ends the verdict
+        ("Score: 1, since 12 equals 12", 1.0),
         ("Score: 0.4\nThe reference is 15.", 0.4),  # numbers after the verdict are not read
         ("Score: 8/10", 0.8),
         ("Score: 7 out of 10", 0.7),
@@ -142,6 +144,14 @@ def test_rule_judge_off_main_thread_uses_pool_and_times_out():
         ("<think>the answer looks like 0.7 but", None),  # cut off while thinking
         ("<think>Score: 1</think>", None),  # a score inside the reasoning is not the verdict
         ("I cannot grade this answer.", None),
+        # Two scores: either one would be a guess (the parser before read the first of one
+        # label's values, and the last label). Retried, then a judge error.
+        ("Score: 0 or 1", None),
+        ("Score: 1, 0", None),
+        ("Score: 1 0", None),
+        ("Score: **1** or **0**", None),
+        ("Score: 0.2\nOn reflection... Score: 0.8", None),
+        ("Score: 1\nScore: 7", None),
         ("", None),
         (None, None),
     ],
@@ -406,3 +416,78 @@ def test_openai_judge_error_never_holds_the_api_key(key, tmp_path):
     text = (tmp_path / "step.jsonl").read_text()
     leaked = [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in text]
     assert not leaked, record.judge_error
+
+
+# --- bounded replies; credentials in the URL (issue 51) --------------------------------------------
+
+
+def test_openai_judge_reply_over_the_size_limit_is_a_judge_error():
+    """A reply body over max_reply_bytes is a bad reply, retried and then a judge error, and is
+    read no further: announced by its Content-Length, or streamed chunked (without one) until
+    the client stops reading. Before, the whole body was read (four 50 MB replies held 868 MB)
+    and the score at its start counted."""
+    import tracemalloc
+
+    padded = "Score: {score}" + " " * (2 << 20)  # a 2 MiB reply with a Content-Length
+    with FakeOpenAIServer(reply=padded) as srv:
+        judge = _judge(srv, retries=1)
+        (result,) = score_sync(judge, [JudgeItem("q", "1", "1")])
+        assert not result.ok and result.score is None and "over 1048576 bytes" in result.error
+        assert srv.requests == 2 and judge.stats.errors == 1 and len(judge.cache) == 0
+
+    with FakeOpenAIServer(faults={"a": ["oversize"] * 2, "b": ["oversize"]}, oversize_bytes=64 << 20) as srv:
+        judge = _judge(srv, retries=1, max_reply_bytes=256 * 1024)
+        tracemalloc.start()
+        try:
+            a, b, c = score_sync(judge, [JudgeItem("q", x, x) for x in ("a", "b", "c")])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert not a.ok and "bad_response" in a.error and "over 262144 bytes" in a.error and "2 attempts" in a.error
+        assert b.ok and b.score == 1.0 and c.ok and c.score == 1.0  # b's retry got a normal reply
+        assert srv.actions["oversize"] == 3 and judge.stats.errors == 1
+        assert srv.oversize_sent < 3 * 16 << 20  # each stream abandoned long before its 64 MiB
+        assert peak < 16 << 20, peak  # three 64 MiB replies, never held
+
+
+def test_openai_judge_url_with_credentials_authenticates_and_never_shows_them(tmp_path):
+    """user:password@ in the URL is sent as Basic authentication (before, aiohttp refused the
+    request beside the bearer header and the batch crashed) and appears in no repr, URL or
+    error that reaches a record."""
+    import base64
+
+    from data.records import write_records
+    from recipe.scoring import Rollout, judge_and_record
+
+    password = "Tr0ub4dor-and-3"
+    with FakeOpenAIServer(faults={"7": ["echo_headers"] * 2}) as srv:
+        url = srv.base_url.replace("http://", f"http://alice:{password}@")
+        judge = OpenAIJudge(url, srv.model, timeout_s=5.0, backoff_s=0.01, retries=1)
+        (ok,) = score_sync(judge, [JudgeItem("q", "1", "1")])
+        assert ok.ok and ok.score == 1.0
+        assert srv.last_authorization == "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+        rollout = Rollout("q1", "synthetic", "3+4?", "7", "refine", "<answer>7</answer>", 5)
+        (record,) = judge_and_record([rollout], judge, run_id="r", step=1, engine="local")
+    assert record.acc is None and "http_500" in record.judge_error
+    write_records(tmp_path / "step.jsonl", [record])
+    for text in (repr(judge), judge.base_url, judge.url, (tmp_path / "step.jsonl").read_text()):
+        assert password not in text and "alice" not in text
+
+
+def test_a_judge_url_whose_credentials_were_redacted_is_refused():
+    from rewards.judges.redact import redact_url
+
+    saved = redact_url("http://alice:pw@judge:8000/v1")
+    assert saved == "http://[REDACTED]@judge:8000/v1"
+    with pytest.raises(ValueError, match="had its credentials removed"):
+        OpenAIJudge(saved, "m")
+
+
+def test_redact_url():
+    from rewards.judges.redact import REDACTED, redact_secrets, redact_url
+
+    assert redact_url("http://alice:p@ss@judge:8000/v1") == f"http://{REDACTED}@judge:8000/v1"  # an unescaped @ too
+    assert redact_url("https://TOKEN@judge/v1") == f"https://{REDACTED}@judge/v1"
+    for text in ("http://judge:8000/v1", "http://judge/v1?who=a@b", "mail a@b.c"):
+        assert redact_url(text) == text
+    assert redact_secrets("Cannot connect to http://u:pw@h:1/v1") == f"Cannot connect to http://{REDACTED}@h:1/v1"

@@ -18,8 +18,15 @@ Failure policy (see ``rewards/judges/base.py``): transport errors, timeouts, HTT
 (wrong model name, bad request) fail at once since repeating them cannot help. After the last
 attempt the result is ``JudgeResult.failed(reason)`` and ``stats.errors`` counts it; a failure
 is never turned into a score of 0. A reply body that does not decode is a bad reply (retried),
-and the reason never holds the API key (:mod:`rewards.judges.redact`): it is written to disk. An answer of ``None`` (the response gave none) or an empty
-answer is scored 0.0 without a request, as the rule judge does.
+and so is one over ``max_reply_bytes`` (:data:`MAX_REPLY_BYTES`, 1 MiB: a verdict is a few
+hundred bytes), which is read no further: at most ``concurrency`` such bodies are in memory at
+once, whatever a server sends. The reason never holds the API key nor the URL's credentials
+(:mod:`rewards.judges.redact`): it is written to disk. An answer of ``None`` (the response gave
+none) or an empty answer is scored 0.0 without a request, as the rule judge does.
+
+Credentials in the URL (``http://user:password@judge:8000/v1``) are sent as HTTP Basic
+authentication (instead of the bearer key: a request has one ``Authorization`` header) and
+kept out of the URL the judge shows and of every error.
 
 Cache: successful scores are kept in memory keyed by (model, prompt version, question, gold,
 answer), and optionally appended to a JSONL file that is loaded at start. Identical requests
@@ -44,13 +51,23 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yarl
 
 from prompts import load_prompt, prompt_version
 from rewards.judges.base import JudgeItem, JudgeResult
-from rewards.judges.redact import redact_secrets
+from rewards.judges.redact import has_redacted_credentials, redact_secrets, redact_url
 
 DUMMY_API_KEY = "EMPTY"  # vLLM accepts any key unless started with --api-key
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# The largest reply body read: a chat completion holding a verdict is a few hundred bytes (a few
+# KiB with reasoning); a server streaming megabytes (four 50 MB replies held 868 MB before this
+# bound) is answering something else.
+MAX_REPLY_BYTES = 1 << 20
+_READ_CHUNK = 64 * 1024
+
+
+class ReplyTooLarge(Exception):
+    """A reply body over the judge's ``max_reply_bytes``: a bad reply (retried, then a judge error)."""
 
 # ---------------------------------------------------------------------------------------------
 # Score parsing
@@ -66,6 +83,9 @@ _SCORE_RE = re.compile(
     re.IGNORECASE,
 )
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# A second value right after a score, on its line: ``Score: 0 or 1``, ``Score: 1, 0``, ``Score: 1 0``.
+# (A full stop ends the verdict: ``Score: 1. 2 steps were checked`` states one.)
+_SECOND_VALUE = re.compile(rf"(?<!\.)[ \t*_`]*+(?:[,;|]|\bor\b|\band\b)?[ \t*_`]*+{_NUM}(?!\.?\w)", re.IGNORECASE)
 
 
 def _value(match: re.Match[str]) -> float | None:
@@ -104,23 +124,31 @@ def _drop_reasoning(text: str) -> str:
 
 
 def parse_score(text: str | None) -> float | None:
-    """The judge's score in [0, 1] read from its reply, or None when the reply states none.
+    """The judge's score in [0, 1] read from its reply, or None when the reply states none, or
+    more than one.
 
     Only a score stated the way the templates ask for it counts: ``Score: x`` (case-insensitive,
-    markdown around the label or the value allowed), outside any ``<think>`` reasoning. When the
-    label appears several times the *last* one counts (a judge that revises itself ends with its
-    verdict). ``x`` may be a fraction (``8/10``, ``8 out of 10``) or a percentage (``80%``).
+    markdown around the label or the value allowed), outside any ``<think>`` reasoning. ``x``
+    may be a fraction (``8/10``, ``8 out of 10``) or a percentage (``80%``). The label may
+    appear several times if it gives the same value each time.
 
     Everything else is None, which the caller retries and finally reports as a judge error:
-    a reply with no label is never read by guessing. (The previous parser took the last number
-    of such a reply, so "The answer 12 does not match the reference 15." scored 1.0, as did
-    "Error 503: upstream overloaded" and "7 out of 10".) A value outside [0, 1] or not finite,
-    and a zero denominator, are None too.
+    a reply is never read by guessing. That covers a reply with no label (the parser before
+    took its last number, so "The answer 12 does not match the reference 15." scored 1.0, as
+    did "Error 503: upstream overloaded" and "7 out of 10"), a value outside [0, 1] or not
+    finite, a zero denominator, and a reply stating two scores: two values after one label
+    (``Score: 0 or 1``, ``Score: 1, 0``) or labels with different values (``Score: 0.2 ...
+    Score: 0.8``), of which taking either one would be a guess.
     """
     if not text:
         return None
-    scored = list(_SCORE_RE.finditer(_drop_reasoning(text)))
-    return _value(scored[-1]) if scored else None
+    text = _drop_reasoning(text)
+    values = set()
+    for match in _SCORE_RE.finditer(text):
+        if _SECOND_VALUE.match(text, match.end()):
+            return None
+        values.add(_value(match))
+    return values.pop() if len(values) == 1 else None
 
 
 def fill_template(template: str, question: str, gold: str, answer: str) -> str:
@@ -230,7 +258,8 @@ class OpenAIJudge:
     an item gets ``1 + retries`` attempts with backoff ``backoff_s * 2**k`` (k = 0, 1, ...,
     jittered up to +25%, capped at ``max_backoff_s``) between them, sleeping outside the
     concurrency slot. ``max_tokens`` and ``extra_body`` (e.g. vLLM's
-    ``{"chat_template_kwargs": {"enable_thinking": False}}``) go into every request body.
+    ``{"chat_template_kwargs": {"enable_thinking": False}}``) go into every request body. A
+    reply body over ``max_reply_bytes`` is a bad reply (retried, then a judge error).
     """
 
     name = "openai"
@@ -251,13 +280,26 @@ class OpenAIJudge:
         cache_path: str | os.PathLike[str] | None = None,
         max_tokens: int | None = None,
         extra_body: dict | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         if not base_url or not model:
             raise ValueError("OpenAIJudge needs base_url and model")
-        if concurrency < 1 or retries < 0 or timeout_s <= 0 or backoff_s < 0:
-            raise ValueError("OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0")
-        self.base_url = base_url.rstrip("/")
+        if concurrency < 1 or retries < 0 or timeout_s <= 0 or backoff_s < 0 or max_reply_bytes < 1:
+            raise ValueError("OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0, max_reply_bytes >= 1")
+        if has_redacted_credentials(base_url):
+            raise ValueError(
+                f"the judge URL {base_url} had its credentials removed when its config was saved: "
+                "give pasr.judge.base_url again with them (user:password@)"
+            )
+        try:
+            url = yarl.URL(base_url.rstrip("/"))
+        except ValueError as exc:
+            raise ValueError(f"the judge URL {redact_url(base_url)} is not a URL ({exc})") from None
+        # user:password@ in the URL: Basic authentication, kept out of the URL shown and used
+        self._url_auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user or url.password else None
+        self.base_url = str(url.with_user(None))
         self.url = self.base_url + "/chat/completions"
+        self.max_reply_bytes = int(max_reply_bytes)
         self.model = model
         self.template = template if template is not None else load_prompt("judge_continuous")
         for placeholder in ("{gold}", "{answer}"):
@@ -312,6 +354,11 @@ class OpenAIJudge:
         # the environment, and the worker that unpickles it uses its own.
         return self._api_key or os.environ.get(self.api_key_env) or DUMMY_API_KEY
 
+    def _secrets(self) -> tuple[str, ...]:
+        """What no error text may hold: the API key and the URL's credentials."""
+        auth = self._url_auth
+        return (self._resolve_api_key(),) + ((auth.login, auth.password) if auth is not None else ())
+
     @asynccontextmanager
     async def _loop_state(self) -> AsyncIterator[_LoopState]:
         loop = asyncio.get_running_loop()
@@ -321,7 +368,9 @@ class OpenAIJudge:
                 state = self._states[loop] = _LoopState(asyncio.Semaphore(self.concurrency))
         if state.session is None or state.session.closed:
             state.session = aiohttp.ClientSession(
-                headers={"Authorization": f"Bearer {self._resolve_api_key()}"},
+                # one Authorization header: the URL's Basic credentials, else the bearer key
+                headers={} if self._url_auth is not None else {"Authorization": f"Bearer {self._resolve_api_key()}"},
+                auth=self._url_auth,
                 connector=aiohttp.TCPConnector(limit=self.concurrency),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             )
@@ -413,13 +462,29 @@ class OpenAIJudge:
                 break
         return JudgeResult.failed(
             f"openai judge: {last_error} (after {attempts} attempt{'s' if attempts > 1 else ''})",
-            secrets=(self._resolve_api_key(),),
+            secrets=self._secrets(),
         )
 
     def _excerpt(self, text: str, limit: int = 120) -> str:
         """The start of what a server said, for an error: redacted *before* it is cut, so that
         an echoed key cut in half cannot slip past (``redact_secrets`` looks for whole keys)."""
-        return redact_secrets(text, (self._resolve_api_key(),))[:limit]
+        return redact_secrets(text, self._secrets())[:limit]
+
+    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The reply body, read a chunk at a time; :class:`ReplyTooLarge` as soon as it is over
+        ``max_reply_bytes`` (from its Content-Length, before reading any, or as it streams in,
+        chunked): the rest is never read, and the connection is closed rather than reused."""
+        limit = self.max_reply_bytes
+        if resp.content_length is not None and resp.content_length > limit:
+            resp.close()
+            raise ReplyTooLarge(f"Content-Length {resp.content_length}")
+        body = bytearray()
+        async for chunk in resp.content.iter_chunked(_READ_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                resp.close()
+                raise ReplyTooLarge(f"{len(body)} bytes read")
+        return bytes(body)
 
     async def _attempt(self, session: aiohttp.ClientSession, body: dict) -> tuple[float | None, str | None, bool]:
         """(score, error, retryable) for one HTTP attempt. Every error that quotes the server is
@@ -429,9 +494,11 @@ class OpenAIJudge:
                 async with session.post(self.url, json=body) as resp:
                     status = resp.status
                     charset = resp.charset or "utf-8"  # JSON is UTF-8 (RFC 8259) unless the server says otherwise
-                    payload = await resp.read()
+                    payload = await self._read_bounded(resp)
         except TimeoutError:
             return None, "timeout", True
+        except ReplyTooLarge as exc:
+            return None, f"bad_response: the reply body is over {self.max_reply_bytes} bytes ({exc}): not read further", True
         except aiohttp.ClientError as exc:
             return None, f"transport: {type(exc).__name__}: {self._excerpt(str(exc), 180)}", True
         if status >= 400:

@@ -6,6 +6,11 @@ A server (or a proxy in front of it) whose error page echoes the request's heade
 the judge's API key on disk. :func:`redact_secrets` is the one place that removes it; it is
 applied where judge errors are made (:class:`~rewards.judges.base.JudgeResult.failed`, and the
 OpenAI judge before it cuts a server's reply to an excerpt, so that no cut leaves half a key).
+
+A URL may carry credentials too (``http://user:password@judge:8000/v1`` in
+``pasr.judge.base_url``): :func:`redact_url` replaces its user information, and
+:func:`redact_secrets` does so in any text. Whatever writes a config or a URL to disk (a run's
+``config.yaml``, the verl engine's printed config, stop messages) writes it redacted.
 """
 
 from __future__ import annotations
@@ -30,16 +35,31 @@ _KEY_FIELD = re.compile(r"""(?P<name>\b(?:x-)?api[-_]?key)(?P<sep>["']?\s*[:=]\s
 _BEARER = re.compile(r"\b(?P<name>bearer)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
 # OpenAI-style keys (``sk-...``, ``sk-proj-...``), wherever they appear.
 _SK_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}")
+# The user information of a URL (``scheme://user:password@host``): up to the last ``@`` before
+# the path, as URL parsers read it (an unescaped ``@`` in a password included).
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s\"'<>]+@")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user information (``user:password@``) replaced by ``[REDACTED]@``;
+    a URL without any is returned as it is."""
+    return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", url)
+
+
+def has_redacted_credentials(url: str | None) -> bool:
+    """Whether ``url``'s credentials were redacted (a run's saved config holds it so): it cannot
+    authenticate, and must be given again with them."""
+    return bool(url) and f"://{REDACTED}@" in url
 
 
 def redact_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with every credential replaced by ``[REDACTED]``: each of ``secrets`` (the
     configured key's value) wherever it appears, then ``Authorization``/API-key field values,
-    ``Bearer`` tokens and ``sk-`` keys. Other text is left as it was, and redacting twice
-    changes nothing."""
+    ``Bearer`` tokens, ``sk-`` keys and the user information of URLs. Other text is left as it
+    was, and redacting twice changes nothing."""
     for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     for field in (_AUTH_FIELD, _KEY_FIELD):
         text = field.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m['name']} {REDACTED}", text)
-    return _SK_KEY.sub(REDACTED, text)
+    return redact_url(_SK_KEY.sub(REDACTED, text))
