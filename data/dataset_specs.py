@@ -34,6 +34,12 @@ class DatasetSpec:
     def splits(self) -> tuple[str, ...]:
         return tuple(self.hub_splits or self.files)
 
+    @staticmethod
+    def use_of(split: str) -> str:
+        """``train`` for a split meant to train on (every set's ``train`` split), else ``eval``:
+        the test splits, and the sets that have no other (MATH-500, AIME 2024), are held out."""
+        return "train" if split == "train" else "eval"
+
 
 DATASETS: dict[str, DatasetSpec] = {
     "gsm8k": DatasetSpec(
@@ -60,6 +66,15 @@ DATASETS: dict[str, DatasetSpec] = {
         hub_path="HuggingFaceH4/aime_2024",
         hub_splits={"test": "train"},  # the hub set has one split, called train
         aliases=("aime", "aime2024", "HuggingFaceH4/aime_2024"),
+    ),
+    "math": DatasetSpec(
+        name="math",
+        description="MATH competition math, 7500 train / 5000 test (gold: the solution's last \\boxed{}; "
+        "MATH-500 is drawn from its test split, not from train)",
+        files={"train": "math_train.jsonl", "test": "math_test.jsonl"},
+        hub_path="DigitalLearningGmbH/MATH-lighteval",
+        hub_splits={"train": "train", "test": "test"},
+        aliases=("hendrycks_math", "competition_math", "DigitalLearningGmbH/MATH-lighteval"),
     ),
     "synthetic": DatasetSpec(
         name="synthetic",

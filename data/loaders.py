@@ -154,5 +154,6 @@ def describe_sources() -> list[dict[str, str]]:
             else:
                 path = local_file(spec.name, split)
                 where = str(path) if path else f"hub {spec.hub_path}"
-            rows.append({"name": spec.name, "split": split, "source": where, "description": spec.description})
+            rows.append({"name": spec.name, "split": split, "source": where, "description": spec.description,
+                         "use": spec.use_of(split)})
     return rows

@@ -6,6 +6,7 @@
     pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out data   # data/synthetic_train.parquet
     pasr data prepare --dataset countdown --n 500 --seed 0 --difficulty 2 --out data    # data/countdown_train.parquet
     pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out data  # data/evol.parquet
+    pasr data prepare --dataset math_train.jsonl --split train --out data   # MATH problem/solution: gold = last \\boxed{}
 
 ``--out`` is a folder, as in every subcommand (data.cli_flags); the old ``--out FILE.parquet``
 still writes that file, with a deprecation note.
@@ -23,8 +24,9 @@ from data.cli_flags import legacy_out_file
 _DATASET_HELP = (
     "a known set ({names}; {generated} are generated, the others read from a local copy in "
     "$PASR_DATA_DIR or ../shared/data beside the repository, else the Hugging Face hub) or a path "
-    "to a .jsonl/.json/.parquet file (GSM8K, MATH-500 and AIME shapes are detected; map other "
-    "fields with --question-field/--answer-field)"
+    "to a .jsonl/.json/.parquet file (GSM8K, MATH-500, AIME, MATH problem/solution, problem/answer, "
+    "prompt/answer and verl RL layouts are detected, `pasr data list` names them; map other fields "
+    "with --question-field/--answer-field)"
 )
 
 
@@ -170,12 +172,44 @@ def _load(args):
         raise CliError(f"cannot read {args.dataset}: {exc.strerror or exc}") from None
 
 
-def _run_list() -> int:
-    from data.loaders import describe_sources
+_LIST_SECTIONS = {
+    "train": "Training sets (pasr data prepare --dataset NAME --split train --out DIR -> data.train_files):",
+    "eval": "Evaluation sets (pasr eval --dataset NAME; pasr data prepare --dataset NAME --out DIR -> data.val_files):",
+}
 
-    for row in describe_sources():
-        print(f"{row['name']:<10} {row['split']:<6} {row['source']}")
+
+def _run_list() -> int:
+    """The known sets, training splits apart from held-out ones, then the file layouts that
+    ``--dataset FILE`` recognises without a field mapping."""
+    from data.loaders import describe_sources
+    from data.row_shapes import LAYOUTS
+
+    rows = describe_sources()
+    for use, title in _LIST_SECTIONS.items():
+        print(title)
+        for row in rows:
+            if row["use"] == use:
+                print(f"  {row['name']:<10} {row['split']:<6} {row['source']}")
+    print("Data files (--dataset FILE.jsonl/.json/.parquet), the layout read from the first row's fields:")
+    for shape, what in LAYOUTS.items():
+        print(f"  {shape:<15} {what}")
     return 0
+
+
+def file_layout(args) -> str | None:
+    """The layout (a key of :data:`data.row_shapes.LAYOUTS`) ``--dataset FILE`` was read with:
+    ``generic`` under a field mapping, else the one its first row's fields give; None for a
+    known set or a file with no rows."""
+    from data.file_rows import _iter_file
+    from data.loaders import looks_like_path
+    from data.row_shapes import detect_shape
+
+    if not looks_like_path(args.dataset):
+        return None
+    if args.question_field or args.answer_field or args.id_field or args.input_field:
+        return "generic"
+    first = next(iter(_iter_file(Path(args.dataset).expanduser())), None)
+    return None if first is None else detect_shape(first[1])
 
 
 def _run_preview(args) -> int:
@@ -231,6 +265,11 @@ def _run_prepare(args) -> int:
         raise CliError(f"cannot write {out}: {why_mkdir_failed(out.parent, exc)}") from None
     sources = sorted({ex.data_source for ex in examples})
     print(f"wrote {len(examples)} rows ({', '.join(sources)}) to {path}")
+    layout = file_layout(args)
+    if layout is not None:
+        from data.row_shapes import LAYOUTS
+
+        print(f"layout: {LAYOUTS[layout]}")
     return 0
 
 

@@ -1,7 +1,13 @@
-"""Rows into :class:`data.examples.Example`: the shapes a question/answer row comes in (GSM8K,
-MATH-500, AIME, or plain question + answer with an optional field mapping), detected from the
-first row's fields, and the parsing of a stream of rows where a malformed one raises
-:class:`data.examples.DataFormatError` naming the file and line (or hub row), never skipped.
+"""Rows into :class:`data.examples.Example`: the shapes (layouts) a question/answer row comes in,
+detected from the first row's fields (:data:`LAYOUTS` describes each), and the parsing of a
+stream of rows where a malformed one raises :class:`data.examples.DataFormatError` naming the
+file and line (or hub row), never skipped.
+
+The evaluation sets' shapes (GSM8K, MATH-500, AIME) and the common math RL training layouts:
+MATH's ``problem`` / ``solution`` (the gold is the last ``\\boxed{}`` of the solution, as MATH
+marks its answers), DeepScaleR's ``problem`` / ``answer``, a plain ``prompt`` / ``answer``, and
+verl's own RL layout (``prompt`` as chat messages or text, ``reward_model.ground_truth``: DAPO-Math
+and the files ``pasr data prepare`` writes); anything else takes a field mapping.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from data.examples import DataFormatError, Example
-from rewards.extract import gsm8k_gold
+from rewards.extract import gsm8k_gold, last_boxed
 
 Row = dict[str, Any]
 # (row, index, split) -> Example; raises _RowError for a malformed row
@@ -132,11 +138,78 @@ def _generic_row(
     return parse
 
 
-_SHAPES = {"gsm8k": _gsm8k_row, "math500": _math_row, "aime24": _aime_row}
+def _math_solution_row(name: str) -> RowParser:
+    """MATH's training layout (``problem``, ``solution``, ``level``, ``type``; no answer field):
+    the gold is the content of the solution's last ``\\boxed{}``, the answer MATH marks. The
+    whole solution stays in ``extra`` (the rule judge would also take the box from it, but an
+    LLM judge would grade against a worked solution instead of an answer)."""
+
+    def parse(row: Row, index: int, split: str) -> Example:
+        question = _text(row, "problem", "question")
+        solution = _text(row, "solution", "solution")
+        gold = last_boxed(solution)
+        if not gold:
+            raise _RowError("field 'solution' has no \\boxed{...} answer (MATH marks its answer that way)")
+        rid = f"{name}:{split}:{index}" if split else f"{name}:{index}"
+        extra = {"split": split, "solution": solution}
+        for key in ("level", "type", "subject"):
+            if row.get(key) is not None:
+                extra[key] = row[key]
+        return Example(rid, name, question, gold, extra)
+
+    return parse
+
+
+def _rl_row(name: str) -> RowParser:
+    """verl's RL layout: ``prompt`` (chat messages, the question in the last user message; or
+    text) and ``reward_model.ground_truth``; the row's id from ``extra_info`` (``id``, else
+    ``index``) when it has one. A file ``pasr data prepare`` wrote reads back as its questions."""
+
+    def parse(row: Row, index: int, split: str) -> Example:
+        prompt = row.get("prompt")
+        if isinstance(prompt, (list, tuple)):
+            users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+            if not users or not isinstance(users[-1], str) or not users[-1].strip():
+                raise _RowError("field 'prompt' has no user message with text")
+            question = users[-1].strip()
+        else:
+            question = _text(row, "prompt", "question")
+        reward = row.get("reward_model")
+        if not isinstance(reward, dict):
+            raise _RowError("missing field 'reward_model' (a mapping with ground_truth)")
+        answer = _text(reward, "ground_truth", "answer")
+        info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+        rid = info.get("id") if info.get("id") not in (None, "") else info.get("index", index)
+        return Example(f"{name}:{rid}", name, question, answer, {"split": split or str(info.get("split") or "")})
+
+    return parse
+
+
+_SHAPES: dict[str, Callable[[str], RowParser]] = {
+    "gsm8k": _gsm8k_row,
+    "math500": _math_row,
+    "aime24": _aime_row,
+    "math": _math_solution_row,
+    "problem_answer": lambda name: _generic_row(name, "problem", "answer"),
+    "prompt_answer": lambda name: _generic_row(name, "prompt", "answer"),
+    "verl": _rl_row,
+}
+
+# shape -> what its rows hold, for `pasr data list` and the messages that name the layouts
+LAYOUTS = {
+    "gsm8k": "GSM8K: question + answer with a '#### <answer>' line (gold: the text after ####)",
+    "math500": "MATH-500: problem + answer + unique_id",
+    "aime24": "AIME: problem + answer (an integer) + id",
+    "math": "MATH training: problem + solution, no answer field (gold: the solution's last \\boxed{})",
+    "problem_answer": "DeepScaleR style: problem + answer (a solution field is ignored)",
+    "prompt_answer": "prompt + answer, the prompt as text",
+    "verl": "verl RL parquet (DAPO-Math, pasr data prepare's output): prompt + reward_model.ground_truth",
+    "generic": "question + answer, or any fields mapped with --question-field/--answer-field",
+}
 
 
 def detect_shape(row: Row) -> str:
-    """``gsm8k`` | ``math500`` | ``aime24`` | ``generic`` (question + answer), from a row's fields."""
+    """The shape of a row (a key of :data:`LAYOUTS`), from its fields."""
     has_q = "question" in row or "problem" in row
     if has_q and "answer" in row and "unique_id" in row:
         return "math500"
@@ -146,9 +219,18 @@ def detect_shape(row: Row) -> str:
         return "aime24"
     if "question" in row and "answer" in row:
         return "generic"
+    if "problem" in row and "answer" in row:
+        return "problem_answer"
+    if "problem" in row and "solution" in row:
+        return "math"
+    if "prompt" in row and isinstance(row.get("reward_model"), dict):
+        return "verl"
+    if isinstance(row.get("prompt"), str) and "answer" in row:
+        return "prompt_answer"
     raise _ShapeError(
         f"cannot tell the data format from the fields {sorted(row)} (expected question + answer, "
-        "problem + answer + unique_id, or problem + answer + id)"
+        "problem + answer (+ unique_id or id), problem + solution (MATH), prompt + answer, "
+        "or prompt + reward_model (verl))"
     )
 
 

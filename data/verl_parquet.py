@@ -103,3 +103,35 @@ def read_rl_parquet(path: str | Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     return pq.read_table(Path(path).expanduser()).to_pylist()
+
+
+def rl_file_problem(path: str | Path, prompt_key: str = "prompt", rows: int = 3) -> str | None:
+    """Why verl's ``RLHFDataset`` and the PASR rollout cannot train on the parquet ``path``, from
+    its schema and first ``rows`` rows, or None. They read ``prompt_key`` (``data.prompt_key``)
+    as chat messages (the chat template is applied to them), ``reward_model.ground_truth`` as the
+    gold and ``data_source``; a file of another layout (a plain question/answer parquet, DAPO's
+    processed text prompts) needs ``pasr data prepare`` first."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(Path(path).expanduser())
+    except Exception as exc:  # pyarrow raises several types for a broken file
+        return f"not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    missing = [c for c in (prompt_key, "reward_model", "data_source") if c not in pf.schema_arrow.names]
+    if missing:
+        return f"no column {', '.join(missing)}: not a verl RL file (write one with pasr data prepare --dataset FILE)"
+    first = next(pf.iter_batches(batch_size=max(1, rows), columns=[prompt_key, "reward_model"]), None)
+    for i, row in enumerate(first.to_pylist() if first is not None else [], start=1):
+        prompt = row[prompt_key]
+        if not isinstance(prompt, list) or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt):
+            return f"row {i}: {prompt_key} is not a list of chat messages {{role, content}} (pasr data prepare writes them)"
+        if not isinstance(row["reward_model"], dict) or row["reward_model"].get("ground_truth") in (None, ""):
+            return f"row {i}: reward_model.ground_truth is empty"
+    return None
+
+
+def parquet_rows(path: str | Path) -> int:
+    """The row count of a parquet file, from its footer (nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(Path(path).expanduser()).metadata.num_rows)

@@ -64,8 +64,8 @@ def test_limit_and_unknown_names(local_data):
     assert len(load_examples("gsm8k", limit=5)) == 5
     assert load_examples("aime24", limit=0) == []
     assert get_dataset("openai/gsm8k").name == "gsm8k"
-    assert set(DATASETS) == {"gsm8k", "math500", "aime24", "synthetic", "countdown"}
-    with pytest.raises(DatasetError, match="unknown dataset 'gsm9k'.*gsm8k, math500, aime24, synthetic, countdown"):
+    assert set(DATASETS) == {"gsm8k", "math500", "aime24", "math", "synthetic", "countdown"}
+    with pytest.raises(DatasetError, match="unknown dataset 'gsm9k'.*gsm8k, math500, aime24, math, synthetic, countdown"):
         load_examples("gsm9k")
     with pytest.raises(DatasetError, match="no split 'train'"):
         load_examples("math500", split="train")

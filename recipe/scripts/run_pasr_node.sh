@@ -18,8 +18,15 @@
 #   MODEL_PATH      model to train                     (required)
 #   EXP_NAME        experiment name                    (required)
 #   DATA_DIR        parquet files go here              (default $HOME/data/pasr)
-#   TRAIN_DATASET   `pasr data` set or file for training (default gsm8k, split train)
-#   VAL_DATASET     set or file for validation         (default math500, split test)
+#   TRAIN_DATASET   training data, prepared once into $DATA_DIR/<name or file stem>_train.parquet
+#                   (default gsm8k): a set of `pasr data list` (gsm8k, math, synthetic, ...) or a
+#                   .jsonl/.json/.parquet file whose layout is read from its fields (MATH's
+#                   problem/solution, GSM8K, DeepScaleR's problem/answer, prompt/answer, verl's own)
+#   TRAIN_QUESTION_FIELD / TRAIN_ANSWER_FIELD   the fields of a file of another layout (e.g.
+#                   instruction / output): `pasr data prepare`'s --question-field/--answer-field
+#   TRAIN_FILE      a verl parquet already prepared: trained on as is, TRAIN_DATASET unused
+#   VAL_DATASET, VAL_QUESTION_FIELD, VAL_ANSWER_FIELD, VAL_FILE   the same for validation
+#                   (default math500, split test)
 #   CKPT_DIR        checkpoints and rollout dumps      (default $HOME/ckpts/pasr/$EXP_NAME)
 #   NGPUS           GPUs for training                  (default 8, or 8 minus the judge's)
 #   TRAIN_BSZ       prompts per step                   (default 16 per training GPU: 128 on 8)
@@ -49,12 +56,21 @@ JUDGE_PORT=${JUDGE_PORT:-8000}
 JUDGE_KIND=${JUDGE_KIND:-hybrid}
 
 # ---------------------------------------------------------------- data (written once)
-# the names `pasr data prepare --out DIR` gives: <dataset stem>_<split>.parquet
-TRAIN_FILE="$DATA_DIR/$(basename "$TRAIN_DATASET" | sed 's/\.[a-z]*$//')_train.parquet"
-VAL_FILE="$DATA_DIR/$(basename "$VAL_DATASET" | sed 's/\.[a-z]*$//')_test.parquet"
+# prepare SPLIT DATASET QUESTION_FIELD ANSWER_FIELD: the parquet `pasr data prepare --out DIR`
+# writes, <dataset stem>_<split>.parquet, made unless it exists (delete it to prepare it again)
+prepare() {
+    local split=$1 dataset=$2 question=$3 answer=$4
+    local file="$DATA_DIR/$(basename "$dataset" | sed 's/\.[a-z]*$//')_$split.parquet"
+    local mapping=()
+    [[ -n "$question" ]] && mapping+=(--question-field "$question")
+    [[ -n "$answer" ]] && mapping+=(--answer-field "$answer")
+    [[ -f "$file" ]] || python3 -m recipe data prepare --dataset "$dataset" --split "$split" --out "$DATA_DIR" \
+        ${mapping[@]+"${mapping[@]}"} >&2 || return 1
+    echo "$file"
+}
 mkdir -p "$DATA_DIR" "$CKPT_DIR"
-[[ -f "$TRAIN_FILE" ]] || python3 -m recipe data prepare --dataset "$TRAIN_DATASET" --split train --out "$DATA_DIR"
-[[ -f "$VAL_FILE" ]] || python3 -m recipe data prepare --dataset "$VAL_DATASET" --split test --out "$DATA_DIR"
+TRAIN_FILE=${TRAIN_FILE:-$(prepare train "$TRAIN_DATASET" "${TRAIN_QUESTION_FIELD:-}" "${TRAIN_ANSWER_FIELD:-}")}
+VAL_FILE=${VAL_FILE:-$(prepare test "$VAL_DATASET" "${VAL_QUESTION_FIELD:-}" "${VAL_ANSWER_FIELD:-}")}
 
 # ---------------------------------------------------------------- judge
 JUDGE_ARGS=()
