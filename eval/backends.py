@@ -92,6 +92,7 @@ class HFBackend:
         threads: int | None = None,
         attention: str = "grouped",
         seed: int = 0,
+        max_new_tokens: int | None = None,  # checked against the model's context at load
     ):
         from runtime.gqa_attention import ATTENTIONS
         from runtime.model_loading import resolve_device
@@ -108,6 +109,8 @@ class HFBackend:
         self.attention = attention
         self.seed = seed
         self.dtype = dtype
+        self.max_new_tokens = max_new_tokens
+        self.context: int | None = None  # the model's context length, once loaded
         self.model = None
         self.tokenizer = None
         self.model_path: str | None = None
@@ -144,6 +147,20 @@ class HFBackend:
         from runtime.gqa_attention import use_attention
 
         use_attention(self.model, self.attention)  # grouped: batched decoding without copying the KV cache
+        self._check_context()
+
+    def _check_context(self) -> None:
+        """The model's context length kept for :meth:`generate` (a prompt that does not fit is
+        an error of its own, a response stops at the context's end), and ``max_new_tokens``
+        that cannot fit with any prompt refused before anything is generated."""
+        from runtime.context_length import ContextLengthError, check_new_tokens, context_length
+
+        self.context = context_length(self.model.config)
+        try:
+            if self.max_new_tokens is not None:
+                check_new_tokens(self.max_new_tokens, self.context)
+        except ContextLengthError as exc:
+            raise BackendError(f"model {self.model_spec}: {exc}") from None
 
     def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
         """``prefill``: text that starts every response, as the local engine's ``<think>``
@@ -161,7 +178,7 @@ class HFBackend:
             do_sample=not params.greedy,
         )
         gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size, prefill=prefill,
-                              on_finished=on_finished)
+                              on_finished=on_finished, context=self.context)
         return [Completion(g.text, g.n_tokens, g.finish_reason) for g in gens]
 
 
@@ -355,7 +372,7 @@ def build_backend(name: str, model: str, prefill: str = "", systems: frozenset[s
     """``hf`` or ``vllm``; keyword arguments a backend does not take are ignored. ``prefill``:
     text that starts every answer under the ``systems`` prompts (:class:`AnswerPrefill`)."""
     if name == "hf":
-        keys = ("batch_size", "dtype", "device", "threads", "attention", "seed")
+        keys = ("batch_size", "dtype", "device", "threads", "attention", "seed", "max_new_tokens")
         chosen = {k: v for k, v in kwargs.items() if k in keys and v is not None}
         return AnswerPrefillBackend(model, prefill, systems, **chosen) if prefill else HFBackend(model, **chosen)
     if name == "vllm":

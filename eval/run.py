@@ -236,7 +236,7 @@ def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict,
                 batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
                 tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
                 max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,
-                device=cfg.device,
+                device=cfg.device, max_new_tokens=cfg.max_new_tokens,
             )  # fmt: skip
         backend.load()
     except BackendError as exc:

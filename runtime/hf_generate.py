@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from runtime import prompt_prefill
+from runtime.context_length import check_prompts
 from runtime.decoding import decode_response  # the one decoder of every engine
 from runtime.prompt_prefill import pad_around_prefixes, shared_prefixes
 from runtime.sampling import sampling_processors
@@ -115,7 +116,7 @@ DROP_EVERY = 8
 
 
 def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams, eos: set[int], pad_id: int,
-                                on_finished=None) -> list[list[int]]:
+                                on_finished=None, room: Sequence[int] | None = None) -> list[list[int]]:
     """The new tokens of each row, generated ``DROP_EVERY`` tokens at a time by ``model.generate``;
     rows that have stopped are dropped (with their KV cache) between two calls.
 
@@ -126,33 +127,39 @@ def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams,
     lacks); greedy rows get exactly the tokens one call would give them, sampled rows the same
     distribution (the random draws are spread over fewer rows once some have stopped).
     ``on_finished(n)`` hears of the rows that stopped in each call, so a progress bar moves with
-    the sequences rather than sitting still until the whole batch is done.
+    the sequences rather than sitting still until the whole batch is done. ``room``: the new
+    tokens each row has before the end of the model's context; a row that reaches it stops
+    there (``length``), and no call runs any row past it.
     """
     new: list[list[int]] = [[] for _ in range(ids.shape[0])]
     alive = list(range(ids.shape[0]))
-    left = params.max_new_tokens
-    while left > 0 and alive:
+    limit = [min(params.max_new_tokens, r) for r in room] if room is not None else [params.max_new_tokens] * len(alive)
+    made = 0  # new tokens so far of every row still alive
+    while alive:
+        step = min(DROP_EVERY, min(limit[i] for i in alive) - made)
+        if step <= 0:
+            break
         out = model.generate(
             input_ids=ids,
             attention_mask=mask,
             **({"past_key_values": cache} if cache is not None else {}),
-            max_new_tokens=min(DROP_EVERY, left),
+            max_new_tokens=step,
             eos_token_id=sorted(eos),
             pad_token_id=pad_id,
             return_dict_in_generate=True,
             **params.generate_kwargs(),
         )
         chunk = out.sequences[:, ids.shape[1] :]
-        left -= chunk.shape[1]
+        made += chunk.shape[1]
         keep = []
         for row, tokens in enumerate(chunk.tolist()):
             tokens, finish = _cut_at_eos(tokens, eos)
             new[alive[row]] += tokens
-            if finish == "length":
+            if finish == "length" and made < limit[alive[row]]:
                 keep.append(row)
         if on_finished is not None:
-            on_finished(len(alive) - len(keep) if left > 0 else len(alive))
-        if not keep or left <= 0:
+            on_finished(len(alive) - len(keep))
+        if not keep:
             break
         cache = out.past_key_values
         if len(keep) < len(alive):
@@ -175,9 +182,14 @@ def generate_ids(
     generator_seed: int | None = None,
     on_batch=None,
     on_finished=None,
+    context: int | None = None,
 ) -> list[tuple[list[int], str]]:
     """(response_ids, finish_reason) for each prompt, in input order. ``on_batch(rows, tokens)``
-    after each batch; ``on_finished(n)`` as rows stop (for progress bars)."""
+    after each batch; ``on_finished(n)`` as rows stop (for progress bars). ``context``: the
+    model's context length (:mod:`runtime.context_length`): a prompt that fills it is a
+    ``ContextLengthError`` before anything is generated, and a response stops (``length``) at
+    its end; None: neither."""
+    check_prompts([len(p) for p in prompt_ids], context)
     if generator_seed is not None:
         torch.manual_seed(generator_seed)
     eos = eos_token_ids(model, tokenizer)
@@ -189,7 +201,8 @@ def generate_ids(
         ids, mask = pad_around_prefixes(rows, pad_id, shared)
         ids, mask = ids.to(model.device), mask.to(model.device)
         cache = prompt_cache(model, ids, mask, max(shared))
-        new = _generate_dropping_finished(model, ids, mask, cache, params, eos, pad_id, on_finished)
+        room = [context - len(r) for r in rows] if context is not None else None
+        new = _generate_dropping_finished(model, ids, mask, cache, params, eos, pad_id, on_finished, room)
         for row, i in enumerate(batch):
             results[i] = _cut_at_eos(new[row], eos)
         if on_batch is not None:
@@ -206,10 +219,13 @@ def generate_chats(
     prefill: str = "",
     on_batch=None,
     on_finished=None,
+    context: int | None = None,
 ) -> list[Generation]:
-    """Generate one response per chat (repeat a chat in ``chats`` for several samples)."""
+    """Generate one response per chat (repeat a chat in ``chats`` for several samples);
+    ``context`` as for :func:`generate_ids`."""
     prompts = render_prompts(tokenizer, chats, prefill)
-    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished)
+    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished,
+                       context=context)
     return [
         Generation(p, r, prefill + decode_response(tokenizer, r), fr, prefill)
         for p, (r, fr) in zip(prompts, raw)
