@@ -249,14 +249,29 @@ def _parse_rows(
     parser: RowParser | None = None
     if limit is not None and limit <= 0:
         return out
+    first_line: dict[str, int] = {}  # id -> the line that gave it first
     for index, (lineno, row) in enumerate(rows):
         try:
             if parser is None:
                 parser = parser_for(row)
-            out.append(parser(row, index, split))
+            example = parser(row, index, split)
         except _RowError as exc:
             error = UnknownShapeError if isinstance(exc, _ShapeError) else DataFormatError
             raise error(str(exc), where, lineno, unit) from None
+        if (first := first_line.setdefault(example.id, lineno)) != lineno:
+            raise duplicate_id(example, where, first, lineno, unit)
+        out.append(example)
         if limit is not None and len(out) >= limit:
             break
     return out
+
+
+def duplicate_id(example: Example, where: str, first: int, line: int, unit: str) -> DataFormatError:
+    """The error of a row whose id an earlier row has: ids key every sample, answer and resume
+    (two rows of one id collapsed into one question in ``pasr eval``, and its rerun deleted the
+    other's samples), so ``pasr data prepare``, ``pasr eval`` and ``pasr train``, which all read
+    rows through :func:`_parse_rows`, refuse it, naming the id and both lines."""
+    rid = example.id.removeprefix(f"{example.data_source}:")
+    at = f"{where}:{first}" if unit == "line" else f"{where}:{unit} {first}"
+    return DataFormatError(f"duplicate id {rid!r}, the id of {at} too; give each row its own id (or drop the repeated row)",
+                           where, line, unit)
