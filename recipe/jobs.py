@@ -17,7 +17,10 @@ started on this machine uses). A cluster without token mode ignores it. For a re
 token mode, copy its token (``ray get-auth-token`` on the head) into ``RAY_AUTH_TOKEN``.
 
 ``logs --follow`` (and ``pasr submit --follow``) exit with the job's outcome: 0 succeeded,
-1 failed, 3 stopped.
+1 failed, 3 stopped; 4 when the dashboard stops answering while they follow (the head died or
+is unreachable): the job's outcome is then unknown, so that is said in one line with how to find
+the job (``pasr jobs status``/``list``) and stop it (``pasr jobs stop``) once the head answers
+again, never a traceback and exit 1 ("failed") for a job that may still be training.
 
 Every request to the dashboard is bounded by ``--timeout`` (Ray's SDK sets no limit, so an
 address that accepts the connection and never answers, such as a wrong port behind a proxy
@@ -37,8 +40,13 @@ from pathlib import Path
 from data.cli_errors import CliError
 
 EXIT_BY_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
+EXIT_HEAD_LOST = 4  # --follow lost the dashboard: the job's outcome is unknown
+FOLLOW_EXIT_CODES = "exit status: 0 succeeded, 1 failed, 3 stopped, 4 lost the Ray head (the job's outcome unknown)"
 DEFAULT_PORT = 8265
 DEFAULT_TIMEOUT_S = 30.0
+# how long --follow keeps asking a dashboard that stopped answering (a head restarting) before it
+# says it lost it
+HEAD_LOST_AFTER_S = 60.0
 
 
 # --------------------------------------------------------------------------- connection
@@ -180,8 +188,23 @@ def cluster_node_gpus(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> lis
 
 
 # --------------------------------------------------------------------------- follow
-def follow(client, job_id: str, out=None, poll_s: float = 0.5) -> int:
-    """Stream a job's logs until it ends; returns the exit code for its final status."""
+class HeadLost(Exception):
+    """The dashboard stopped answering while a job was followed."""
+
+
+def _unreachable_errors() -> tuple[type[BaseException], ...]:
+    """What the job SDK raises when the dashboard does not answer: requests' connection errors
+    and timeouts (status calls), aiohttp's and OSError (the log stream), RuntimeError (the SDK's
+    wrapping of a failed request, e.g. HTTP 5xx from a dashboard whose head is going down)."""
+    import aiohttp
+    import requests
+
+    return (requests.exceptions.ConnectionError, requests.exceptions.Timeout, aiohttp.ClientError, OSError, RuntimeError)
+
+
+def follow(client, job_id: str, out=None, poll_s: float = 0.5, address: str | None = None) -> int:
+    """Stream a job's logs until it ends; returns the exit code for its final status, or
+    :data:`EXIT_HEAD_LOST` after one line saying so when the dashboard stops answering."""
     out = out or sys.stdout
 
     async def _tail() -> None:
@@ -192,17 +215,44 @@ def follow(client, job_id: str, out=None, poll_s: float = 0.5) -> int:
     settle_s: float | None = 30.0  # the stream closes when the job ends; its status follows
     try:
         asyncio.run(_tail())
-    except RuntimeError as exc:  # the log stream broke off: keep polling the status instead
-        print(f"pasr: log stream ended early ({str(exc).splitlines()[0]}); waiting for the job", file=sys.stderr)
+    except _unreachable_errors() as exc:  # the log stream broke off: keep polling the status instead
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        print(f"pasr: log stream ended early ({why}); waiting for the job", file=sys.stderr)
         settle_s = None
-    status = wait_terminal(client, job_id, poll_s=poll_s, timeout_s=settle_s)
+    try:
+        status = wait_terminal(client, job_id, poll_s=poll_s, timeout_s=settle_s, lost_after_s=HEAD_LOST_AFTER_S)
+    except HeadLost as exc:
+        where = f" --address {address}" if address else ""
+        print(
+            f"pasr: lost the Ray head{f' at {address}' if address else ''} while following job {job_id} ({exc}): "
+            f"its outcome is unknown and it may still be running; once the head answers, see it with "
+            f"`pasr jobs status {job_id}{where}` (or `pasr jobs list{where}`) and stop it with "
+            f"`pasr jobs stop {job_id}{where}`",
+            file=sys.stderr,
+        )
+        return EXIT_HEAD_LOST
     return report_status(client, job_id, status)
 
 
-def wait_terminal(client, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None) -> str:
+def wait_terminal(client, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None,
+                  lost_after_s: float | None = None) -> str:
+    """The job's status once terminal (or once ``timeout_s`` has passed). With ``lost_after_s``,
+    a dashboard that answers no status query for that long is :class:`HeadLost`."""
     start = time.monotonic()
+    unanswered_since = None
     while True:
-        status = client.get_job_status(job_id)
+        try:
+            status = client.get_job_status(job_id)
+        except _unreachable_errors() as exc:
+            if lost_after_s is None:
+                raise
+            now = time.monotonic()
+            unanswered_since = now if unanswered_since is None else unanswered_since
+            if now - unanswered_since >= lost_after_s:
+                raise HeadLost(f"no answer for {now - unanswered_since:.0f} s: {type(exc).__name__}") from None
+            time.sleep(poll_s)
+            continue
+        unanswered_since = None
         if status.is_terminal() or (timeout_s is not None and time.monotonic() - start > timeout_s):
             return str(status.value if hasattr(status, "value") else status)
         time.sleep(poll_s)
@@ -262,7 +312,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     st = sub.add_parser("status", help="print a job's status and message")
     lg = sub.add_parser("logs", help="print a job's logs (--follow: stream them until the job ends)")
-    lg.add_argument("--follow", "-f", action="store_true", help="stream until the job ends; exit with its outcome")
+    lg.add_argument("--follow", "-f", action="store_true", help=f"stream until the job ends; {FOLLOW_EXIT_CODES}")
     sp = sub.add_parser("stop", help="ask a job to stop")
     sp.add_argument("--wait", action="store_true", help="wait until the job has stopped")
     ls = sub.add_parser("list", help="list the cluster's jobs")
@@ -289,8 +339,10 @@ def run(args) -> int:
     client = connect(address, args.timeout)
     if cmd == "list":
         jobs = _call(address, client.list_jobs)
+        from rewards.judges.redact import redact_url
+
         for job in sorted(jobs, key=lambda j: j.start_time or 0):
-            print(f"{job.submission_id or job.job_id}\t{job.status}\t{job.entrypoint}")
+            print(f"{job.submission_id or job.job_id}\t{job.status}\t{redact_url(job.entrypoint or '')}")
         return 0
     job_id = args.job_id
     if cmd == "status":
@@ -306,7 +358,7 @@ def run(args) -> int:
     if cmd == "logs":
         _call(address, client.get_job_status, job_id)  # a clear error for an unknown id
         if args.follow:
-            return follow(client, job_id)
+            return follow(client, job_id, address=address)
         sys.stdout.write(_call(address, client.get_job_logs, job_id))
         return 0
     if cmd == "stop":

@@ -28,7 +28,8 @@ directory (:func:`check_local_run`): the presets' defaults all are, so such a jo
 ``--run-dir /shared/...`` (or ``trainer.run_dir=``). The dashboard must answer. The job id is printed on stdout;
 unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once unless
 ``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
-3 stopped). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
+3 stopped; 4 when the Ray head stops answering: one line then says how to find and stop the
+job). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
 """
 
 from __future__ import annotations
@@ -211,7 +212,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
     add_address_arg(parser)
     parser.add_argument("--engine", choices=sorted(ENTRYPOINTS), default="verl", help="verl (GPU cluster, default) or local")
-    parser.add_argument("--follow", "-f", action="store_true", help="stream the job's logs; exit with its outcome")
+    from recipe.jobs import FOLLOW_EXIT_CODES
+
+    parser.add_argument("--follow", "-f", action="store_true", help=f"stream the job's logs; {FOLLOW_EXIT_CODES}")
     parser.add_argument("--working-dir", default=".", metavar="DIR", help="the repository to upload (default: .); overrides the runtime env file's")
     parser.add_argument(
         "--runtime-env", type=Path, default=RUNTIME_ENV_FILE, metavar="FILE",
@@ -288,8 +291,10 @@ def run(args) -> int:
         ),
     )
     print(job_id, flush=True)
-    print(f"pasr: submitted to {address}: {entrypoint}", file=sys.stderr)
+    from rewards.judges.redact import redact_url
+
+    print(f"pasr: submitted to {address}: {redact_url(entrypoint)}", file=sys.stderr)
     if not args.follow:
         print(f"pasr: follow with `pasr jobs logs {job_id} --address {address} --follow`", file=sys.stderr)
         return 0
-    return follow(client, job_id)
+    return follow(client, job_id, address=address)

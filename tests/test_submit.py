@@ -252,6 +252,67 @@ def test_status_of_a_failed_job_shows_its_logs_or_says_there_are_none(monkeypatc
     assert final.count("\n") == 1 and not final.rstrip().endswith(":")
 
 
+class HeadGoesAway:
+    """A JobSubmissionClient whose head dies while `--follow` streams: the log stream breaks off
+    after a line, and every status request after it finds nothing at the address."""
+
+    def __init__(self, stream_error: BaseException):
+        self.stream_error, self.status_calls, self.entrypoint = stream_error, 0, None
+
+    def submit_job(self, entrypoint, **_kwargs):
+        self.entrypoint = entrypoint
+        return "raysubmit_1"
+
+    async def tail_job_logs(self, job_id):
+        yield "pasr verl: step 1\n"
+        raise self.stream_error
+
+    def get_job_status(self, job_id):
+        import requests
+
+        self.status_calls += 1
+        raise requests.exceptions.ConnectionError("HTTPConnectionPool(host='127.0.0.1', port=1): Max retries exceeded")
+
+
+@pytest.mark.parametrize("stream_error", ["websocket", "aiohttp"])
+def test_follow_that_loses_the_head_says_so_with_its_own_exit_code(monkeypatch, capsys, stream_error):
+    """The head dying under `pasr submit --follow` was a traceback and exit 1, the code of a FAILED
+    job, while the job could train on: one line now, exit 4 (in --help), saying how to find and stop it."""
+    import aiohttp
+
+    from pasr_cli import main
+    from recipe import jobs
+
+    error = (RuntimeError("WebSocket connection closed unexpectedly with close code 1006") if stream_error == "websocket"
+             else aiohttp.ServerDisconnectedError())  # fmt: skip
+    fake = HeadGoesAway(error)
+    monkeypatch.setattr(jobs, "connect", lambda *_args, **_kwargs: fake)
+    monkeypatch.setattr(jobs, "HEAD_LOST_AFTER_S", 0.3)
+    address = "http://127.0.0.1:1"
+    argv = ["submit", "--address", address, "--working-dir", str(REPO), "--follow", "--entrypoint", "python3 train.py",
+            "--", "pasr.judge.base_url=http://alice:Sw0rdfish99@judge:8000/v1"]  # fmt: skip
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == jobs.EXIT_HEAD_LOST == 4 and "Traceback" not in err
+    assert out == "raysubmit_1\npasr verl: step 1\n" and fake.status_calls >= 2  # asked again before giving up
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"pasr: lost the Ray head at {address} while following job raysubmit_1 (no answer for ")
+    assert f"`pasr jobs status raysubmit_1 --address {address}`" in last and f"`pasr jobs stop raysubmit_1 --address {address}`" in last
+    assert "Sw0rdfish99" in fake.entrypoint and "Sw0rdfish99" not in err  # the job gets the URL; the screen does not
+
+
+def test_the_follow_exit_codes_are_in_the_help():
+    import argparse
+
+    from recipe import jobs, submit
+
+    for build in (submit.build_parser, jobs.build_parser):
+        parser = argparse.ArgumentParser()
+        build(parser)
+        text = parser.format_help() if build is submit.build_parser else parser._subparsers._group_actions[0].choices["logs"].format_help()
+        assert "4 lost the Ray head" in " ".join(text.split()), text
+
+
 # --------------------------------------------------------------------------- a silent address
 @pytest.fixture
 def silent_server():
