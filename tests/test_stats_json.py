@@ -217,11 +217,13 @@ def test_self_refine_run_is_one_method(tmp_path):
     assert "Record variants:" in (tmp_path / "o" / "report.md").read_text()
 
 
-def test_transition_matrix_auto_pair(result):
+def test_transition_matrix_auto_pair(result, dumps):
     _, s = result
-    assert len(s["transitions"]) == 1
+    assert len(s["transitions"]) == 2  # the two eval runs, then runA's two in-training evaluations
     tr = s["transitions"][0]
     assert (tr["before"], tr["after"]) == ("evP:plain", "evR:pasr")  # plain is "before"
+    assert tr["order"] == "the plain run is the baseline"
+    assert tr["before_label"] == f"{dumps / 'b_plain'} (plain)"
     assert tr["counts"] == {"wrong->right": 2, "right->right": 1, "wrong->wrong": 1, "right->wrong": 1}
     assert tr["query_ids"] == {
         "wrong->right": ["gsm8k/q1#0", "math500/q1#0"],
@@ -234,6 +236,11 @@ def test_transition_matrix_auto_pair(result):
     assert tr["acc_before"] == pytest.approx(0.4) and tr["acc_after"] == pytest.approx(0.6)
     assert tr["p_sign"] == pytest.approx(1.0)  # 2 won, 1 lost: P(split at least this uneven) = 1
     assert tr["by_dataset"]["math500"] == {"wrong->right": 1, "right->right": 0, "wrong->wrong": 0, "right->wrong": 0}
+    val = s["transitions"][1]  # runA's heldout evaluation at step 0 then 1: h1 right both times
+    assert (val["before"], val["after"]) == ("runA/heldout@0:pasr", "runA/heldout@1:pasr")
+    assert val["order"] == "in-training evaluations of one run, by step (0 before 1)"
+    assert val["after_label"] == f"{dumps / 'runA'} · heldout evaluation at step 1 (pasr)"
+    assert val["counts"]["right->right"] == 1 and val["n_pairs"] == 1 and val["only_before"] == 1
 
 
 def test_report_and_plots(result):
@@ -245,7 +252,8 @@ def test_report_and_plots(result):
     assert "`gsm8k/q1#0`" in report  # transition cell ids
     assert "net +1 (sign test p = 1)" in report
     expected = {"overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
-                "refine_lengths.png", "refine_outcomes.png", "trend_runA.png", "metrics_runA.png", "transition_1.png"}
+                "refine_lengths.png", "refine_outcomes.png", "trend_runA.png", "metrics_runA.png", "transition_1.png",
+                "transition_2.png"}
     assert set(s["plots"]) == expected
     for name in expected:
         data = (out / name).read_bytes()
@@ -315,12 +323,13 @@ def test_throughput_benchmark_runs(tmp_path, capsys):
 
 def test_transition_sign_test_on_a_lopsided_pair():
     """Ten wrong->right, none right->wrong, five unchanged: p = 2 * 0.5**10; the ties do not count."""
-    from eval.stats.pairing import PairedOutcomes
+    from eval.stats.pairing import PairedOutcomes, Pairing, System
 
     po = PairedOutcomes()
+    before, after = System("before", "plain"), System("after", "pasr")
     for i in range(15):
-        po.add(("before", "plain"), ("gsm8k", f"q{i}", 0), i >= 10)
-        po.add(("after", "pasr"), ("gsm8k", f"q{i}", 0), True)
-    tr = po.transition(("before", "plain"), ("after", "pasr"))
+        po.add(before, ("gsm8k", f"q{i}", 0), i >= 10)
+        po.add(after, ("gsm8k", f"q{i}", 0), True)
+    tr = po.transition(Pairing(before, after, "test"))
     assert (tr["net_gain"], tr["counts"]["right->right"]) == (10, 5)
     assert tr["p_sign"] == pytest.approx(2 * 0.5**10)

@@ -3,7 +3,8 @@
 Nothing here holds the responses of a dump (see :mod:`eval.stats.counting`). Per record the
 work is the parse of its response (:class:`~eval.stats.response_facts.ResponseFacts`) and
 counter updates in three places: its group (every record), its step's trend (training and
-in-training evaluation records) or its eval system's outcome table (``pasr eval`` records).
+in-training evaluation records) and its system's outcome table (``pasr eval`` records and
+in-training evaluations: :mod:`eval.stats.pairing`).
 Reflect, Retry, Reward records (:func:`eval.stats.rrr.is_rrr`) go to :class:`~eval.stats.rrr.RrrStats`
 instead of the PASR step trends (``pasr eval`` ones to the outcome table as well).
 Records come already validated from :func:`data.records.iter_record_dicts`; no
@@ -16,8 +17,8 @@ import random
 from dataclasses import asdict
 
 from data.records import PLAIN, REFINE, RolloutRecord
-from eval.stats.groups import KIND_ORDER, GroupStats, group_key
-from eval.stats.pairing import PairedOutcomes
+from eval.stats.groups import KIND_ORDER, GroupStats, group_key, method_of
+from eval.stats.pairing import PairedOutcomes, System
 from eval.stats.response_facts import ResponseFacts
 from eval.stats.rrr import RrrStats, is_rrr
 from eval.stats.trends import Trends
@@ -54,8 +55,9 @@ class Collector:
         """Add one :class:`RolloutRecord` (tests, in-process callers)."""
         self.add(asdict(rec))
 
-    def add(self, rec: dict) -> None:
-        """Add one record dict (as :func:`data.records.iter_record_dicts` reads it)."""
+    def add(self, rec: dict, where: str | None = None) -> None:
+        """Add one record dict (as :func:`data.records.iter_record_dicts` reads it); ``where``: the
+        run directory of its file (:func:`eval.stats.discovery.run_dir`), which names its system."""
         self.n_records += 1
         key = group_key(rec)
         facts = ResponseFacts(rec, self.correct_at)
@@ -63,7 +65,11 @@ class Collector:
         g.add(rec, facts)
         kind, run_id, dataset, name = key
         if kind == "eval":
-            self.pairs.add((run_id, name), (dataset, str(rec["query_id"]), rec.get("sample_index", 0)), facts.correct)
+            self.pairs.add(System(run_id, name, where=where), (dataset, str(rec["query_id"]), rec.get("sample_index", 0)),
+                           facts.correct)
+        elif kind == "val" and not g.rrr:
+            self.pairs.add(System(run_id, method_of(name), dataset, rec["step"], where),
+                           (rec["data_source"], str(rec["query_id"]), rec.get("sample_index", 0)), facts.correct)
         if g.rrr:
             self.rrr.add(kind, rec)
         elif kind != "eval":

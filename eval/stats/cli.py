@@ -31,9 +31,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--examples", type=int, default=3, metavar="N",
                         help="example responses per cell (with/without refine x correct/wrong) per group (default 3)")
     parser.add_argument("--pair", nargs=2, action="append", metavar=("BEFORE", "AFTER"),
-                        help="compare two eval runs (RUN_ID or RUN_ID:METHOD, e.g. run1:plain run2:pasr) by "
-                             "(dataset, query id, sample index); repeatable. Default: the two eval runs when exactly "
-                             "two are given, the plain one as BEFORE")
+                        help="compare two evaluations sample by sample, BEFORE first: a pasr eval run (its directory, "
+                             "RUN_ID or RUN_ID:METHOD, e.g. run1:plain run2:pasr) or a training run's in-training "
+                             "evaluation (RUN_ID/TAG@STEP, e.g. demo/warmup@60); repeatable. Default: only what the "
+                             "inputs order, never the order of the arguments: of two eval runs the plain one first, or "
+                             "two checkpoints of one training run by step (their summary.json); a training run's "
+                             "in-training evaluations by step (warmup before final). Each pair is printed with why")
     parser.add_argument("--correct-at", type=float, default=None, metavar="SCORE",
                         help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the example sampling (default 0)")
@@ -71,15 +74,17 @@ def _collect(args):
 
     col = Collector(n_examples=args.examples, correct_at=correct_at, seed=args.seed)
     errors = ErrorSample(keep=MAX_CORRUPT_LISTED)  # bounded however much of the input is corrupt
-    run_ids_by_dir: dict[Path, set[str]] = {}
+    run_ids_by_dir = inputs.run_ids
     add = col.add
     try:
         for path in inputs.records:
             ids: set[str] = set()
+            where = run_dir(path)
+            where_s = str(where)
             for rec in iter_record_dicts(path, args.strict, errors, bar.update if bar else None):
-                add(rec)
+                add(rec, where_s)
                 ids.add(str(rec["run_id"]))
-            run_ids_by_dir.setdefault(run_dir(path), set()).update(ids)
+            run_ids_by_dir.setdefault(where, set()).update(ids)
         metrics = {}
         for label, mpath in zip(metrics_labels(inputs.metrics, run_ids_by_dir), inputs.metrics):
             metrics[label] = read_metrics(mpath, args.strict, errors)
@@ -91,10 +96,28 @@ def _collect(args):
     return inputs, col, errors, metrics, correct_at
 
 
+def _runs(run_ids_by_dir) -> dict[str, dict]:
+    """stats.json ``runs``: per run id, the directories its records came from (labels, see
+    :mod:`eval.stats.runs`) and the refine reward its ``config.yaml`` names (None: not recorded)."""
+    from eval.stats.runs import read_run
+
+    out: dict[str, dict] = {}
+    for where, ids in run_ids_by_dir.items():
+        info = read_run(where)
+        for run_id in sorted(ids):
+            entry = out.setdefault(run_id, {"dirs": [], "reward": None})
+            entry["dirs"].append(info.label)
+            if entry["reward"] is None and info.reward is not None:
+                entry["reward"] = info.reward.to_json()
+    for entry in out.values():
+        entry["label"] = entry["dirs"][0] if len(entry["dirs"]) == 1 else None
+    return out
+
+
 def run(args) -> int:
     from data.cli_errors import CliError, why_mkdir_failed
     from eval.stats import StatsInputError
-    from eval.stats.report import render, skipped_lines
+    from eval.stats.report import render, skipped_lines, transition_words
 
     t0 = time.perf_counter()
     inputs, col, errors, metrics, correct_at = _collect(args)
@@ -109,8 +132,14 @@ def run(args) -> int:
     for (kind, *_), g in col.groups.items():
         kinds[kind] += g.n
 
+    from eval.stats.pairing import Pairing
+
     try:
-        pairs = [(col.pairs.resolve(a), col.pairs.resolve(b)) for a, b in args.pair] if args.pair else col.pairs.auto_pairs()
+        if args.pair:
+            pairs = [Pairing(col.pairs.resolve(a), col.pairs.resolve(b), "as given by --pair") for a, b in args.pair]
+            pair_notes: list[str] = []
+        else:
+            pairs, pair_notes = col.pairs.auto_pairs()
     except StatsInputError as exc:
         raise CliError(str(exc)) from None
 
@@ -148,8 +177,11 @@ def run(args) -> int:
         "trends": col.trends.train_json(),
         "val_trends": col.trends.val_json(),
         "metrics_trends": metrics,
+        "runs": _runs(inputs.run_ids),
         "eval_runs": col.pairs.systems(),
-        "transitions": [col.pairs.transition(a, b) for a, b in pairs],
+        "in_training_evaluations": col.pairs.evaluations(),
+        "transitions": [col.pairs.transition(p) for p in pairs],
+        "pair_notes": pair_notes,
         "rrr": col.rrr.to_json(),
         "plots": [],
         "elapsed_s": elapsed,
@@ -170,6 +202,11 @@ def run(args) -> int:
     if errors.unknown_version:
         print(f"pasr stats: warning: {errors.unknown_version} record(s) of an unknown schema version skipped "
               f"(first: {errors.first_unknown_version}); --strict refuses them", file=sys.stderr)
+    for i, tr in enumerate(stats["transitions"], 1):
+        print(f"pasr stats: pair {i}: BEFORE = {tr['before_label']}; AFTER = {tr['after_label']}; "
+              f"why this order: {tr['order']}; {transition_words(tr)}")
+    for note in pair_notes:
+        print(f"pasr stats: {note.replace('`', '')}")
     note = f", {skipped_lines(errors.count, errors.unknown_version)} skipped" if errors.count else ""
     print(f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
           f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s)")

@@ -20,6 +20,8 @@ from eval.stats import StatsInputError
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
 ROLLOUTS_DIR = "rollouts"  # training dumps of both engines: <run>/rollouts/step_*.jsonl
+EVAL_DIR = "eval"  # the local engine's in-training evaluations: <run>/eval/<tag>.jsonl
+RUN_CONFIG = "config.yaml"  # the local engine's resolved config, in <run>
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Inputs:
     metrics: list[Path] = field(default_factory=list)
     summaries: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    run_ids: dict[Path, set[str]] = field(default_factory=dict)  # run directory -> run ids of its records (once read)
 
     @property
     def record_bytes(self) -> int:
@@ -98,11 +101,21 @@ def discover(paths: Iterable[str | Path]) -> Inputs:
     return found
 
 
+def _training_run(folder: Path) -> bool:
+    return (folder / RUN_CONFIG).is_file() or (folder / METRICS_NAME).is_file() or (folder / ROLLOUTS_DIR).is_dir()
+
+
 def run_dir(record_file: Path) -> Path:
     """The directory of the run a record file belongs to (resolved): the parent of a
-    ``rollouts/`` folder for training dumps, else the file's own folder."""
+    ``rollouts/`` folder for training dumps, of an ``eval/`` folder in a training run (the local
+    engine's in-training evaluations; not a ``pasr eval`` run's own folder, with its summary),
+    else the file's own folder."""
     parent = record_file.parent
-    return (parent.parent if parent.name == ROLLOUTS_DIR else parent).resolve()
+    if parent.name == ROLLOUTS_DIR or (
+        parent.name == EVAL_DIR and not (parent / SUMMARY_NAME).is_file() and _training_run(parent.parent)
+    ):
+        return parent.parent.resolve()
+    return parent.resolve()
 
 
 def metrics_labels(metrics_files: list[Path], run_ids_by_dir: dict[Path, set[str]]) -> list[str]:

@@ -346,9 +346,19 @@ def _rrr_section(r: dict[str, Any], plots: set[str]) -> list[str]:
     return lines
 
 
+def transition_words(tr: dict[str, Any]) -> str:
+    """A pair's result in one line: accuracy BEFORE -> AFTER, net gain and its sign test."""
+    return (f"accuracy {_fmt_rate(tr['acc_before'])} -> {_fmt_rate(tr['acc_after'])}, net {tr['net_gain']:+d} "
+            f"of {tr['n_pairs']} paired samples (sign test p = {tr['p_sign']:.3g})")
+
+
 def _transition_section(tr: dict[str, Any], plot: str | None) -> list[str]:
     c = tr["counts"]
     lines = [f"### `{tr['before']}` → `{tr['after']}`", ""]
+    lines.append(f"- **BEFORE**: {_escape(tr['before_label'])}")
+    lines.append(f"- **AFTER**: {_escape(tr['after_label'])}")
+    lines.append(f"- **order**: {_escape(tr['order'])}")
+    lines.append("")
     lines.append(f"{tr['n_pairs']} samples matched by (dataset, query id, sample index); accuracy {_fmt_rate(tr['acc_before'])} → "
                  f"{_fmt_rate(tr['acc_after'])}, net {tr['net_gain']:+d} (sign test p = {tr['p_sign']:.3g}). Unjudged pairs: {len(tr['unjudged'])}; "
                  f"only in before: {tr['only_before']}, only in after: {tr['only_after']}.")
@@ -450,16 +460,15 @@ def render(stats: dict[str, Any]) -> str:
 
     lines.append("## Paired runs")
     lines.append("")
+    for note in stats.get("pair_notes", []):
+        lines += [f"Note: {note}.", ""]
     if stats["transitions"]:
         for i, tr in enumerate(stats["transitions"], 1):
             plot = transition_plot(i)
             lines += _transition_section(tr, plot if plot in plots else None)
-    else:
-        systems = stats["eval_runs"]
-        if len(systems) > 2:
-            lines.append(f"{len(systems)} eval runs ({', '.join(f'`{x}`' for x in systems)}); pass `--pair BEFORE AFTER` to compare two.")
-        else:
-            lines.append("No pair of eval runs to compare (give two eval runs, or `--pair BEFORE AFTER`).")
+    elif not stats.get("pair_notes"):
+        lines.append("No pair of evaluations to compare (give two eval runs, a training run with two in-training "
+                     "evaluations, or `--pair BEFORE AFTER`).")
         lines.append("")
 
     lines.append("## Groups")
