@@ -22,6 +22,7 @@ from pathlib import Path
 from statistics import fmean
 
 from data.records import REFLECTION, RolloutRecord
+from rewards.judges.redact import redact_url
 
 DEFAULT_MAX_JUDGE_ERROR_RATE = 0.2
 
@@ -67,7 +68,7 @@ def check_judge_error_rate(
     raise JudgeErrorRateExceeded(
         f"step {step}: the judge failed on {len(failed)} of {len(judged)} rollouts ({rate:.0%}), more than "
         f"{setting}={max_rate:g}; first error: {failed[0].judge_error!r}. "
-        f"Judge: kind={judge.kind} base_url={judge.base_url} model={judge.model}. The step's records: {records_at}. "
+        f"Judge: kind={judge.kind} base_url={redact_url(str(judge.base_url))} model={judge.model}. The step's records: {records_at}. "
         f"Stopping instead of training on masked rows; fix the judge and {resume}"
     )
 

@@ -54,6 +54,7 @@ RESUMABLE_KEYS = (
     "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.loggers", "trainer.project",
     "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.max_judge_error_rate",
     "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
+    "pasr.judge.base_url",  # where the judge is served (its model and prompt are what judges); given again with its credentials
 )  # fmt: skip
 
 
@@ -87,6 +88,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     from recipe.local_engine import checkpoint as ckpt
     from recipe.local_engine.config import load_config
     from recipe.pasr_config import ConfigError
+    from rewards.judges.redact import has_redacted_credentials
 
     config_file = run_dir / "config.yaml"
     try:
@@ -110,6 +112,11 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
                 f"--force to resume anyway"
             )
         print(f"pasr train: warning: --force: resuming {run_dir} with other settings ({diffs})", file=sys.stderr)
+    if cfg.pasr.judge.kind in ("openai", "hybrid") and has_redacted_credentials(cfg.pasr.judge.base_url):
+        raise CliError(
+            f"cannot resume {run_dir}: its config.yaml keeps the judge URL without its credentials "
+            f"({cfg.pasr.judge.base_url}); give it again: pasr train --resume {run_dir} pasr.judge.base_url=URL"
+        )
     latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
     done, warmup = (int(ckpt.trainer_state(latest)["step"]) if latest else 0), cfg.warmup.steps
     if warmup + cfg.trainer.steps < done:

@@ -50,8 +50,18 @@ def prepare_run_dir(run_dir: Path, resume: bool) -> None:
 
 def write_config(run_dir: Path, cfg: LocalTrainConfig) -> None:
     """config.yaml, written beside and renamed (a torn config.yaml would make the run
-    impossible to resume); untouched when unchanged, so a no-op resume writes nothing."""
+    impossible to resume); untouched when unchanged, so a no-op resume writes nothing. The
+    judge URL's credentials (``user:password@``) are not written (:func:`redact_url`): a resume
+    is given the URL again (``pasr train --resume RUN pasr.judge.base_url=...``)."""
+    import dataclasses
+
+    from rewards.judges.redact import redact_url
+
     path = run_dir / "config.yaml"
+    judge = cfg.pasr.judge
+    if judge.base_url:
+        judge = dataclasses.replace(judge, base_url=redact_url(judge.base_url))
+        cfg = dataclasses.replace(cfg, pasr=dataclasses.replace(cfg.pasr, judge=judge))
     text = to_yaml(cfg)
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
         return

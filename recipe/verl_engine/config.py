@@ -269,10 +269,13 @@ def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None
 
     Called twice: by the driver before Ray starts (fast answer), and by the task runner, which
     holds the judge client and may run on another node of a cluster (``127.0.0.1`` there is a
-    different machine); the second answer is the one that counts."""
+    different machine); the second answer is the one that counts. The answer names the URL
+    without its credentials (it is printed, and lands in the job's logs)."""
     if cfg.judge.kind == "rule":
         return None
     import httpx
+
+    from rewards.judges.redact import redact_url
 
     url = str(cfg.judge.base_url).rstrip("/") + "/models"
     headers = {}
@@ -282,9 +285,10 @@ def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None
     try:
         resp = httpx.get(url, timeout=timeout_s, headers=headers)
     except httpx.HTTPError as exc:
-        return f"the judge endpoint pasr.judge.base_url={cfg.judge.base_url} does not answer ({type(exc).__name__}: {exc})"
+        return (f"the judge endpoint pasr.judge.base_url={redact_url(str(cfg.judge.base_url))} does not answer "
+                f"({type(exc).__name__}: {redact_url(str(exc))})")
     if resp.status_code >= 400:
-        return f"the judge endpoint {url} answered HTTP {resp.status_code}"
+        return f"the judge endpoint {redact_url(url)} answered HTTP {resp.status_code}"
     try:
         served = [m.get("id") for m in resp.json().get("data", [])]
     except ValueError:

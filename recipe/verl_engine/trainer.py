@@ -254,7 +254,9 @@ class PasrTaskRunner(BaseTaskRunner):
         for line in node_checks(config, node=ray.util.get_node_ip_address()):
             print(f"pasr verl: {line}", flush=True)
         OmegaConf.resolve(config)
-        print(OmegaConf.to_yaml(config), flush=True)
+        from rewards.judges.redact import redact_url
+
+        print(redact_url(OmegaConf.to_yaml(config)), flush=True)  # the job's log keeps it: no URL credentials
 
         # the roles and their worker classes, then the resource pools, as verl's own run does
         actor_rollout_cls, worker_group_cls = self.add_actor_rollout_worker(config)
