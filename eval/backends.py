@@ -59,19 +59,24 @@ class BackendError(RuntimeError):
     """The backend cannot be used (model missing, vllm not installed, ...); one clear line."""
 
 
-def resolve_model(spec: str) -> str:
-    """:func:`runtime.model_loading.resolve_model_path`, plus one check of ours: a spec that can
-    only be a local path (three or more parts, or its parent folder exists here) but is missing
-    fails at once, instead of being tried as a hub name (which, offline, retries for a minute)."""
-    from pathlib import Path
-
-    from runtime.model_loading import EMBEDDED_ALIASES, ModelNotFoundError, resolve_model_path
+def check_local_path(spec: str) -> None:
+    """A spec that can only be a local path (three or more parts, or its parent folder exists
+    here) but is missing is a :class:`BackendError` at once, instead of being tried as a hub name
+    (which, offline, retries for a minute)."""
+    from runtime.model_loading import EMBEDDED_ALIASES
 
     path = Path(spec).expanduser()
     if spec not in EMBEDDED_ALIASES and not path.exists():
         parts = [p for p in spec.strip("/").split("/") if p]
         if len(parts) > 2 or (len(parts) == 2 and path.parent.is_dir()):
             raise BackendError(f"model path does not exist: {spec}")
+
+
+def resolve_model(spec: str) -> str:
+    """:func:`runtime.model_loading.resolve_model_path`, after :func:`check_local_path`."""
+    from runtime.model_loading import ModelNotFoundError, resolve_model_path
+
+    check_local_path(spec)
     try:
         return resolve_model_path(spec)
     except ModelNotFoundError as exc:
@@ -114,6 +119,30 @@ class HFBackend:
         self.model = None
         self.tokenizer = None
         self.model_path: str | None = None
+        self._decided: dict | None = None
+
+    def decide(self) -> dict:
+        """What this machine makes of the settings left to ``auto``, without loading the model:
+        ``{"device", "dtype", "threads"}``, the probes of :mod:`runtime.cpu_dtype` run once here.
+        They change answers (greedy answers differed on 19 of 40 questions between fp32 and bf16),
+        so ``pasr eval`` keeps them in its resume fingerprint; :meth:`load` uses them."""
+        if self._decided is None:
+            threads = None
+            if self.device == "cpu" or self.threads:
+                # On a shared or small CPU box, fewer torch threads than cores can be much faster:
+                # oversubscribed OpenMP threads spin-wait on each other. Unset (or 0) on the CPU: the
+                # same probe as the local engine's model.threads=0 (runtime.cpu_dtype.set_threads)
+                from runtime.cpu_dtype import set_threads
+
+                threads = set_threads(self.threads)
+            dtype = self.dtype
+            if dtype in (None, "auto"):
+                from runtime.cpu_dtype import resolve_dtype
+
+                dtype = resolve_dtype("auto").dtype if self.device == "cpu" else "bfloat16"
+                print(f"hf backend: {dtype} on {self.device} (--dtype to choose)", file=sys.stderr)
+            self._decided = {"device": self.device, "dtype": dtype, "threads": threads}
+        return dict(self._decided)
 
     def load(self) -> None:
         if self.model is not None:
@@ -123,23 +152,15 @@ class HFBackend:
         import torch
 
         resolve_model(self.model_spec)  # fail fast on a missing local path
-        if self.device == "cpu" or self.threads:
-            # On a shared or small CPU box, fewer torch threads than cores can be much faster:
-            # oversubscribed OpenMP threads spin-wait on each other. Unset (or 0) on the CPU: the
-            # same probe as the local engine's model.threads=0 (runtime.cpu_dtype.set_threads)
+        decided = self.decide()
+        if decided["threads"]:
             from runtime.cpu_dtype import set_threads
 
-            set_threads(self.threads)
+            set_threads(decided["threads"])  # as decided (again: a test or a caller may have changed it)
         torch.manual_seed(self.seed)  # sampling (--samples K) draws from torch's global generator
-        dtype = self.dtype
-        if dtype == "auto":
-            from runtime.cpu_dtype import resolve_dtype
-
-            dtype = resolve_dtype("auto").dtype if self.device == "cpu" else "bfloat16"
-            print(f"hf backend: {dtype} on {self.device} (--dtype to choose)", file=sys.stderr)
         try:
             self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(
-                self.model_spec, dtype=dtype, device=self.device
+                self.model_spec, dtype=decided["dtype"], device=self.device
             )
         except ModelLoadError as exc:  # missing, offline hub name, no weights, broken config.json, ...
             raise BackendError(str(exc)) from None

@@ -62,16 +62,18 @@ def _produce_chunk(
 
 
 def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:
-    """Judge again the samples whose judge failed, keeping their generation. Each chunk is
-    appended as it is judged (a later record of a key supersedes the earlier one), and the
-    file is compacted to one record per key at the end."""
-    log(f"pasr eval: re-judging {len(items)} sample(s) whose judge failed")
+    """Judge again, against the gold answer of the data as it is now, the samples whose judge
+    failed or whose gold answer changed, keeping their generation. Each chunk is appended as it
+    is judged (a later record of a key supersedes the earlier one), and the file is compacted to
+    one record per key at the end."""
+    log(f"pasr eval: re-judging {len(items)} sample(s)")
     chunk_size = cfg.chunk()
     still_failing = 0
     for start in range(0, len(items), chunk_size):
         batch = items[start : start + chunk_size]
         scored = _judge(judge, [(it, done[it.key].extracted_answer) for it in batch])
-        records = [dataclasses.replace(done[it.key], acc=acc, judge_error=err) for it, (acc, err) in zip(batch, scored)]
+        records = [dataclasses.replace(done[it.key], acc=acc, judge_error=err, gold=it.example.answer)
+                   for it, (acc, err) in zip(batch, scored)]  # fmt: skip
         run_dir.append(records)
         for it, rec in zip(batch, records):
             done[it.key] = rec

@@ -6,10 +6,18 @@ sample index), are skipped; samples whose *judge* failed are re-judged (their ge
 kept), and the file is rewritten with one record per key. One run at a time holds the
 directory (``.lock``, an ``flock``): two runs into one ``--out`` would both append every
 sample. ``run.json`` holds the settings that decide *how* a sample is
-produced and scored (model, method, backend, sampling, prompts, judge) and their fingerprint;
-a restart with other settings is refused, since mixing them would make the summary
-meaningless. Settings that only decide *which* samples exist (``--dataset``, ``--limit``,
-``--samples``) may change between restarts: the run is extended (or summarised on a subset).
+produced and scored and their fingerprint: the model's identity (its training step and a digest
+of its weights, :mod:`eval.identity`, not the ``--model`` text), method, backend, the runtime the
+backend decided (dtype, threads, device), sampling, prompts (by their text's hash), judge. A
+restart with other settings is refused with what differs, since mixing them would make the
+summary meaningless; a runtime setting left to ``auto`` takes the run's recorded choice
+(:func:`adopt_runtime`), so a probe that decides otherwise today does not block a resume.
+Settings that only decide *which* samples exist (``--dataset``, ``--limit``, ``--samples``) may
+change between restarts: the run is extended (or summarised on a subset). ``run.json`` also
+records where each dataset was read from: one label read from another file (``a/test.jsonl``,
+then ``b/test.jsonl``) is refused. Rows of the same file that changed since their samples were
+made are found by content (:func:`changed_rows`): a changed question is answered again, a
+changed gold answer judged again.
 """
 
 from __future__ import annotations
@@ -57,6 +65,48 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def differences(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key: X there, Y now`` for each setting that differs, nested keys spelt ``model.step``."""
+    out = []
+    for k in sorted(set(saved) | set(now)):
+        a, b = saved.get(k), now.get(k)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}: {_short(a)} there, {_short(b)} now")
+    return out
+
+
+RUNTIME_AUTO = (None, "auto", 0)  # a runtime setting the backend decides
+
+
+def adopt_runtime(asked: dict[str, Any], saved_settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The runtime settings to resume with: each one asked for (``--dtype``, ``--threads``,
+    ``--device``) as asked, each one left to ``auto`` as the run decided it at its start (the
+    probes may decide otherwise on a busier machine, and a resume must answer as the run began)."""
+    saved = (saved_settings or {}).get("runtime") or {}
+    return {k: saved[k] if v in RUNTIME_AUTO and saved.get(k) not in RUNTIME_AUTO else v for k, v in asked.items()}
+
+
+def changed_rows(selection, done: dict[Key, RolloutRecord]) -> tuple[list, list]:
+    """Of the finished samples of ``selection`` (items with a ``key`` and an ``example``), those
+    whose row changed in the data since they were made: (question changed: to be answered again;
+    only the gold answer changed: to be judged again). A record keeps the question and gold it
+    was made with (``prompt``, ``gold``)."""
+    asked, judged = [], []
+    for it in selection:
+        rec = done.get(it.key)
+        if rec is None:
+            continue
+        if rec.prompt != it.example.question:
+            asked.append(it)
+        elif rec.gold != it.example.answer:
+            judged.append(it)
+    return asked, judged
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -76,18 +126,26 @@ class RunDir:
     def unlock(self) -> None:
         self._lock.release()
 
-    def saved_settings(self) -> dict[str, Any] | None:
+    def _saved(self) -> dict[str, Any] | None:
         if not self.run_path.is_file():
             return None
         try:
-            return json.loads(self.run_path.read_text(encoding="utf-8"))["settings"]
-        except (ValueError, KeyError, TypeError):
+            saved = json.loads(self.run_path.read_text(encoding="utf-8"))
+            if not isinstance(saved["settings"], dict) or not isinstance(saved.get("datasets", {}), dict):
+                raise TypeError
+            return saved
+        except (OSError, ValueError, KeyError, TypeError):
             raise ResumeError(f"{self.run_path} is corrupt; delete it (and {SAMPLES_FILE}) or use another --out") from None
 
-    def check(self, settings: dict[str, Any]) -> bool:
+    def saved_settings(self) -> dict[str, Any] | None:
+        saved = self._saved()
+        return None if saved is None else saved["settings"]
+
+    def check(self, settings: dict[str, Any], sources: dict[str, str] | None = None) -> bool:
         """True when this is a resume. Raises :class:`ResumeError` when the directory holds
-        another run's samples."""
-        saved = self.saved_settings()
+        another run's samples: other settings, or a dataset of the same name read from another
+        file (``sources``: dataset label -> where it was read from)."""
+        saved = self._saved()
         if saved is None:
             if self.samples_path.is_file() and self.samples_path.stat().st_size > 0:
                 raise ResumeError(
@@ -95,23 +153,27 @@ class RunDir:
                     "use another --out or delete the directory"
                 )
             return False
-        if fingerprint(saved) == fingerprint(settings):
-            return True
-        diffs = [
-            f"{k}: {_short(saved.get(k))} there, {_short(settings.get(k))} now"
-            for k in sorted(set(saved) | set(settings))
-            if saved.get(k) != settings.get(k)
-        ]
-        raise ResumeError(
-            f"{self.path} holds a run made with other settings ({'; '.join(diffs)}); "
-            "rerun with the same arguments to resume, or choose another --out"
-        )
+        if fingerprint(saved["settings"]) != fingerprint(settings):
+            raise ResumeError(
+                f"{self.path} holds answers made with other settings ({'; '.join(differences(saved['settings'], settings))}); "
+                "rerun with those settings to resume, or choose another --out (or delete it to start over)"
+            )
+        for label, source in (sources or {}).items():
+            before = saved.get("datasets", {}).get(label)
+            if before is not None and before != source:
+                raise ResumeError(
+                    f"{self.path} holds answers to dataset {label!r} read from {before}, not {source}; "
+                    "choose another --out for this one (or rename the file)"
+                )
+        return True
 
-    def save_settings(self, settings: dict[str, Any]) -> None:
-        replace_text(
-            self.run_path,
-            json.dumps({"fingerprint": fingerprint(settings), "settings": settings}, indent=2, sort_keys=True) + "\n",
-        )
+    def save_settings(self, settings: dict[str, Any], sources: dict[str, str] | None = None) -> None:
+        """Write ``run.json``: the settings, their fingerprint, and where each dataset was read
+        from (added to those already recorded)."""
+        saved = self._saved() if self.run_path.is_file() else None
+        datasets = {**((saved or {}).get("datasets") or {}), **(sources or {})}
+        doc = {"fingerprint": fingerprint(settings), "settings": settings, "datasets": datasets}
+        replace_text(self.run_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
     def _repair_tail(self) -> None:
         """Drop a half-written last line (a run killed mid-write), so appends start clean."""

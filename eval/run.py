@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from data.records import RolloutRecord
-from eval.backends import Backend, BackendError, build_backend
+from eval.backends import Backend, BackendError, build_backend, check_local_path
 from eval.best_of_n import METHOD as BEST_OF_N
 from eval.chunks import MAX_CONSECUTIVE_GENERATION_ERRORS, _generate_chunks, _rejudge
 from eval.chunks import _ChunkTicks  # noqa: F401  (re-exported: tests import it from here)
 from eval.config import (
+    AUTO,
     COUNTDOWN_DIFFICULTY,
     DEFAULT_SAMPLING_TEMPERATURE,
     DEFAULT_SAMPLING_TOP_P,
@@ -49,10 +50,14 @@ from eval.config import (
     EvalConfig,
     EvalError,
 )
+from eval.identity import ModelIdentity, ModelIdentityError, model_identity, rows_digest
 from eval.items import _Item
 from eval.judging import _build_judge, is_countdown, resolve_judge
 from eval.methods import MethodPrompts
-from eval.resume import Key, ResumeError, RunDir, fingerprint, is_judge_error
+from eval.reflect_retry import METHOD as REFLECT_RETRY
+from eval.resume import (
+    Key, ResumeError, RunDir, adopt_runtime, changed_rows, fingerprint, is_generation_error, is_judge_error,
+)  # fmt: skip
 from eval.rrr_driver import _split_undecided
 from eval.summary import summarize, write_summary
 
@@ -87,12 +92,32 @@ def load_datasets(
     the generated sets are the local engine's held-out problems for its default ``data.seed``
     (split test, seed 1235: what ``pasr train`` and ``--preset rrr`` evaluate, so an evaluation of
     their checkpoint reproduces their held-out table); ``synthetic`` at difficulty 1, ``countdown``
-    at ``countdown_difficulty``."""
+    at ``countdown_difficulty``. A file with two rows of one id is refused (naming both lines)."""
+    return _load_data(names, limit, countdown_difficulty)[0]
+
+
+def dataset_source(name: str) -> str:
+    """Where ``--dataset NAME`` is read from, as ``run.json`` records it: a known set's name, or
+    a file's absolute path (two files of one stem share a label, never a source)."""
+    from data.examples import DatasetError
+    from data.loaders import get_dataset
+
+    try:
+        return get_dataset(name).name
+    except DatasetError:
+        return str(Path(name).expanduser().resolve())
+
+
+def _load_data(
+    names: list[str], limit: int | None, countdown_difficulty: int = COUNTDOWN_DIFFICULTY
+) -> tuple[dict[str, list], dict[str, str]]:
+    """:func:`load_datasets`, and each label's :func:`dataset_source`."""
     from data.examples import DatasetError
     from data.generated_sets import DEFAULT_DATA_SEED, heldout_seed
     from data.loaders import UnknownShapeError, load_examples
 
     out: dict[str, list] = {}
+    sources: dict[str, str] = {}
     for name in dict.fromkeys(names):  # a name given twice is evaluated once
         try:
             # a generated set: the local engine's held-out problems, in its order
@@ -115,7 +140,8 @@ def load_datasets(
         if label in out:
             raise EvalError(f"two datasets are both called {label!r} (rename one file): {', '.join(names)}")
         out[label] = examples
-    return out
+        sources[label] = dataset_source(name)
+    return out, sources
 
 
 def run_eval(
@@ -133,9 +159,15 @@ def run_eval(
         )  # fmt: skip
     except (KeyError, FileNotFoundError) as exc:
         raise EvalError(str(exc).strip("'\"")) from None
-    data = load_datasets(cfg.datasets, cfg.limit, cfg.countdown_difficulty)
+    data, sources = _load_data(cfg.datasets, cfg.limit, cfg.countdown_difficulty)
     cfg = dataclasses.replace(cfg, judge=resolve_judge(cfg.judge, data))
-    settings = cfg.settings(prompts)
+    try:
+        check_local_path(cfg.model)
+        identity = model_identity(cfg.model)
+    except (BackendError, ModelIdentityError) as exc:
+        raise EvalError(str(exc)) from None
+    if identity.note:
+        log(f"pasr eval: {identity.note}")
     run_dir = RunDir(cfg.out)
     try:
         run_dir.path.mkdir(parents=True, exist_ok=True)
@@ -150,15 +182,49 @@ def run_eval(
     except OSError as exc:
         raise EvalError(f"cannot lock --out {cfg.out}: {exc.strerror or exc}") from None
     try:
-        return _run_locked(cfg, backend, judge, log, prompts, data, settings, run_dir)
+        return _run_locked(cfg, backend, judge, log, prompts, data, sources, identity, run_dir)
     finally:
         run_dir.unlock()
 
 
-def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, data: dict, settings: dict, run_dir: RunDir):
+def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None, log) -> tuple[EvalConfig, Any, dict]:
+    """(the config with runtime settings left to ``auto`` taken from the run being resumed, the
+    backend, built but not loaded, and what it decided for the runtime settings)."""
+    asked = cfg.requested_runtime()
+    adopted = adopt_runtime(asked, saved)
+    if adopted != asked:
+        log("pasr eval: resuming with the run's own " + ", ".join(
+            f"{k} {v}" for k, v in adopted.items() if v != asked[k]) + " (decided when it started)")
+        cfg = dataclasses.replace(cfg, **{
+            k: (None if v == AUTO else v) for k, v in adopted.items() if k in ("dtype", "threads", "device") and v != asked[k]
+        })  # fmt: skip
+    try:
+        if backend is None:
+            backend = build_backend(
+                cfg.backend, cfg.model, prefill=cfg.prefill,
+                systems=frozenset({prompts.prompts.refine, prompts.prompts.plain}),
+                batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
+                tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,
+                device=cfg.device, max_new_tokens=cfg.max_new_tokens,
+            )  # fmt: skip
+        runtime = backend.decide() if hasattr(backend, "decide") else cfg.requested_runtime()
+    except BackendError as exc:
+        raise EvalError(str(exc)) from None
+    return cfg, backend, runtime
+
+
+def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, data: dict, sources: dict,
+                identity: ModelIdentity, run_dir: RunDir):  # fmt: skip
     """The run proper, while this process holds ``run_dir``."""
     try:
-        resuming = run_dir.check(settings)
+        saved = run_dir.saved_settings()
+    except ResumeError as exc:
+        raise EvalError(str(exc)) from None
+    cfg, backend, runtime = _decided(cfg, backend, prompts, saved, log)
+    settings = cfg.settings(prompts, identity.fingerprint(), runtime)
+    try:
+        resuming = run_dir.check(settings, sources)
         done, corrupt = run_dir.load(retry_errors=cfg.retry_errors) if resuming else ({}, [])
     except ResumeError as exc:
         raise EvalError(str(exc)) from None
@@ -168,8 +234,10 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     selection: list[_Item] = [
         _Item(ds, ex, k) for ds, exs in data.items() for ex in exs for k in range(cfg.records_per_question)
     ]
+    rejudge = _forget_changed_rows(cfg, selection, done, run_dir, log)
     pending = [it for it in selection if it.key not in done]
-    rejudge = [it for it in selection if it.key in done and is_judge_error(done[it.key])]
+    changed_gold = {it.key for it in rejudge}
+    rejudge += [it for it in selection if it.key in done and is_judge_error(done[it.key]) and it.key not in changed_gold]
     if resuming:
         log(f"pasr eval: resuming {cfg.out}: {len(selection) - len(pending)} of {len(selection)} samples already done")
     # reflect-retry samples whose first attempt was never scored are finished, not re-judged
@@ -181,6 +249,7 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
 
     header = {
         "model": cfg.model,
+        "checkpoint": identity.header(),
         "method": cfg.method,
         "backend": cfg.backend,
         "samples": cfg.records_per_question,
@@ -194,10 +263,11 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     if cfg.method == BEST_OF_N:
         header["candidates"] = cfg.samples
     expected = {ds: len(exs) * cfg.records_per_question for ds, exs in data.items()}
+    facts = {ds: {"source": sources[ds], "question_set": rows_digest(exs)} for ds, exs in data.items()}
 
     def write_current_summary() -> dict[str, Any]:
         keys = {it.key for it in selection}
-        summary = summarize([r for k, r in done.items() if k in keys], list(data), expected, header)
+        summary = summarize([r for k, r in done.items() if k in keys], list(data), expected, header, facts)
         write_summary(cfg.out, summary)
         return summary
 
@@ -211,7 +281,7 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
         if rejudge:
             _rejudge(cfg, judge, rejudge, done, run_dir, log)
         if pending:
-            _generate(cfg, backend, judge, pending, data, prompts, settings, done, run_dir, log)
+            _generate(cfg, backend, judge, pending, data, prompts, settings, sources, done, run_dir, log)
         if unfinished:
             run_dir.rewrite(done.values())  # one record per sample again (a finished one superseded its first)
     finally:
@@ -223,23 +293,39 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     return summary
 
 
+def _forget_changed_rows(cfg: EvalConfig, selection: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir,
+                        log) -> list[_Item]:  # fmt: skip
+    """Samples made for rows that have changed in the data since (found by content:
+    :func:`eval.resume.changed_rows`): a changed question's samples leave ``done`` and the file, to
+    be made again; a sample whose gold answer alone changed is returned, to be judged again with
+    the new gold (reflect-retry's and failed generations are made again: the retry followed the
+    old verdict)."""
+    asked, judged = changed_rows(selection, done)
+    def answered_after_the_verdict(it: _Item) -> bool:
+        return cfg.method == REFLECT_RETRY or is_generation_error(done[it.key])
+
+    remake = asked + [it for it in judged if answered_after_the_verdict(it)]
+    judged = [it for it in judged if not answered_after_the_verdict(it)]
+    if remake:
+        for it in remake:
+            del done[it.key]
+        run_dir.rewrite(done.values())
+    if remake or judged:
+        log(f"pasr eval: the data changed since {len(remake) + len(judged)} sample(s) were made: "
+            + "; ".join(part for part in (
+                f"{len(remake)} answered again (question changed)" if remake else "",
+                f"{len(judged)} judged again (gold answer changed)" if judged else "") if part))  # fmt: skip
+    return judged
+
+
 def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict, prompts: MethodPrompts,
-              settings: dict, done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
-    """Generate, judge and append the pending samples, chunk by chunk. The backend is built and
-    loaded here (``build_backend`` is looked up in this module, where tests replace it); the
-    chunk loop is :func:`eval.chunks._generate_chunks`."""
+              settings: dict, sources: dict, done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
+    """Generate, judge and append the pending samples, chunk by chunk, with the backend
+    :func:`_decided` built (``build_backend`` is looked up in this module, where tests replace it),
+    loaded here; the chunk loop is :func:`eval.chunks._generate_chunks`."""
     try:
-        if backend is None:
-            backend = build_backend(
-                cfg.backend, cfg.model, prefill=cfg.prefill,
-                systems=frozenset({prompts.prompts.refine, prompts.prompts.plain}),
-                batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
-                tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,
-                device=cfg.device, max_new_tokens=cfg.max_new_tokens,
-            )  # fmt: skip
         backend.load()
     except BackendError as exc:
         raise EvalError(str(exc)) from None
-    run_dir.save_settings(settings)
+    run_dir.save_settings(settings, sources)
     _generate_chunks(cfg, backend, judge, pending, data, prompts, done, run_dir, log)

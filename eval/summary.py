@@ -100,15 +100,21 @@ def summarize(
     datasets: list[str],
     expected: dict[str, int] | None = None,
     header: dict[str, Any] | None = None,
+    facts: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The summary document: ``header`` (model, method, settings, ...) plus one entry per
-    dataset, in the order given."""
+    """The summary document: ``header`` (model, the checkpoint it resolved to, method, settings,
+    ...) plus one entry per dataset, in the order given, with that dataset's ``facts`` (where it
+    was read from, ``source``; the digest of the rows evaluated, ``question_set``, which ``pasr
+    eval compare`` matches runs on)."""
     by_ds: dict[str, list[RolloutRecord]] = defaultdict(list)
     for r in records:
         by_ds[r.dataset or r.data_source].append(r)
     expected = expected or {}
     method, select = (header or {}).get("method"), (header or {}).get("select")
-    per = {ds: summarize_dataset(by_ds.get(ds, []), expected.get(ds), method, select) for ds in datasets}
+    per = {
+        ds: {**summarize_dataset(by_ds.get(ds, []), expected.get(ds), method, select), **(facts or {}).get(ds, {})}
+        for ds in datasets
+    }
     complete = all(v["n_samples"] >= v["expected_samples"] for v in per.values())
     return {**(header or {}), "complete": complete, "datasets": per}
 
@@ -135,13 +141,27 @@ def method_label(summary: dict[str, Any]) -> str:
     return f"{method} (select {select})" if _chooses(select) else method
 
 
+def checkpoint_words(summary: dict[str, Any]) -> str:
+    """The checkpoint a run evaluated, in words: ``step 12 (runs/demo/checkpoints/step_000012)``;
+    empty for a model that is no training checkpoint (a hub name, an exported folder)."""
+    ckpt = summary.get("checkpoint") or {}
+    if not isinstance(ckpt, dict) or ckpt.get("step") is None:
+        return ""
+    return f"step {ckpt['step']} ({ckpt.get('path')})"
+
+
 def render_markdown(summary: dict[str, Any]) -> str:
     k = int(summary.get("samples") or 1)
     acc_head = f"accuracy (mean@{k})" if k > 1 else "accuracy"
-    title = f"# pasr eval: {summary.get('model', '?')}, method {method_label(summary)}"
+    title = f"# pasr eval: {summary.get('model', '?')}"
+    if step := checkpoint_words(summary):
+        title += f", checkpoint {step}"
+    title += f", method {method_label(summary)}"
     if summary.get("backend"):
         title += f" ({summary['backend']} backend)"
     lines = [title, ""]
+    if note := (summary.get("checkpoint") or {}).get("note"):
+        lines += [f"**Checkpoint**: {note}.", ""]
     settings = summary.get("settings") or {}
     if settings:
         bits = [f"max new tokens {settings.get('max_new_tokens')}", f"temperature {settings.get('temperature')}"]
@@ -150,6 +170,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
         elif summary.get("method") == BEST_OF_N and settings.get("temperature"):
             bits.append(f"top-p {settings.get('top_p')}")
         bits.append(f"judge {settings.get('judge', {}).get('kind', 'rule')}")
+        runtime = settings.get("runtime") or {}
+        bits += [f"{key} {runtime[key]}" for key in ("dtype", "threads") if runtime.get(key) not in (None, "auto")]
         lines += [", ".join(bits) + ".", ""]
     if not summary.get("complete", True):
         lines += ["**Partial**: the run has not finished every sample yet (resume it with the same command).", ""]
