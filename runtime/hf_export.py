@@ -42,26 +42,53 @@ _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.
 
 
 class VerlCheckpointError(RuntimeError):
-    """A path that looks like a verl checkpoint but cannot be turned into a model."""
+    """A path that looks like a verl checkpoint but cannot be turned into a model (its metadata
+    unreadable, its shards missing); one line naming the file."""
 
 
 def _is_shard_dir(path: Path) -> bool:
     return (path / FSDP_CONFIG).is_file() and (path / HF_DIR / "config.json").is_file()
 
 
-def _latest_step_dir(run_dir: Path) -> Path | None:
+def tracked_step(run_dir: Path) -> int | None:
+    """The step verl's tracker file (``latest_checkpointed_iteration.txt``) in ``run_dir`` names,
+    None without one; a :class:`VerlCheckpointError` naming the file when it holds anything but
+    a step number."""
     tracker = run_dir / TRACKER
-    if tracker.is_file():
-        step = run_dir / f"global_step_{tracker.read_text().strip()}"
-        if step.is_dir():
-            return step
+    if not tracker.is_file():
+        return None
+    fix = "it should hold the step of one of the global_step_N folders beside it; write that step into it, or give the folder itself"
+    try:
+        text = tracker.read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise VerlCheckpointError(f"{tracker} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}") from None
+    except OSError as exc:
+        raise VerlCheckpointError(f"{tracker} cannot be read ({exc.strerror or exc}): {fix}") from None
+    if not (text.isascii() and text.isdigit()):
+        raise VerlCheckpointError(f"{tracker} holds {text[:40]!r}, not a step number: {fix}")
+    return int(text)
+
+
+def _latest_step_dir(run_dir: Path, strict: bool = False) -> Path | None:
+    """The step folder verl resumes from: the one its tracker names, else the newest. A tracker
+    that is not a step number is skipped, or with ``strict`` a :class:`VerlCheckpointError`."""
+    try:
+        tracked = tracked_step(run_dir)
+    except VerlCheckpointError:
+        if strict:
+            raise
+        tracked = None
+    if tracked is not None and (run_dir / f"global_step_{tracked}").is_dir():
+        return run_dir / f"global_step_{tracked}"
     steps = [(int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _STEP.match(p.name))]
     return max(steps)[1] if steps else None
 
 
-def find_actor_dir(path: str | Path) -> Path | None:
+def find_actor_dir(path: str | Path, strict: bool = False) -> Path | None:
     """The folder with the FSDP shards of the checkpoint ``path`` names, or None when ``path`` is
-    not a verl checkpoint (see the module docstring for the accepted layouts)."""
+    not a verl checkpoint (see the module docstring for the accepted layouts). A run directory's
+    malformed tracker file is passed over (the newest step is taken), or with ``strict`` a
+    :class:`VerlCheckpointError` naming it: what loading a model does."""
     path = Path(path).expanduser()
     if not path.is_dir():
         return None
@@ -72,9 +99,9 @@ def find_actor_dir(path: str | Path) -> Path | None:
     if _is_shard_dir(path / "actor"):
         return path / "actor"
     if not _STEP.match(path.name):
-        step = _latest_step_dir(path)
+        step = _latest_step_dir(path, strict)
         if step is not None and step != path:
-            return find_actor_dir(step)
+            return find_actor_dir(step, strict)
     return None
 
 
@@ -118,16 +145,36 @@ def merge_fsdp_checkpoint(actor: Path, target: Path) -> None:
     merger.cleanup()
 
 
+def fsdp_world_size(actor: Path) -> int:
+    """The ``world_size`` of the checkpoint's ``fsdp_config.json`` (how many shards it has); a
+    :class:`VerlCheckpointError` naming the file when it is not such a JSON object."""
+    config = actor / FSDP_CONFIG
+    fix = "verl writes it with the shards; copy it again from where the checkpoint was saved"
+    try:
+        data = json.loads(config.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise VerlCheckpointError(f"{config} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}") from None
+    except ValueError as exc:
+        raise VerlCheckpointError(f"{config} is not valid JSON ({exc}): {fix}") from None
+    except OSError as exc:
+        raise VerlCheckpointError(f"{config} cannot be read ({exc.strerror or exc}): {fix}") from None
+    world = data.get("world_size") if isinstance(data, dict) else None
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        what = f"world_size {world!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        raise VerlCheckpointError(f"{config} holds {what}, not a JSON object with a positive world_size: {fix}")
+    return world
+
+
 def merged_model_dir(path: str | Path, cache: str | Path | None = None) -> Path:
     """A loadable HF folder for the verl checkpoint ``path``: its own ``huggingface/`` when that
     holds weights, else the merged copy in the cache (merged on first use)."""
-    actor = find_actor_dir(path)
+    actor = find_actor_dir(path, strict=True)
     if actor is None:
         raise VerlCheckpointError(f"{path} is not a verl checkpoint (no {FSDP_CONFIG} with a {HF_DIR}/ folder)")
     if _has_weights(actor / HF_DIR):
         return actor / HF_DIR
-    world = json.loads((actor / FSDP_CONFIG).read_text()).get("world_size")
-    missing = [r for r in range(int(world or 0)) if not (actor / f"model_world_size_{world}_rank_{r}.pt").is_file()]
+    world = fsdp_world_size(actor)
+    missing = [r for r in range(world) if not (actor / f"model_world_size_{world}_rank_{r}.pt").is_file()]
     if not world or missing:
         raise VerlCheckpointError(
             f"{actor} is an incomplete verl checkpoint: world_size={world}, missing model shards of ranks {missing} "

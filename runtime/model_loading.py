@@ -90,8 +90,26 @@ LATEST = "latest"  # the file in a local run's checkpoints/ that names its newes
 
 def checkpoint_named_by(pointer: Path) -> Path | None:
     """The checkpoint folder a pointer file (``checkpoints/latest``) names, None unless it is
-    complete (its ``trainer_state.json``, written last, is there)."""
-    path = pointer.parent / pointer.read_text().strip()
+    complete (its ``trainer_state.json``, written last, is there). A pointer that does not hold
+    the name of a folder beside it (not text, empty, a path, several lines) is a
+    :class:`ModelNotFoundError` naming the file."""
+    def broken(why: str) -> ModelNotFoundError:
+        return ModelNotFoundError(
+            f"{pointer} {why}: it should hold the name of a checkpoint folder beside it (step_N); "
+            "write that name into it, or give the step_N folder itself"
+        )
+
+    try:
+        name = pointer.read_bytes().decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise broken(f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except OSError as exc:
+        raise broken(f"cannot be read ({exc.strerror or exc})") from None
+    if not name:
+        raise broken("is empty")
+    if len(name) > 255 or any(c in name for c in "/\\\0\n\r") or name in (".", ".."):
+        raise broken(f"holds {name[:60]!r}, not a folder name")
+    path = pointer.parent / name
     return path if (path / "trainer_state.json").is_file() else None
 
 

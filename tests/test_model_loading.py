@@ -31,3 +31,71 @@ def test_a_loaded_tokenizer_decodes_quietly_and_keeps_spaces(tiny_model_dir):
     finally:
         hf_logger.removeHandler(records)
     assert not [m for m in records.messages if "clean_up_tokenization_spaces" in m]
+
+
+# --- malformed checkpoint metadata (issue 51) ---------------------------------------------------
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _local_run(root: Path, pointer: bytes) -> tuple[str, Path]:
+    """RUN/checkpoints/latest holding ``pointer``, beside a complete step_000002."""
+    ckpts = root / "run" / "checkpoints"
+    (ckpts / "step_000002").mkdir(parents=True)
+    (ckpts / "step_000002" / "trainer_state.json").write_text('{"step": 2}')
+    (ckpts / "latest").write_bytes(pointer)
+    return str(ckpts / "latest"), ckpts / "latest"
+
+
+def _verl_run(root: Path, tracker: bytes | None = b"2", fsdp_config: bytes = b'{"world_size": 1}') -> tuple[str, Path]:
+    """A verl run directory: global_step_2/actor with its fsdp_config.json and huggingface/ config
+    (no shards: malformed metadata is refused before any are read)."""
+    run = root / "verl_run"
+    actor = run / "global_step_2" / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    (actor / "huggingface" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (actor / "fsdp_config.json").write_bytes(fsdp_config)
+    if tracker is not None:
+        (run / "latest_checkpointed_iteration.txt").write_bytes(tracker)
+    return str(run), (run / "latest_checkpointed_iteration.txt" if tracker != b"2" else actor / "fsdp_config.json")
+
+
+MALFORMED = {
+    "latest not text": lambda root: _local_run(root, b"\xff\xfestep"),
+    "latest a path": lambda root: _local_run(root, b"../../elsewhere/step_000002\n"),
+    "latest empty": lambda root: _local_run(root, b"  \n"),
+    "tracker not a step": lambda root: _verl_run(root, tracker=b"two\n"),
+    "tracker not text": lambda root: _verl_run(root, tracker=b"\xff2"),
+    "fsdp_config not json": lambda root: _verl_run(root, fsdp_config=b"{not json"),
+    "fsdp_config a list": lambda root: _verl_run(root, fsdp_config=b"[2]"),
+    "fsdp_config world_size": lambda root: _verl_run(root, fsdp_config=b'{"world_size": "two"}'),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_checkpoint_metadata_is_one_line_naming_the_file(case, tmp_path, monkeypatch):
+    """Before: a UnicodeDecodeError, JSONDecodeError, AttributeError or ValueError traceback, or
+    (a tracker that is not a step number) another step evaluated without a word."""
+    from runtime.model_loading import ModelNotFoundError, resolve_model_path
+
+    monkeypatch.setenv("PASR_CACHE", str(tmp_path / "cache"))
+    spec, bad_file = MALFORMED[case](tmp_path)
+    with pytest.raises(ModelNotFoundError) as exc:
+        resolve_model_path(spec)
+    message = str(exc.value)
+    assert message.startswith(str(bad_file)) and "\n" not in message, message
+
+
+@pytest.mark.parametrize("case", ["latest not text", "tracker not a step", "fsdp_config not json"])
+def test_pasr_eval_on_malformed_checkpoint_metadata_is_one_line(case, tmp_path, monkeypatch, run_cli):
+    monkeypatch.setenv("PASR_CACHE", str(tmp_path / "cache"))
+    spec, bad_file = MALFORMED[case](tmp_path)
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"question": "What is 1+1?", "answer": "2"}) + "\n")
+    rc, _, err = run_cli(["eval", "--model", spec, "--dataset", str(data), "--backend", "hf", "--max-new-tokens", "4",
+                          "--threads", "1", "--progress", "off", "--out", str(tmp_path / "out")])  # fmt: skip
+    lines = [line for line in err.splitlines() if line.startswith("pasr eval: error:")]
+    assert rc == 2 and len(lines) == 1 and str(bad_file) in lines[0] and "Traceback" not in err, err
