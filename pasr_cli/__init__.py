@@ -17,7 +17,7 @@ from data.atomic_write import DiskFullError, is_disk_full
 from data.cli_errors import CliError, why_mkdir_failed  # noqa: F401  (re-exported: every subcommand raises CliError)
 from eval import cli as eval_cli
 from eval.stats import cli as stats_cli
-from recipe import jobs, submit
+from recipe import jobs, judge_server, plan_check, submit
 from recipe.local_engine import cli as train_cli
 
 # name -> (module, one-line help)
@@ -26,6 +26,8 @@ SUBCOMMANDS = {
     "train": (train_cli, "train with PASR on this machine (CPU/one GPU, local engine)"),
     "submit": (submit, "submit PASR training to a Ray cluster as a Ray job"),
     "jobs": (jobs, "manage submitted Ray jobs: status, logs, stop"),
+    "check": (plan_check, "check a verl run before GPUs are held: config, data, judge, GPU and batch arithmetic; print the plan"),
+    "judge": (judge_server, "serve an LLM judge with vLLM on GPUs of the Ray cluster, as part of a training job"),
     "eval": (eval_cli, "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry"),
     "stats": (stats_cli, "refine-tag usage statistics and plots from rollout dumps"),
 }

@@ -28,7 +28,7 @@ def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
         assert subprocess.run(["bash", "-n", str(p)]).returncode == 0
     assert "run_pasr_node.sh" in wrapper.read_text() and all(e in wrapper.read_text() for e in extra)
     text = path.read_text()
-    assert "python3 -m recipe data prepare" in text and "vllm serve" in text and "/health" in text
+    assert "python3 -m recipe data prepare" in text and "python3 -m recipe judge serve" in text and "python3 -m recipe check" in text
     overrides = _script_overrides(path) + extra
     cfg = _compose(overrides)  # every key exists (Hydra rejects unknown ones)
     ar = cfg.actor_rollout_ref

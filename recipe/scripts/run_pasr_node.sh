@@ -28,16 +28,22 @@
 #   VAL_DATASET, VAL_QUESTION_FIELD, VAL_ANSWER_FIELD, VAL_FILE   the same for validation
 #                   (default math500, split test)
 #   CKPT_DIR        checkpoints and rollout dumps      (default $HOME/ckpts/pasr/$EXP_NAME)
-#   NGPUS           GPUs for training                  (default 8, or 8 minus the judge's)
+#   NGPUS           GPUs for training                  (default 8; with JUDGE_GPUS the node's minus the judge's)
 #   TRAIN_BSZ       prompts per step                   (default 16 per training GPU: 128 on 8)
 #   TOTAL_EPOCHS    (default 2)   SAVE_FREQ / TEST_FREQ (default 20)
 #   Judge (default: the rule judge, Math-Verify; enough for math data):
-#   JUDGE_URL       an OpenAI-compatible endpoint, e.g. http://judge-host:8000/v1, with
-#   JUDGE_MODEL     the model it serves                -> pasr.judge.kind=$JUDGE_KIND (default hybrid)
-#   JUDGE_GPUS      e.g. "6,7": start `vllm serve $JUDGE_MODEL` here on those GPUs (training uses
-#                   the others), wait for /health, and point the trainer at it
-#   JUDGE_PORT      port of that server (default 8000)
-#   JUDGE_HOST      address the trainer uses to reach it (default: this node's first address)
+#   JUDGE_GPUS      e.g. 2, with JUDGE_MODEL: serve the judge with vLLM on 2 GPUs of this node's Ray
+#                   cluster (`pasr judge serve`: a Ray actor, tensor parallel 2, ~28 GB of bf16 weights
+#                   for a 14B judge), train on the node's other GPUs (NGPUS defaults to them), stop
+#                   the judge when training ends; its log is $CKPT_DIR/judge_vllm.log
+#   JUDGE_URL       or a judge served elsewhere: an OpenAI-compatible endpoint, e.g.
+#                   http://judge-host:8000/v1, with JUDGE_MODEL the model it serves
+#   JUDGE_MODEL     the judge model                    -> pasr.judge.kind=$JUDGE_KIND
+#   JUDGE_KIND      openai (default: every rollout asked) or hybrid (Math-Verify for math golds, the
+#                   LLM judge only for the rest: on MATH it is barely asked)
+#   JUDGE_PORT      port of the served judge           (default: a free one on its node)
+#   DRY_RUN=1       check the plan instead of training (`pasr check`: config, data, judge, GPU and
+#                   batch arithmetic, the plan with an estimated step time; seconds, no GPU needed)
 #   WANDB_API_KEY   set -> also log to Weights & Biases
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,8 +58,7 @@ TOTAL_EPOCHS=${TOTAL_EPOCHS:-2}
 SAVE_FREQ=${SAVE_FREQ:-20}
 TEST_FREQ=${TEST_FREQ:-20}
 ROLLOUT_TP=${ROLLOUT_TP:-2}
-JUDGE_PORT=${JUDGE_PORT:-8000}
-JUDGE_KIND=${JUDGE_KIND:-hybrid}
+JUDGE_KIND=${JUDGE_KIND:-openai}
 
 # ---------------------------------------------------------------- data (written once)
 # prepare SPLIT DATASET QUESTION_FIELD ANSWER_FIELD: the parquet `pasr data prepare --out DIR`
@@ -74,35 +79,28 @@ VAL_FILE=${VAL_FILE:-$(prepare test "$VAL_DATASET" "${VAL_QUESTION_FIELD:-}" "${
 
 # ---------------------------------------------------------------- judge
 JUDGE_ARGS=()
+LAUNCH=()  # what runs the training command: nothing, pasr judge serve, or pasr check
+NODE_GPUS=${NODE_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | wc -l)}
+[[ "$NODE_GPUS" -gt 0 ]] || NODE_GPUS=8  # a dry run on a machine without GPUs plans the 8-GPU node
 if [[ -n "${JUDGE_GPUS:-}" ]]; then
     : "${JUDGE_MODEL:?JUDGE_GPUS needs JUDGE_MODEL (the judge model to serve)}"
-    n_judge=$(awk -F, '{print NF}' <<<"$JUDGE_GPUS")
-    all_gpus=$(seq -s, 0 $(( $(nvidia-smi -L | wc -l) - 1 )))
-    TRAIN_GPUS=$(tr ',' '\n' <<<"$all_gpus" | grep -vxF -f <(tr ',' '\n' <<<"$JUDGE_GPUS") | paste -sd,)
-    NGPUS=${NGPUS:-$(awk -F, '{print NF}' <<<"$TRAIN_GPUS")}
-    echo "judge: vllm serve $JUDGE_MODEL on GPUs $JUDGE_GPUS; training on GPUs $TRAIN_GPUS"
-    CUDA_VISIBLE_DEVICES="$JUDGE_GPUS" vllm serve "$JUDGE_MODEL" --host 0.0.0.0 --port "$JUDGE_PORT" \
-        --tensor-parallel-size "$n_judge" --gpu-memory-utilization 0.9 --served-model-name "$JUDGE_MODEL" \
-        >"$CKPT_DIR/judge_vllm.log" 2>&1 &
-    JUDGE_PID=$!
-    trap 'kill "$JUDGE_PID" 2>/dev/null || true' EXIT
-    for _ in $(seq 1 180); do
-        curl -sf "http://127.0.0.1:$JUDGE_PORT/health" >/dev/null && break
-        kill -0 "$JUDGE_PID" 2>/dev/null || { echo "vllm serve exited, see $CKPT_DIR/judge_vllm.log" >&2; exit 1; }
-        sleep 5
-    done
-    curl -sf "http://127.0.0.1:$JUDGE_PORT/health" >/dev/null || { echo "judge not healthy after 15 min" >&2; exit 1; }
-    # This node's address, not 127.0.0.1: the judge client lives in verl's task runner, which Ray
-    # places on this node when it can but may put on another one (it checks the URL from there).
-    JUDGE_HOST=${JUDGE_HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
-    JUDGE_URL="http://${JUDGE_HOST:-127.0.0.1}:$JUDGE_PORT/v1"
-    export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS"
-fi
-if [[ -n "${JUDGE_URL:-}" ]]; then
+    [[ "$JUDGE_GPUS" =~ ^[0-9]+$ ]] || {
+        echo "JUDGE_GPUS=$JUDGE_GPUS: give the number of GPUs for the judge (e.g. JUDGE_GPUS=2); Ray picks them" >&2
+        exit 2
+    }
+    NGPUS=${NGPUS:-$((NODE_GPUS - JUDGE_GPUS))}
+    LAUNCH=(python3 -m recipe judge serve --judge-model "$JUDGE_MODEL" --judge-gpus "$JUDGE_GPUS"
+            --log "$CKPT_DIR/judge_vllm.log" ${JUDGE_PORT:+--port "$JUDGE_PORT"} --)
+    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+elif [[ -n "${JUDGE_URL:-}" ]]; then
     : "${JUDGE_MODEL:?JUDGE_URL needs JUDGE_MODEL (the served model name)}"
     export OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY}  # vllm serve accepts any key unless --api-key
     JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL"
                 pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+fi
+if [[ -n "${DRY_RUN:-}" ]]; then
+    LAUNCH=(python3 -m recipe check --node-gpus "$NODE_GPUS"
+            ${JUDGE_GPUS:+--judge-gpus "$JUDGE_GPUS" --judge-model "$JUDGE_MODEL"} --)
 fi
 
 NGPUS=${NGPUS:-8}
@@ -114,7 +112,7 @@ LOGGER='["console"]'
 # ---------------------------------------------------------------- train
 # Only what this node and run decide: everything else (the paper's hyper-parameters, PASR's
 # group sizes and tie) is recipe/config/pasr_trainer.yaml and recipe/pasr_config.py.
-python3 -m recipe.main_pasr \
+${LAUNCH[@]+"${LAUNCH[@]}"} python3 -m recipe.main_pasr \
     data.train_files="$TRAIN_FILE" \
     data.val_files="$VAL_FILE" \
     data.train_batch_size="$TRAIN_BSZ" \
