@@ -1,10 +1,13 @@
 """`pasr eval` on a scripted backend, for the eval tests: the backend (it answers each chat with
 ``respond(system, user)``; tokens = words), the run's config and records, gold answers of the real
-data sets, and answers written as PASR and as a plain prompt answer. The ``data_env`` fixture
+data sets, answers written as PASR and as a plain prompt answer, and a local run's checkpoints
+(``latest`` naming one; trained further). The ``data_env`` fixture
 (``PASR_DATA_DIR`` set to the shared data sets) is in tests/conftest.py."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from data.records import iter_records
@@ -68,3 +71,26 @@ def pasr_text(answer: str) -> str:
 
 def plain_text(answer: str) -> str:
     return f"Step by step we find the result. The final answer is <answer>\\boxed{{{answer}}}</answer>"
+
+
+def local_run(tmp_path: Path, model_dir: Path) -> Path:
+    """A local run's checkpoints (no config.yaml): step_000002 and ``latest`` naming it."""
+    run = tmp_path / "train_run"
+    step = run / "checkpoints" / "step_000002"
+    shutil.copytree(model_dir, step)
+    (step / "trainer_state.json").write_text('{"phase": "pasr", "step": 2}')
+    (run / "checkpoints" / "latest").write_text("step_000002")
+    return run
+
+
+def train_further(run: Path, step: int) -> None:
+    """What two more steps leave: another checkpoint, other weights, ``latest`` naming it."""
+    from safetensors.torch import load_file, save_file
+
+    old = run / "checkpoints" / "step_000002"
+    new = run / "checkpoints" / f"step_{step:06d}"
+    shutil.copytree(old, new)
+    weights = load_file(new / "model.safetensors")
+    save_file({k: v + 0.01 for k, v in weights.items()}, new / "model.safetensors", metadata={"format": "pt"})
+    (new / "trainer_state.json").write_text(json.dumps({"phase": "pasr", "step": step}))
+    (run / "checkpoints" / "latest").write_text(new.name)

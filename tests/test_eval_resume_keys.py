@@ -8,43 +8,19 @@ verl run folder whose tracked step was deleted."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from eval.run import EvalError, run_eval
-from tests.scripted_eval import Scripted, cfg_for, golds, plain_text, records_of
-
-
-def _local_run(tmp_path: Path, model_dir: Path) -> Path:
-    """A local run's checkpoints: step_000002 and ``latest`` naming it."""
-    run = tmp_path / "train_run"
-    step = run / "checkpoints" / "step_000002"
-    shutil.copytree(model_dir, step)
-    (step / "trainer_state.json").write_text('{"phase": "pasr", "step": 2}')
-    (run / "checkpoints" / "latest").write_text("step_000002")
-    return run
-
-
-def _train_further(run: Path, step: int) -> None:
-    """What two more steps leave: another checkpoint, other weights, ``latest`` naming it."""
-    from safetensors.torch import load_file, save_file
-
-    old = run / "checkpoints" / "step_000002"
-    new = run / "checkpoints" / f"step_{step:06d}"
-    shutil.copytree(old, new)
-    weights = load_file(new / "model.safetensors")
-    save_file({k: v + 0.01 for k, v in weights.items()}, new / "model.safetensors", metadata={"format": "pt"})
-    (new / "trainer_state.json").write_text(json.dumps({"phase": "pasr", "step": step}))
-    (run / "checkpoints" / "latest").write_text(new.name)
+from tests.scripted_eval import Scripted, cfg_for, golds, local_run, plain_text, records_of, train_further
 
 
 def test_latest_after_more_training_is_another_model(data_env, tiny_model_dir, tmp_path):
     """The same command after the run trained further reported the old checkpoint's answers
     ("4 of 4 samples already done"): the fingerprint held the text ``.../latest``."""
     gold = golds(data_env, "gsm8k", 2)
-    run = _local_run(tmp_path, tiny_model_dir)
+    run = local_run(tmp_path, tiny_model_dir)
     latest = str(run / "checkpoints" / "latest")
     cfg = cfg_for(tmp_path, method="plain", limit=2, model=latest)
     summary = run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
@@ -56,7 +32,7 @@ def test_latest_after_more_training_is_another_model(data_env, tiny_model_dir, t
     run_eval(cfg_for(tmp_path, method="plain", limit=2, model=str(run / "checkpoints" / "step_000002")), backend=again)
     assert again.calls == []
 
-    _train_further(run, 4)
+    train_further(run, 4)
     with pytest.raises(EvalError) as err:
         run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
     msg = str(err.value)
