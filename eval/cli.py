@@ -22,11 +22,14 @@ baseline, or compare runs.
   pasr eval --model PATH_OR_NAME --dataset gsm8k math500 aime24 --method pasr --out DIR
       generate, judge and summarise; writes DIR/samples.jsonl (one rollout record per
       sample), DIR/summary.json and DIR/summary.md. Rerunning the same command resumes an
-      interrupted run and re-judges samples whose judge failed; other settings in the same
-      DIR are refused, and so is a second run while one is writing to DIR.
+      interrupted run and re-judges samples whose judge failed (or whose gold answer was
+      corrected in the file); other settings in the same DIR are refused, the checkpoint
+      compared by content (RUN/checkpoints/latest after more training is another model), and
+      so is a second run while one is writing to DIR.
 
   pasr eval compare DIR [DIR ...] [--out DIR]
-      print the runs side by side (model x method x dataset: accuracy, mean output tokens)
+      print the runs side by side (a row per run, named by its checkpoint's run and step;
+      per dataset: questions, accuracy, mean output tokens; other question sets lettered)
       and plot accuracy against output tokens; writes eval_compare.md (the table) and
       eval_compare.png (the plot) into --out.
 
@@ -214,9 +217,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     cp = sub.add_parser(
         "compare",
         help="compare eval runs: side-by-side table and accuracy-vs-tokens plot",
-        description="Print eval runs side by side (model x method x dataset: accuracy, mean output "
-        f"tokens) and write that table ({COMPARE_STEM}.md) and an accuracy-vs-output-tokens scatter plot "
-        f"({COMPARE_STEM}.png) into the --out folder.",
+        description="Print eval runs side by side (a row per run, named by the checkpoint it evaluated; per "
+        "dataset: questions, accuracy, mean output tokens; runs over other questions lettered, a repeated "
+        f"evaluation marked) and write that table ({COMPARE_STEM}.md) and an accuracy-vs-output-tokens "
+        f"scatter plot ({COMPARE_STEM}.png) into the --out folder.",
     )
     cp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories of `pasr eval` (with summary.json)")
     cp.add_argument("--out", dest="compare_out", default=".", metavar="DIR",

@@ -217,7 +217,7 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     datasets = dataset_order(runs)
     retry = any(run.get("method") == REFLECT_RETRY for run in runs)
     whats = ("questions", "acc %", "tokens") + (("1st acc %", "retried %") if retry else ())
-    head = ["run", "method"] + [f"{ds} {what}" for ds in datasets for what in whats]
+    head = ["model", "method"] + [f"{ds} {what}" for ds in datasets for what in whats]
     names = run_names(runs)
     letters = {ds: question_sets(runs, ds) for ds in datasets}
     repeats = same_evaluations(runs)
