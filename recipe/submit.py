@@ -30,6 +30,14 @@ unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once 
 ``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
 3 stopped; 4 when the Ray head stops answering: one line then says how to find and stop the
 job). See ``recipe/jobs.py`` for authentication (``RAY_AUTH_TOKEN``) and ``pasr jobs``.
+
+Two additions to the verl entrypoint (:func:`recipe_entrypoint`): ``--train-dataset`` /
+``--val-dataset`` (a set of ``pasr data list`` or a file on the cluster's storage, with
+``--question-field`` / ``--answer-field`` for a file of another layout) are prepared by the job
+itself into ``--data-dir`` (``pasr data prepare``; the names it gives become ``data.train_files``
+/ ``data.val_files``), and ``--judge-model`` / ``--judge-gpus`` run the training under
+``pasr judge serve`` (:mod:`recipe.judge_server`), which serves the judge on GPUs of the same
+cluster and trains on the rest of its node.
 """
 
 from __future__ import annotations
@@ -55,6 +63,43 @@ def build_entrypoint(engine: str, overrides: list[str], entrypoint: str | None =
     """The shell command the job runs (overrides quoted one by one)."""
     head = entrypoint if entrypoint else " ".join(ENTRYPOINTS[engine])
     return " ".join([head, *(shlex.quote(o) for o in overrides)])
+
+
+def data_steps(train: str | None, val: str | None, data_dir: str | None, mapping: dict[str, str]) -> tuple[list[list[str]], list[str]]:
+    """(the ``pasr data prepare`` commands the job runs first, the ``data.*_files`` overrides
+    naming what they write) for ``--train-dataset`` / ``--val-dataset``. The field mapping goes
+    to each source that is a file (a named set has its own layout)."""
+    from argparse import Namespace
+
+    from data.loaders import looks_like_path
+    from data.prepare import output_file
+
+    sources = [(s, split, key) for s, split, key in ((train, "train", "data.train_files"), (val, "test", "data.val_files")) if s]
+    if not sources:
+        if mapping:
+            raise CliError(f"--{'/--'.join(k.replace('_', '-') for k in mapping)}: only with --train-dataset/--val-dataset")
+        return [], []
+    if not data_dir or not data_dir.startswith("/"):
+        raise CliError(
+            "--train-dataset/--val-dataset need --data-dir /ABSOLUTE/DIR on storage every node sees: the job prepares "
+            "the parquet files there (a relative folder would be in the job's temporary copy of the repository)"
+        )
+    commands, overrides = [], []
+    for source, split, key in sources:
+        cmd = ["python3", "-m", "recipe", "data", "prepare", "--dataset", source, "--split", split, "--out", data_dir]
+        if looks_like_path(source):
+            cmd += [arg for k, v in mapping.items() for arg in ("--" + k.replace("_", "-"), v)]
+        commands.append(cmd)
+        overrides.append(f"{key}={output_file(Namespace(dataset=source, split=split, out=data_dir))}")
+    return commands, overrides
+
+
+def recipe_entrypoint(overrides: list[str], prepare: list[list[str]] = (), judge: list[str] = ()) -> str:
+    """The verl job's shell command: the data preparation steps, then (under ``pasr judge serve``
+    when ``judge`` holds its arguments) ``python3 -m recipe.main_pasr OVERRIDES``."""
+    train = ["python3", "-m", "recipe", "judge", "serve", *judge, "--"] if judge else []
+    train += [*ENTRYPOINTS["verl"], *overrides]
+    return " && ".join(shlex.join(cmd) for cmd in [*prepare, train])
 
 
 def git_info_excludes(working_dir: Path) -> list[str]:
@@ -234,7 +279,47 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--entrypoint", default=None, metavar="CMD",
         help="run CMD instead of the engine's command (the overrides are appended); nothing of the recipe is checked then",
     )  # fmt: skip
+    data = parser.add_argument_group("data prepared by the job (verl engine)")
+    data.add_argument(
+        "--train-dataset", metavar="NAME_OR_FILE",
+        help="a set of `pasr data list` or a file on the cluster's storage, prepared into --data-dir as data.train_files",
+    )  # fmt: skip
+    data.add_argument("--val-dataset", metavar="NAME_OR_FILE", help="the same for data.val_files (split test)")
+    data.add_argument("--question-field", metavar="FIELD", help="the question field of a data file of another layout (as pasr data prepare)")
+    data.add_argument("--answer-field", metavar="FIELD", help="its reference answer field")
+    data.add_argument("--data-dir", metavar="DIR", help="absolute folder on storage every node sees, for the prepared parquet files")
+    judge = parser.add_argument_group("an LLM judge served by the job (verl engine; pasr judge serve)")
+    judge.add_argument("--judge-model", metavar="NAME", help="the judge model to serve with vLLM (its served name too)")
+    judge.add_argument("--judge-gpus", type=int, metavar="N", help="GPUs of the cluster for the judge; training takes the rest of its node")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: Hydra overrides (verl) or train arguments (local)")
+
+
+_JOB_ADDITIONS = ("train_dataset", "val_dataset", "question_field", "answer_field", "data_dir", "judge_model", "judge_gpus")
+
+
+def job_additions(args, overrides: list[str]) -> tuple[list[str], list[list[str]], list[str]]:
+    """(the job's overrides with the prepared files named, the preparation commands, the
+    overrides the config check composes: with what ``pasr judge serve`` adds in the job)."""
+    mapping = {k: v for k, v in (("question_field", args.question_field), ("answer_field", args.answer_field)) if v}
+    prepare, data_overrides = data_steps(args.train_dataset, args.val_dataset, args.data_dir, mapping)
+    own = {o.split("=", 1)[0].lstrip("+") for o in overrides if "=" in o}
+    twice = [o.split("=", 1)[0] for o in data_overrides if o.split("=", 1)[0] in own]
+    if twice:
+        raise CliError(f"{', '.join(twice)} is set by --train-dataset/--val-dataset and after -- too: keep one")
+    overrides = [*data_overrides, *overrides]
+    if bool(args.judge_model) != bool(args.judge_gpus):
+        raise CliError("--judge-model and --judge-gpus go together: the judge to serve and the GPUs it takes")
+    if not args.judge_model:
+        return overrides, prepare, overrides
+    if args.judge_gpus < 1:
+        raise CliError("--judge-gpus N: N >= 1")
+    from recipe.judge_server import ServedJudge, judge_overrides
+    from recipe.plan_check import PLACEHOLDER_JUDGE_URL
+
+    placeholder = ServedJudge(args.judge_model, args.judge_gpus, PLACEHOLDER_JUDGE_URL, "", 0, [], "")
+    # the judge's URL, model and kind as the job gets them; its training GPUs depend on the node it lands on
+    added = [o for o in judge_overrides(overrides, placeholder) if not o.startswith("trainer.n_gpus_per_node=")]
+    return overrides, prepare, [*overrides, *added]
 
 
 def _metadata(engine: str, metadata_json: str | None) -> dict[str, str]:
@@ -269,7 +354,15 @@ def run(args) -> int:
     runtime_env = build_runtime_env(working_dir, args.env, args.runtime_env)
     metadata = _metadata(args.engine, args.metadata_json)
     recipe_run = args.engine == "verl" and args.entrypoint is None
-    config = check_verl_run(overrides) if recipe_run else None
+    prepare, judge_args, checked = [], [], overrides
+    if recipe_run:
+        overrides, prepare, checked = job_additions(args, overrides)
+    elif any(getattr(args, k) for k in _JOB_ADDITIONS):
+        raise CliError(f"{'/'.join('--' + k.replace('_', '-') for k in _JOB_ADDITIONS)}: only for the verl engine's own entrypoint")
+    config = check_verl_run(checked) if recipe_run else None
+    if recipe_run and args.judge_model:
+        log = f"{config.trainer.default_local_dir}/judge_vllm.log"
+        judge_args = ["--judge-model", args.judge_model, "--judge-gpus", str(args.judge_gpus), "--log", log]
     if args.engine == "local" and args.entrypoint is None:
         check_local_run(overrides, working_dir)
 
@@ -279,11 +372,19 @@ def run(args) -> int:
 
     if config is not None and not args.no_gpu_check:
         nnodes, per_node = required_gpus(config)
-        why = gpu_shortfall(cluster_node_gpus(address, args.timeout), nnodes, per_node, f"the Ray cluster at {address}")
+        node_gpus = cluster_node_gpus(address, args.timeout)
+        why = gpu_shortfall(node_gpus, nnodes, per_node, f"the Ray cluster at {address}")
+        if args.judge_model and not why:
+            from recipe.judge_server import training_gpus_problem
+
+            why = training_gpus_problem(overrides, args.judge_gpus, int(max(node_gpus, default=0)))
         if why:
             raise CliError(why + "; --no-gpu-check submits anyway")
 
-    entrypoint = build_entrypoint(args.engine, overrides, args.entrypoint)
+    if prepare or judge_args:
+        entrypoint = recipe_entrypoint(overrides, prepare, judge_args)
+    else:
+        entrypoint = build_entrypoint(args.engine, overrides, args.entrypoint)
     job_id = _call(
         address,
         lambda: client.submit_job(

@@ -161,3 +161,33 @@ def test_missing_flags_are_one_line(capsys):
     assert "--judge-gpus N is required" in capsys.readouterr().err
     assert pasr_main(["judge", "serve", "--judge-model", "m", "--judge-gpus", "1", "--serve-command", "vllm {nope}"]) == 2
     assert "--serve-command: only {model}, {port} and {gpus}" in capsys.readouterr().err
+
+
+def test_pasr_submit_runs_the_training_under_pasr_judge_serve():
+    """``pasr submit --judge-model M --judge-gpus N``: the job's entrypoint is pasr judge serve
+    around the trainer, and the config checked before submitting is the one the job runs (the
+    judge's URL, model and kind appended as the job appends them)."""
+    import argparse
+    import shlex
+
+    from pasr_cli import build_parser
+    from recipe.submit import build_parser as build_submit_parser
+    from recipe.submit import job_additions, recipe_entrypoint
+
+    parser = argparse.ArgumentParser()
+    build_submit_parser(parser)
+    args = parser.parse_args(["--address", "http://h:8265", "--judge-model", "Qwen/Qwen2.5-14B-Instruct", "--judge-gpus", "2",
+                              "--", "trainer.default_local_dir=/ck/x", "data.train_batch_size=96"])  # fmt: skip
+    overrides, prepare, checked = job_additions(args, args.overrides[1:])
+    assert overrides == ["trainer.default_local_dir=/ck/x", "data.train_batch_size=96"] and prepare == []
+    assert checked[2:] == ["pasr.judge.base_url=http://judge-node:8000/v1", "pasr.judge.model=Qwen/Qwen2.5-14B-Instruct",
+                           "pasr.judge.kind=openai"]  # fmt: skip
+    judge = ["--judge-model", "Qwen/Qwen2.5-14B-Instruct", "--judge-gpus", "2", "--log", "/ck/x/judge_vllm.log"]
+    entry = recipe_entrypoint(overrides, prepare, judge)
+    assert entry == (
+        "python3 -m recipe judge serve --judge-model Qwen/Qwen2.5-14B-Instruct --judge-gpus 2 --log /ck/x/judge_vllm.log "
+        "-- python3 -m recipe.main_pasr trainer.default_local_dir=/ck/x data.train_batch_size=96"
+    )
+    parsed = build_parser().parse_args(shlex.split(entry)[3:])  # what the job's pasr judge serve reads
+    assert (parsed.judge_model, parsed.judge_gpus) == ("Qwen/Qwen2.5-14B-Instruct", 2)
+    assert parsed.train_command[1:4] == ["python3", "-m", "recipe.main_pasr"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,45 @@ def test_the_run_script_takes_a_field_mapping_and_a_prepared_file(tmp_path):
     assert not [c for c in calls if c[:4] == ["-m", "recipe", "data", "prepare"] and "train" in c]
     train = next(c for c in calls if c[:2] == ["-m", "recipe.main_pasr"])
     assert "data.train_files=/shared/math_train.parquet" in train
+
+
+def test_pasr_submit_prepares_the_data_in_the_job_with_the_same_mapping(tmp_path):
+    """``pasr submit --train-dataset FILE --question-field/--answer-field --data-dir DIR``: the job
+    runs pasr data prepare first and trains on what it writes. The preparation steps of the
+    entrypoint, run here as the job runs them, write the files the overrides name."""
+    import argparse
+    import shlex
+
+    from recipe.submit import build_parser, job_additions, recipe_entrypoint
+
+    src = _write_jsonl(tmp_path / "evol.jsonl", [{"instruction": "Name a prime.", "output": "2"}])
+    parser = argparse.ArgumentParser()
+    build_parser(parser)
+    args = parser.parse_args(["--address", "http://h:8265", "--train-dataset", str(src), "--val-dataset", "math500",
+                              "--question-field", "instruction", "--answer-field", "output", "--data-dir", str(tmp_path / "d"),
+                              "--", "trainer.default_local_dir=/ck"])  # fmt: skip
+    overrides, prepare, checked = job_additions(args, args.overrides[1:])
+    assert overrides[:2] == [f"data.train_files={tmp_path / 'd' / 'evol_train.parquet'}",
+                             f"data.val_files={tmp_path / 'd' / 'math500_test.parquet'}"]  # fmt: skip
+    assert checked == overrides and prepare[1][-2:] == ["--out", str(tmp_path / "d")]  # no mapping for a named set
+    steps = recipe_entrypoint(overrides, prepare).split(" && ")
+    assert steps[-1].startswith("python3 -m recipe.main_pasr data.train_files=")
+    result = subprocess.run(["bash", "-c", steps[0].replace("python3", shlex.quote(sys.executable), 1)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert read_rl_parquet(tmp_path / "d" / "evol_train.parquet")[0]["reward_model"]["ground_truth"] == "2"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--train-dataset", "math", "--data-dir", "data"], "need --data-dir /ABSOLUTE/DIR"),
+        (["--question-field", "q"], "--question-field: only with --train-dataset/--val-dataset"),
+        (["--train-dataset", "math", "--data-dir", "/d", "--", "data.train_files=/x.parquet"], "data.train_files is set by --train-dataset"),
+        (["--engine", "local", "--train-dataset", "math"], "only for the verl engine's own entrypoint"),
+    ],
+)
+def test_pasr_submit_data_flags_are_refused_in_one_line_before_connecting(argv, message, capsys):
+    rc = pasr_main(["submit", "--address", "http://127.0.0.1:9", "--timeout", "1", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1, err
