@@ -459,10 +459,11 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, r
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert "countdown 1st acc %" in lines[0] and "countdown retried %" in lines[0]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert head[2:] == ["countdown acc %", "countdown tokens", "countdown 1st acc %", "countdown retried %"]
+    assert head[2:] == ["countdown questions", "countdown acc %", "countdown tokens", "countdown 1st acc %",
+                        "countdown retried %"]  # fmt: skip
     rr, plain = ([c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:4])
-    assert rr[1] == "reflect-retry" and (rr[2], rr[4], rr[5]) == ("50.0", "25.0", "75.0")
-    assert plain[1] == "plain" and (plain[2], plain[4], plain[5]) == ("100.0", "-", "-")
+    assert rr[1] == "reflect-retry" and (rr[2], rr[3], rr[5], rr[6]) == (str(N), "50.0", "25.0", "75.0")
+    assert plain[1] == "plain" and (plain[2], plain[3], plain[5], plain[6]) == (str(N), "100.0", "-", "-")
 
 
 # ----------------------------------------------------------------------------- the real model
