@@ -420,6 +420,10 @@ def plan_lines(config, cfg, report: Report, judge_gpus: int, train_rows: int | N
         report.plan.append(("rollouts a step", f"{generated} = {bsz} prompts x ({n} refine + {plain} plain); {trained} refine rows trained"))
     report.plan.append(("tokens a step", f"<= {generated * response:,} generated ({response} a response), <= {trained * (prompt + response):,} "
                                          f"through log-probs and the update ({prompt} + {response} a row)"))  # fmt: skip
+    if cfg.judge.kind in ("openai", "hybrid"):
+        asked = "every rollout" if cfg.judge.kind == "openai" else "the rollouts whose gold is not math (hybrid)"
+        report.plan.append(("judge requests", f"<= {generated} a step, {asked}, after generation; each <= {prompt + response:,} "
+                                              f"tokens of question and answer plus the judge prompt (identical answers cached)"))  # fmt: skip
     total = _select(config, "trainer.total_training_steps")
     epochs = int(_select(config, "trainer.total_epochs", 1))
     if train_rows:
