@@ -243,10 +243,20 @@ def serve_judge(
     if not any(n >= gpus for n in sizes.values()):
         have = ", ".join(str(n) for n in sizes.values()) or "no nodes"
         raise CliError(f"the judge needs {gpus} GPU(s) on one node but the Ray cluster's nodes have {have} GPU(s)")
+    from ray.exceptions import GetTimeoutError, RayError
+
     actor = ray.remote(JudgeProcess).options(num_gpus=gpus).remote(serve_command, model, gpus, port, log)
     judge = ServedJudge(model, gpus, "", "", 0, [], log or "", actor)
     try:
-        started = ray.get(actor.start.remote(), timeout=ready_timeout_s)
+        try:
+            started = ray.get(actor.start.remote(), timeout=ready_timeout_s)
+        except GetTimeoutError:
+            raise CliError(
+                f"no node of the Ray cluster had {gpus} free GPU(s) for the judge within {ready_timeout_s:.0f} s "
+                "(another job holds them?); --ready-timeout waits longer"
+            ) from None
+        except RayError as exc:
+            raise CliError(f"the judge's Ray actor failed: {str(exc).strip().splitlines()[0]}") from None
         if "problem" in started:
             raise CliError(started["problem"])
         judge.node_ip, judge.node_gpus = cluster_nodes()[started["node_id"]]
@@ -255,7 +265,10 @@ def serve_judge(
         say(f"starting {model} on GPU(s) {','.join(judge.gpu_ids) or '-'} of {judge.node_ip} (log: {judge.log} there)")
         t0 = last = time.monotonic()
         while True:
-            state, why = ray.get(actor.probe.remote(model))
+            try:
+                state, why = ray.get(actor.probe.remote(model))
+            except RayError as exc:
+                raise CliError(f"the judge's Ray actor failed: {str(exc).strip().splitlines()[0]}") from None
             if state == "ready":
                 say(f"{model} answers at {judge.base_url} after {time.monotonic() - t0:.0f} s")
                 return judge
