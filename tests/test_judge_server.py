@@ -82,7 +82,7 @@ def test_the_command_runs_with_the_served_judge_on_the_rest_of_the_gpus(ray_node
     assert args["data.train_batch_size"] == "6"  # the command's own overrides kept, the judge's appended
     assert [m["id"] for m in child["models"]["data"]] == ["fake-judge"]  # it answered the command
     assert child["ray"] == ray_node.get_runtime_context().gcs_address  # the trainer joins the same cluster
-    assert f"starting fake-judge on GPU(s) " in err and f" of {url.hostname} " in err
+    assert "starting fake-judge on GPU(s) " in err and f" of {url.hostname} " in err
     # the judge held two of the node's GPUs while it ran, and is gone now: its GPUs are free again
     assert _gpus_free(ray_node, 3)
     with pytest.raises(httpx.HTTPError):
