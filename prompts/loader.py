@@ -16,17 +16,32 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 BUILTIN_PROMPTS = tuple(sorted(p.stem for p in TEMPLATE_DIR.glob("*.txt")))
 
 
+class PromptFileError(FileNotFoundError):
+    """A prompt path that names no usable text file: missing, a folder, unreadable, or not
+    UTF-8 text. A FileNotFoundError, so that every caller catching a missing template catches
+    each of these too; the message is one line naming the file."""
+
+
 @lru_cache(maxsize=64)
 def _read(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8").strip("\n")
+    try:
+        return Path(path).read_text(encoding="utf-8").strip("\n")
+    except UnicodeDecodeError as exc:
+        raise PromptFileError(
+            f"prompt template file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise PromptFileError(f"cannot read prompt template file {path}: {exc.strerror or exc}") from None
 
 
 def resolve_prompt_path(name_or_path: str) -> Path:
-    """A built-in template name, or a path to a text file. Raises a clear error otherwise."""
+    """A built-in template name, or a path to a text file. Raises a clear error otherwise
+    (KeyError for an unknown name, :class:`PromptFileError` for a path)."""
     candidate = Path(name_or_path).expanduser()
     if candidate.suffix == ".txt" or candidate.is_file() or "/" in name_or_path:
         if not candidate.is_file():
-            raise FileNotFoundError(f"prompt template file not found: {name_or_path}")
+            raise PromptFileError(f"prompt template file not found: {name_or_path}")
         return candidate.resolve()
     builtin = TEMPLATE_DIR / f"{name_or_path}.txt"
     if not builtin.is_file():
@@ -39,6 +54,16 @@ def resolve_prompt_path(name_or_path: str) -> Path:
 def load_prompt(name_or_path: str) -> str:
     """Return the template text (trailing newlines stripped)."""
     return _read(str(resolve_prompt_path(name_or_path)))
+
+
+def prompt_problem(name_or_path: str) -> str | None:
+    """Why ``name_or_path`` cannot be loaded (one line), or None: what a config check reports
+    before a run starts, instead of the error the run would stop with once it reads the template."""
+    try:
+        load_prompt(name_or_path)
+    except (KeyError, FileNotFoundError) as exc:
+        return str(exc.args[0]) if exc.args else type(exc).__name__
+    return None
 
 
 def prompt_version(text: str) -> str:

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from recipe.retired_keys import is_retired_key, retired_settings
-from rewards.judge_kinds import JUDGE_KINDS
+from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES
 
@@ -74,8 +75,13 @@ class PasrConfig:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
 
-    def validate(self) -> "PasrConfig":
-        refuse_non_finite(self, "pasr")
+    def problems(self) -> list[str]:
+        """Every problem of the section at once (non-finite numbers, ranges, prompts), each
+        naming its ``pasr.*`` key; empty when the section runs."""
+        return non_finite_problems(self, "pasr") + self.value_problems()
+
+    def value_problems(self) -> list[str]:
+        """:meth:`problems` without the non-finite check (a whole config runs that once)."""
         problems = []
         if self.n_refine < 1:
             problems.append(f"pasr.n_refine must be >= 1, got {self.n_refine}")
@@ -89,11 +95,26 @@ class PasrConfig:
             problems.append(f"pasr.draft_credit must be {' or '.join(DRAFT_CREDIT_MODES)}, got {self.draft_credit!r}")
         if self.judge.kind not in JUDGE_KINDS:
             problems.append(f"pasr.judge.kind must be {'|'.join(JUDGE_KINDS)}, got {self.judge.kind!r}")
-        if self.judge.kind in ("openai", "hybrid") and not (self.judge.base_url and self.judge.model):
+        if self.judge.kind in LLM_JUDGE_KINDS and not (self.judge.base_url and self.judge.model):
             problems.append(f"pasr.judge.kind={self.judge.kind} needs pasr.judge.base_url and pasr.judge.model")
-        if self.judge.concurrency < 1 or self.judge.retries < 0 or self.judge.timeout_s <= 0:
-            problems.append("pasr.judge.concurrency must be >= 1, retries >= 0 and timeout_s > 0")
-        if problems:
+        if self.judge.concurrency < 1:
+            problems.append(f"pasr.judge.concurrency must be >= 1, got {self.judge.concurrency}")
+        if self.judge.retries < 0:
+            problems.append(f"pasr.judge.retries must be >= 0, got {self.judge.retries}")
+        if not self.judge.timeout_s > 0:
+            problems.append(f"pasr.judge.timeout_s must be > 0, got {self.judge.timeout_s}")
+        problems += prompt_problems(self.prompts, "pasr.prompts")
+        default_judge_prompt = PromptsConfig.judge
+        if self.judge.kind in JUDGE_KINDS and self.judge.kind not in LLM_JUDGE_KINDS and self.prompts.judge != default_judge_prompt:
+            problems.append(
+                f"pasr.prompts.judge={self.prompts.judge} has no effect with pasr.judge.kind={self.judge.kind}: only an "
+                f"LLM judge ({', '.join(LLM_JUDGE_KINDS)}) sends a judge prompt; drop it, or set pasr.judge.kind=openai "
+                "with pasr.judge.base_url and pasr.judge.model"
+            )
+        return problems
+
+    def validate(self) -> "PasrConfig":
+        if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
 
@@ -116,18 +137,34 @@ def _non_finite_settings(node: Any, prefix: str = "") -> list[str]:
     return [bad for key, value in items for bad in _non_finite_settings(value, f"{prefix}.{key}" if prefix else str(key))]
 
 
-def refuse_non_finite(config: Any, prefix: str = "") -> None:
-    """Raise a :class:`ConfigError` naming every non-finite float of ``config`` at once.
+def non_finite_problems(config: Any, prefix: str = "") -> list[str]:
+    """The refusal of every non-finite float of ``config`` (a config dataclass) in one
+    problem, or none.
 
     OmegaConf and Hydra read ``nan`` and ``inf`` as floats, and the range checks of the
-    ``validate`` methods are comparisons: ``if x < 0`` lets NaN through (every comparison with NaN
+    ``problems`` methods are comparisons: ``if x < 0`` lets NaN through (every comparison with NaN
     is false), ``if not x > 0`` lets infinity through. ``algo.lr=inf`` wrote a NaN checkpoint,
-    ``pasr.weights.format=nan`` skipped every row and exited 0. Run first, so those checks can
-    take every number to be a real one, and over the whole config, so a float key added later is
-    covered without a check of its own."""
+    ``pasr.weights.format=nan`` skipped every row and exited 0. Over the whole config, so a float
+    key added later is covered without a check of its own."""
     bad = _non_finite_settings(config, prefix)
-    if bad:
-        raise ConfigError(f"not a finite number (NaN or infinity): {', '.join(bad)}")
+    return [f"not a finite number (NaN or infinity): {', '.join(bad)}"] if bad else []
+
+
+def refuse_non_finite(config: Any, prefix: str = "") -> None:
+    """Raise a :class:`ConfigError` naming every non-finite float of ``config`` at once
+    (:func:`non_finite_problems`)."""
+    if problems := non_finite_problems(config, prefix):
+        raise ConfigError(problems[0])
+
+
+def prompt_problems(prompts: Any, prefix: str) -> list[str]:
+    """Why each template of a prompts section (a dataclass of role -> name or path) cannot be
+    used: an unknown name, a missing file, a file that is not UTF-8 text. Checked with the config,
+    so a misspelt name fails before the run starts, not after its warm-up."""
+    from prompts.loader import prompt_problem
+
+    return [f"{prefix}.{f.name}={getattr(prompts, f.name)}: {why}" for f in dataclasses.fields(prompts)
+            if (why := prompt_problem(str(getattr(prompts, f.name))))]  # fmt: skip
 
 
 def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
@@ -156,28 +193,125 @@ def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
     return out
 
 
-def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
-    """Merge ``section`` into the structured ``schema``; retired keys and values
-    (:mod:`recipe.retired_keys`) and unknown keys, all of them at once, and wrong types raise
-    :class:`ConfigError` naming the full key (``pasr.judge.timout_s``)."""
-    problems = retired_settings(section, prefix)
-    unknown = unknown_keys(schema, section, prefix)
+MISSING_VALUE = "???"  # OmegaConf's mark of a value still to be given
+
+
+def _dotted(prefix: str, path: tuple) -> str:
+    return ".".join([prefix, *map(str, path)] if prefix else map(str, path))
+
+
+def _leaves(node: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """``(key path, value)`` of every leaf of nested mappings (an empty mapping is a leaf)."""
+    if isinstance(node, Mapping) and node:
+        return [leaf for key, value in node.items() for leaf in _leaves(value, (*path, key))]
+    return [(path, node)]
+
+
+def _nested(path: tuple, value: Any) -> Any:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(getattr(exc, "msg", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _unresolved(raw: Any, exc: BaseException) -> str:
+    """Why the interpolation ``raw`` does not resolve, in words (OmegaConf's, or for an unset
+    environment variable what to do about it)."""
+    unset = re.search(r"Environment variable '([^']+)' not found", _first_line(exc))
+    if unset:
+        return f"the environment variable {unset[1]} is not set (set it, or give a default: ${{oc.env:{unset[1]},DEFAULT}})"
+    return _first_line(exc)
+
+
+def missing_value_problems(section: Any, prefix: str = "") -> list[str]:
+    """The refusal of every ``???`` (a value still to be given) in ``section``. Looked for in
+    each layer before layers are merged: a merge keeps the value below a ``???`` silently."""
+    plain = OmegaConf.to_container(section, resolve=False) if OmegaConf.is_config(section) else (section or {})
+    return [f"{_dotted(prefix, path)}={MISSING_VALUE}: give it a value" for path, value in _leaves(plain)
+            if isinstance(value, str) and value == MISSING_VALUE]  # fmt: skip
+
+
+def _resolved(node: DictConfig | ListConfig, prefix: str) -> tuple[Any, list[str]]:
+    """``node`` as plain data with every ``${...}`` resolved (and type-checked by the schema),
+    and the problem of each value that is not there: ``???`` or an interpolation that does not
+    resolve (an unset ``${oc.env:VAR}``, a missing key, a value of the wrong type). A bad value
+    is left out (the schema's default stands for it; a list with a bad element is left out whole)."""
+    problems: list[str] = []
+    keys = list(node.keys()) if isinstance(node, DictConfig) else list(range(len(node)))
+    out: dict | list = {} if isinstance(node, DictConfig) else []
+    for key in keys:
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if OmegaConf.is_missing(node, key):
+            problems.append(f"{name}={MISSING_VALUE}: give it a value")
+            continue
+        try:
+            value = node[key]
+        except OmegaConfBaseException as exc:
+            raw = OmegaConf.to_container(node, resolve=False)[key]  # type: ignore[index]
+            problems.append(f"{name}={raw} cannot be resolved: {_unresolved(raw, exc)}")
+            continue
+        if isinstance(value, (DictConfig, ListConfig)):
+            value, inner = _resolved(value, name)
+            problems += inner
+            if inner and isinstance(value, list):
+                continue
+        if isinstance(out, dict):
+            out[key] = value
+        else:
+            out.append(value)
+    return out, problems
+
+
+def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig, list[str]]:
+    """Merge ``section`` (a mapping or DictConfig, None for defaults) into the structured
+    ``schema`` and return it with every problem found, all at once: retired keys and values
+    (:mod:`recipe.retired_keys`), unknown keys, values of the wrong type, ``???`` left without a
+    value and ``${...}`` interpolations that do not resolve, each naming its full key
+    (``pasr.judge.timout_s``). OmegaConf's own merge stops at the first. The config returned
+    holds the good values with their interpolations resolved and the schema's default for each
+    bad one, so the value checks that follow can run on it and name theirs in the same line."""
+    plain = OmegaConf.to_container(section, resolve=False) if OmegaConf.is_config(section) else (section or {})
+    problems = retired_settings(plain, prefix)
+    unknown = unknown_keys(schema, plain, prefix)
     if unknown:
         problems.append(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
-    if problems:
-        raise ConfigError("; ".join(problems))
+    problems += missing_value_problems(plain, prefix)  # and left out: a merge would keep the default
+    leaves = [(path, value) for path, value in _leaves(plain)  # each refused above is left out: its default stands
+              if not (isinstance(value, str) and value == MISSING_VALUE) and not retired_settings(_nested(path, value), prefix)]
     base = OmegaConf.structured(schema)
     try:
-        return OmegaConf.merge(base, section if section is not None else {})
-    except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", None) or ""
-        msg = (getattr(exc, "msg", None) or str(exc)).splitlines()[0]
-        name = (f"{prefix}.{key}" if prefix else key) if key else prefix
-        raise ConfigError(f"invalid config key {name}: {msg}") from None
+        merged = OmegaConf.merge(base, *(_nested(path, value) for path, value in leaves))
+    except OmegaConfBaseException:  # one leaf at a time, to name every bad one
+        merged = base
+        for path, value in leaves:
+            try:
+                merged = OmegaConf.merge(merged, _nested(path, value))
+            except ConfigKeyError:  # an unknown or retired key: named above
+                continue
+            except OmegaConfBaseException as exc:
+                problems.append(f"invalid config key {_dotted(prefix, path)}: {_first_line(exc)}")
+    resolved, unresolved = _resolved(merged, prefix)
+    problems += unresolved
+    return OmegaConf.merge(OmegaConf.structured(schema), resolved), list(dict.fromkeys(problems))
+
+
+def merge_structured(schema: Any, section: Any, prefix: str) -> DictConfig:
+    """:func:`merge_reporting`, raising a :class:`ConfigError` with every problem in one line."""
+    merged, problems = merge_reporting(schema, section, prefix)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return merged
 
 
 def load_pasr_config(section: Any) -> PasrConfig:
-    """A validated :class:`PasrConfig` from a ``pasr:`` DictConfig/dict (or None for defaults)."""
-    merged = merge_structured(PasrConfig, section, "pasr")
+    """A validated :class:`PasrConfig` from a ``pasr:`` DictConfig/dict (or None for defaults);
+    every problem, of keys and of values, in one :class:`ConfigError`."""
+    merged, problems = merge_reporting(PasrConfig, section, "pasr")
     cfg: PasrConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    return cfg.validate()
+    problems += cfg.problems()
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return cfg

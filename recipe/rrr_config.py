@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from recipe.pasr_config import ConfigError, merge_structured
+from recipe.pasr_config import ConfigError, merge_reporting, prompt_problems
 
 METHODS = ("pasr", "rrr")
 JUDGES = ("rule", "countdown")  # binary and exact: a reflection's reward is whether its retry succeeded
@@ -39,7 +39,8 @@ class RrrConfig:
     max_retry_tokens: int | None = None  # None: the rollout's max_new_tokens
     prompts: RrrPromptsConfig = field(default_factory=RrrPromptsConfig)
 
-    def validate(self) -> "RrrConfig":
+    def problems(self) -> list[str]:
+        """Every problem of the section at once, each naming its ``rrr.*`` key."""
         problems = []
         if self.n_reflections < 1:
             problems.append(f"rrr.n_reflections must be >= 1, got {self.n_reflections}")
@@ -47,7 +48,10 @@ class RrrConfig:
             problems.append(f"rrr.max_reflection_tokens must be >= 1, got {self.max_reflection_tokens}")
         if self.max_retry_tokens is not None and self.max_retry_tokens < 1:
             problems.append(f"rrr.max_retry_tokens must be >= 1 or null, got {self.max_retry_tokens}")
-        if problems:
+        return problems + prompt_problems(self.prompts, "rrr.prompts")
+
+    def validate(self) -> "RrrConfig":
+        if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
 
@@ -59,9 +63,14 @@ class RrrConfig:
         return RrrPrompts.load(attempt=p.attempt, reflect=p.reflect, retry=p.retry, feedback=p.feedback)
 
 
+def method_problem(method: str) -> str | None:
+    """Why ``method`` is not a training method, or None."""
+    return None if method in METHODS else f"method must be one of {' | '.join(METHODS)}, got {method!r}"
+
+
 def check_method(method: str) -> str:
-    if method not in METHODS:
-        raise ConfigError(f"method must be one of {' | '.join(METHODS)}, got {method!r}")
+    if problem := method_problem(method):
+        raise ConfigError(problem)
     return method
 
 
@@ -77,5 +86,9 @@ def judge_problem(kind: str) -> str | None:
 
 def load_rrr_config(section: Any) -> RrrConfig:
     """A validated :class:`RrrConfig` from an ``rrr:`` DictConfig/dict (or None for defaults)."""
-    cfg: RrrConfig = OmegaConf.to_object(merge_structured(RrrConfig, section, "rrr"))  # type: ignore[assignment]
-    return cfg.validate()
+    merged, problems = merge_reporting(RrrConfig, section, "rrr")
+    cfg: RrrConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    problems += cfg.problems()
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return cfg

@@ -11,3 +11,4 @@ from __future__ import annotations
 # rule: Math-Verify and exact match; openai: an LLM judge behind an OpenAI-compatible endpoint;
 # hybrid: rule for math golds, the LLM for the rest; countdown: checks a Countdown equation
 JUDGE_KINDS = ("rule", "openai", "hybrid", "countdown")
+LLM_JUDGE_KINDS = ("openai", "hybrid")  # the kinds that send a judge prompt to an endpoint

@@ -8,6 +8,7 @@ Every cold-start remedy is a visible key here (``warmup.*``, ``rollout.prefill_t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -17,9 +18,11 @@ from omegaconf import OmegaConf
 from data.generated_sets import DEFAULT_DATA_SEED
 from data.warmup_traces import REFINE_STYLES
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
-from recipe.pasr_config import ConfigError, PasrConfig, PromptsConfig, merge_structured, refuse_non_finite
+from recipe.pasr_config import (
+    ConfigError, PasrConfig, PromptsConfig, merge_reporting, missing_value_problems, non_finite_problems,
+)
 from recipe.retired_keys import drop_settings_kept_as_defaults
-from recipe.rrr_config import RrrConfig, check_method, judge_problem
+from recipe.rrr_config import RrrConfig, judge_problem, method_problem
 from runtime.gqa_attention import ATTENTIONS
 from runtime.model_loading import DEVICES, resolve_device
 
@@ -208,12 +211,14 @@ class LocalTrainConfig:
     )
     rrr: RrrConfig = field(default_factory=RrrConfig)
 
-    def validate(self) -> "LocalTrainConfig":
-        refuse_non_finite(self)  # every section at once, pasr.* included, before any range check
-        check_method(self.method)
-        self.pasr.validate()
-        self.rrr.validate()
-        problems = []
+    def problems(self) -> list[str]:
+        """Every problem of the config at once, across every section, each naming its key:
+        a user fixes them in one go, not one per attempt. Empty when the config runs."""
+        problems = non_finite_problems(self)  # every section, pasr.* included
+        if problem := method_problem(self.method):
+            problems.append(problem)
+        problems += self.pasr.value_problems()
+        problems += self.rrr.problems()
         if self.model.dtype not in ("float32", "bfloat16"):
             problems.append(f"model.dtype must be float32 or bfloat16, got {self.model.dtype!r}")
         if self.model.rollout_dtype not in ("auto", "float32", "bfloat16"):
@@ -239,8 +244,12 @@ class LocalTrainConfig:
         for name in ("queries_per_step", "max_new_tokens", "gen_batch_size", "eval_batch_size"):
             if getattr(self.rollout, name) < 1:
                 problems.append(f"rollout.{name} must be >= 1")
-        if self.trainer.steps < 0 or self.warmup.steps < 0 or self.trainer.save_every < 1 or self.trainer.keep_last < 1:
-            problems.append("trainer.steps and warmup.steps must be >= 0, save_every and keep_last >= 1")
+        for section, name in (("trainer", "steps"), ("warmup", "steps")):
+            if getattr(getattr(self, section), name) < 0:
+                problems.append(f"{section}.{name} must be >= 0, got {getattr(getattr(self, section), name)}")
+        for name in ("save_every", "keep_last"):
+            if getattr(self.trainer, name) < 1:
+                problems.append(f"trainer.{name} must be >= 1, got {getattr(self.trainer, name)}")
         if problem := max_judge_error_rate_problem("trainer.max_judge_error_rate", self.trainer.max_judge_error_rate):
             problems.append(problem)
         # Everything below used to fail only when first used, some of it after the warm-up had
@@ -255,8 +264,9 @@ class LocalTrainConfig:
             problems.append(f"rollout.temperature must be > 0 (GRPO needs sampled rollouts), got {r.temperature}")
         if not 0 < r.top_p <= 1:
             problems.append(f"rollout.top_p must be in (0, 1], got {r.top_p}")
-        if not a.lr > 0 or not w.lr > 0:
-            problems.append(f"algo.lr and warmup.lr must be > 0, got {a.lr} and {w.lr}")
+        for key, value in (("algo.lr", a.lr), ("warmup.lr", w.lr), ("algo.clip_ratio", a.clip_ratio), ("algo.max_grad_norm", a.max_grad_norm)):
+            if not value > 0:
+                problems.append(f"{key} must be > 0, got {value}")
         for section, name in (("algo", "micro_batch_size"), ("algo", "ppo_epochs"), ("warmup", "batch_size"), ("warmup", "n_traces")):
             if getattr(getattr(self, section), name) < 1:
                 problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
@@ -264,14 +274,18 @@ class LocalTrainConfig:
             problems.append(f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {w.lr_schedule!r}")
         if a.lr_warmup_steps < 0:
             problems.append(f"algo.lr_warmup_steps must be >= 0, got {a.lr_warmup_steps}")
-        if a.kl_coef < 0 or not a.clip_ratio > 0 or not a.max_grad_norm > 0:
-            problems.append("algo.kl_coef must be >= 0, algo.clip_ratio and algo.max_grad_norm > 0")
+        if a.kl_coef < 0:
+            problems.append(f"algo.kl_coef must be >= 0, got {a.kl_coef}")
         if a.kl_type.removesuffix("+") not in kl_types:
             problems.append(f"algo.kl_type must be one of {', '.join(kl_types)} (optionally with +), got {a.kl_type!r}")
         if a.loss_agg_mode not in agg_modes:
             problems.append(f"algo.loss_agg_mode must be one of {', '.join(agg_modes)}, got {a.loss_agg_mode!r}")
-        if self.model.threads < 0:
-            problems.append(f"model.threads must be >= 0, got {self.model.threads}")
+        if problem := threads_problem(self.model.threads):
+            problems.append(problem)
+        for key, seed in (("trainer.seed", self.trainer.seed), ("warmup.seed", w.seed), ("data.seed", d.seed)):
+            if not 0 <= seed <= MAX_SEED:  # numpy's seeds, the RL and warm-up batch orders among them
+                problems.append(f"{key} must be in [0, {MAX_SEED}], got {seed}")
+        problems += logger_problems(self.trainer.loggers)
         if d.train_size < 1:
             problems.append(f"data.train_size must be >= 1, got {d.train_size}")
         if d.eval_size < (1 if self.trainer.evaluates else 0):
@@ -295,9 +309,47 @@ class LocalTrainConfig:
                     get_dataset(d.source)
                 except DatasetError as exc:
                     problems.append(f"data.source: {exc}")
-        if problems:
+        return problems
+
+    def validate(self) -> "LocalTrainConfig":
+        if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
+
+
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed) takes [0, 2**32 - 1]
+
+# verl's Tracking backends (verl.utils.tracking.Tracking.supported_backend; a test checks the two
+# agree) and the package each imports when the run starts (None: none). Importing verl itself
+# takes seconds, too slow for a config check.
+TRACKING_BACKENDS = {
+    "console": None, "file": None, "tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
+    "swanlab": "swanlab", "vemlp_wandb": "volcengine_ml_platform", "clearml": "clearml", "trackio": "trackio",
+    "rl_insight": "rl_insight",
+}  # fmt: skip
+
+
+def logger_problems(loggers: list[str]) -> list[str]:
+    """Why ``trainer.loggers`` would fail when the run creates its loggers (verl's ``Tracking``
+    asserts on an unknown name; a backend whose package is missing raises ImportError)."""
+    import importlib.util
+
+    problems = []
+    for name in (b for b in loggers if b):
+        if name not in TRACKING_BACKENDS:
+            problems.append(f"trainer.loggers: unknown logger {name!r} (use {', '.join(TRACKING_BACKENDS)})")
+        elif (package := TRACKING_BACKENDS[name]) and importlib.util.find_spec(package) is None:
+            problems.append(f"trainer.loggers: {name} needs the Python package {package}, which is not installed")
+    return problems
+
+
+def threads_problem(threads: int) -> str | None:
+    """Why ``model.threads`` cannot be used on this machine, or None: torch starts that many
+    threads (100000 ran out of memory), and more than the cores only makes them wait on each other."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads < 0 or threads > cores:
+        return f"model.threads must be 0 (measured at start) or 1 to the {cores} CPU cores here, got {threads}"
+    return None
 
 
 def preset_path(name: str) -> Path:
@@ -309,12 +361,16 @@ def preset_path(name: str) -> Path:
 
 
 def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = (),
-                saved_run: bool = False) -> LocalTrainConfig:
+                saved_run: bool = False, validate: bool = True) -> LocalTrainConfig:
     """Defaults <- preset YAML <- --config YAML <- key=value overrides, validated. Whatever is
     wrong with a file or a value (unreadable, not UTF-8, not YAML, a verl config, a bad
-    override or interpolation) is a :class:`ConfigError` that names it, in one line.
+    override, an interpolation that does not resolve, a value the run cannot use) is a
+    :class:`ConfigError` that names every bad key at once, in one line.
     ``saved_run``: ``config_file`` is a run's own ``config.yaml`` (``--resume``), where retired
-    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`)."""
+    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`).
+    ``validate=False`` skips the value checks (:meth:`LocalTrainConfig.problems`), not the key
+    and type checks: a saved run read only to compare it with what resumes it, whose
+    machine-bound values (``model.threads``) the resume's overrides may change."""
     import yaml
     from omegaconf import DictConfig
     from omegaconf.errors import OmegaConfBaseException
@@ -343,6 +399,7 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
         if saved_run and path == Path(config_file):
             drop_settings_kept_as_defaults(layer)
         layers.append(layer)
+    problems = []
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"overrides must look like key=value, got: {' '.join(bad)}")
@@ -350,14 +407,25 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
         try:
             layers.append(OmegaConf.from_dotlist([override]))
         except (yaml.YAMLError, OmegaConfBaseException) as exc:
-            raise ConfigError(f"cannot parse the override {override}: {getattr(exc, 'problem', None) or first_line(exc)}") from None
-    merged = OmegaConf.merge(*layers) if layers else OmegaConf.create({})
-    cfg = merge_structured(LocalTrainConfig, merged, "")
+            problems.append(f"cannot parse the override {override}: {getattr(exc, 'problem', None) or first_line(exc)}")
+    for layer in layers:  # before the merge, which keeps the value below a ??? silently
+        problems += missing_value_problems(layer)
+    try:
+        merged = OmegaConf.merge(*layers) if layers else OmegaConf.create({})
+    except OmegaConfBaseException as exc:
+        raise ConfigError("; ".join([*problems, f"cannot merge the config layers: {first_line(exc)}"])) from None
+    # ${...} resolved here, once: config.yaml records the values the run used
+    cfg, merge_problems = merge_reporting(LocalTrainConfig, merged, "")
+    problems += merge_problems
     try:
         obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    except OmegaConfBaseException as exc:  # an interpolation that does not resolve, say
-        raise ConfigError(f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}") from None
-    return obj.validate()
+    except OmegaConfBaseException as exc:  # not expected: merge_reporting left only good values
+        raise ConfigError("; ".join([*problems, f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}"])) from None
+    if validate:
+        problems += obj.problems()
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+    return obj
 
 
 def to_yaml(cfg: LocalTrainConfig) -> str:
