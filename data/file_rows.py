@@ -1,12 +1,14 @@
 """Rows of a local data file, each with its line (or row) number: ``.jsonl`` streamed line by
 line, ``.json`` (a top-level array, or one object a line under a ``.json`` name), ``.parquet``
-by record batch. A file that is not UTF-8 or not valid JSON raises
-:class:`data.examples.DataFormatError` with the line it fails on.
+by record batch. A file that is not UTF-8, not valid JSON, or JSON holding text no UTF-8 can
+hold (a lone surrogate escape) raises :class:`data.examples.DataFormatError` with the line it
+fails on.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,45 @@ def _bad_json(exc: json.JSONDecodeError) -> str:
     return f"bad JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
 
 
+# a \uXXXX escape of a UTF-16 surrogate: the only way valid UTF-8 JSON can hold text that no
+# UTF-8 can (a lone one); a paired one is an ordinary character once parsed
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(value: object, field: str = "") -> tuple[str, str] | None:
+    """``(field, character)`` of the first lone surrogate in a parsed row's strings (keys
+    included), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return field, value[exc.start]
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = f"{field}.{key}" if field else str(key)
+        found = _lone_surrogate(key, name) if isinstance(key, str) else None
+        if found := found or _lone_surrogate(item, name):
+            return found
+    return None
+
+
+def _check_text(row: Row, text: str, path: Path, lineno: int) -> None:
+    """Refuse a row holding text that is valid JSON but cannot be written as UTF-8 (a lone
+    ``\\ud800``): it failed only when written or printed, after the work on it (``pasr eval``
+    lost the chunk it was in on every rerun; train and ``pasr data`` crashed)."""
+    if not _SURROGATE_ESCAPE.search(text):  # the common case: no escape to look at
+        return
+    found = _lone_surrogate(row)
+    if found is not None:
+        field, char = found
+        raise DataFormatError(
+            f"field {field!r} holds a lone UTF-16 surrogate (\\u{ord(char):04x}): valid JSON, but not text "
+            "that can be written as UTF-8; fix or remove that escape",
+            path, lineno,
+        )
+
+
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
     # Bytes, decoded line by line: a file that is not UTF-8 fails on the line that is not,
     # with its number, instead of a UnicodeDecodeError from deep inside the text reader.
@@ -46,6 +87,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
                 raise DataFormatError(_bad_json(exc), path, lineno) from None
             if not isinstance(row, dict):
                 raise DataFormatError(f"expected a JSON object, got {type(row).__name__}", path, lineno)
+            _check_text(row, line, path, lineno)
             yield lineno, row
 
 
@@ -74,6 +116,7 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Row]]:
             raise DataFormatError(_bad_json(exc), path, exc.lineno) from None
         if not isinstance(row, dict):
             raise DataFormatError(f"expected a JSON object, got {type(row).__name__}", path, line_of(pos))
+        _check_text(row, text[pos:end], path, line_of(pos))
         yield line_of(pos), row
         pos = skip_ws(end)
         if pos < n and text[pos] == ",":

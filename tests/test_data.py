@@ -423,3 +423,23 @@ def test_bad_json_message_has_no_doubled_word(tmp_path, name, text, message):
     with pytest.raises(DataFormatError) as info:
         load_examples(str(path))
     assert str(info.value) == f"{tmp_path}/{message}"
+
+
+def test_text_no_utf8_can_hold_is_named_by_file_and_line(tmp_path, capsys):
+    """A lone surrogate escape ("\\ud800") is valid JSON, but no UTF-8 can hold the text: `pasr
+    data preview/prepare` crashed printing or writing it. Named by file, line and field in the
+    loader (JSONL and a JSON array alike); an escaped pair (an emoji) is an ordinary character."""
+    pair = _write_jsonl(tmp_path / "pair.jsonl", ['{"question": "smile \\ud83d\\ude00", "answer": "x #### 1"}'])
+    assert load_examples(str(pair))[0].question == "smile \U0001f600"
+    lone = _write_jsonl(tmp_path / "lone.jsonl", [{"question": "q", "answer": "#### 1"}, '{"question": "q", "answer": "#### 1", "meta": {"note": ["ok", "bad \\uDFFF"]}}'])
+    with pytest.raises(DataFormatError, match=r"lone\.jsonl:2: field 'meta\.note\.1' holds a lone UTF-16 surrogate \(\\udfff\)"):
+        load_examples(str(lone))
+    arr = tmp_path / "arr.json"
+    arr.write_text('[\n  {"question": "q", "answer": "1"},\n  {"question": "\\ud800?", "answer": "2"}\n]\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"arr\.json:3: field 'question' holds a lone UTF-16 surrogate"):
+        load_examples(str(arr))
+    for command in (["preview"], ["prepare", "--out", str(tmp_path / "o")]):
+        assert pasr_main(["data", *command, "--dataset", str(lone)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("pasr data: error: ") and "lone.jsonl:2: field 'meta.note.1'" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()
