@@ -153,6 +153,11 @@ class RunDir:
                     "use another --out or delete the directory"
                 )
             return False
+        if "runtime" not in saved["settings"]:
+            raise ResumeError(
+                f"{self.path} was written by an older pasr eval, which did not record what decided its answers "
+                "(the checkpoint's content, the dtype decided); choose another --out (or delete it to start over)"
+            )
         if fingerprint(saved["settings"]) != fingerprint(settings):
             raise ResumeError(
                 f"{self.path} holds answers made with other settings ({'; '.join(differences(saved['settings'], settings))}); "

@@ -171,3 +171,18 @@ def test_a_broken_latest_pointer_is_one_line(data_env, tmp_path, run_cli):
         rc, _, err = run_cli(["eval", "--model", str(latest), "--dataset", "gsm8k", "--limit", "1",
                               "--out", str(tmp_path / "o"), "--backend", "hf"])  # fmt: skip
         assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_run_directory_of_an_older_pasr_eval_is_refused_plainly(data_env, tmp_path):
+    """Its run.json holds the --model text and no runtime: whether its answers came from this
+    checkpoint cannot be told, so it is refused, saying why, not resumed."""
+    gold = golds(data_env, "gsm8k", 2)
+    cfg = cfg_for(tmp_path, method="plain", limit=2)
+    run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
+    run_json = Path(cfg.out) / "run.json"
+    old = json.loads(run_json.read_text())
+    old["settings"]["model"] = cfg.model
+    del old["settings"]["runtime"], old["datasets"]
+    run_json.write_text(json.dumps(old))
+    with pytest.raises(EvalError, match="written by an older pasr eval, which did not record what decided its answers"):
+        run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
