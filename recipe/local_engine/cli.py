@@ -91,8 +91,8 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     from rewards.judges.redact import has_redacted_credentials
 
     config_file = run_dir / "config.yaml"
-    try:
-        saved = load_config(config_file=str(config_file), saved_run=True)
+    try:  # not validated: the overrides below may fix a value this machine cannot use (model.threads)
+        saved = load_config(config_file=str(config_file), saved_run=True, validate=False)
     except ConfigError as exc:
         raise CliError(f"cannot resume {run_dir}: {exc}") from None
     try:
@@ -151,6 +151,7 @@ def run(args) -> int:
         else:
             cfg = load_config(preset=args.preset or "default", config_file=args.config, overrides=args.overrides)
             run_dir = Path(args.run_dir or cfg.trainer.run_dir)
+            check_start(cfg)  # before the run folder exists: a refused start leaves nothing behind
         prepare_run_dir(run_dir, resume=bool(args.resume))
     except (ConfigError, OSError) as exc:  # FileExistsError, NotADirectoryError: messages of their own
         raise CliError(str(exc)) from None
@@ -158,9 +159,31 @@ def run(args) -> int:
     try:
         if args.resume:
             cfg = _resume_config(run_dir, args.overrides, args.force)
+            check_start(cfg)
         return _train(cfg, run_dir, resume=bool(args.resume))
     finally:
         lock.release()
+
+
+def check_start(cfg) -> None:
+    """What a run needs from this machine beyond its config, all of it checked at once before
+    any training (:class:`CliError` in one line): the model (resolved, the embedded one converted
+    into the cache folder, which must be writable) and an LLM judge that scores a test item
+    (:func:`rewards.judges.ping_judge`: one request; the verl engine's preflight asks the same).
+    Without it a judge that is not there was found at the first RL step, after the warm-up."""
+    from data.cli_errors import CliError
+    from rewards.judges import ping_judge
+    from runtime.model_loading import ModelLoadError, resolve_model_path
+
+    problems = []
+    try:
+        resolve_model_path(cfg.model.path)
+    except ModelLoadError as exc:
+        problems.append(f"model.path={cfg.model.path}: {exc}")
+    if why := ping_judge(cfg.pasr.judge, cfg.pasr.prompts.judge):
+        problems.append(f"pasr.judge.kind={cfg.pasr.judge.kind}: {why}")
+    if problems:
+        raise CliError("; ".join(problems))
 
 
 def _hold_run_dir(run_dir: Path, resume: bool):

@@ -264,38 +264,17 @@ def ray_address(config=None, environ: Mapping[str, str] | None = None) -> str | 
     return environ.get("RAY_ADDRESS") or None
 
 
-def check_judge_endpoint(cfg: PasrConfig, timeout_s: float = 10.0) -> str | None:
-    """Why the LLM judge endpoint cannot be used, or None (rule judges need none).
+def check_judge_endpoint(cfg: PasrConfig) -> str | None:
+    """Why the LLM judge cannot score, or None (judges without an endpoint need none): one
+    request with the run's own endpoint, model and judge prompt (:func:`rewards.judges.ping_judge`,
+    what the local engine asks at its start too).
 
     Called twice: by the driver before Ray starts (fast answer), and by the task runner, which
     holds the judge client and may run on another node of a cluster (``127.0.0.1`` there is a
-    different machine); the second answer is the one that counts. The answer names the URL
-    without its credentials (it is printed, and lands in the job's logs)."""
-    if cfg.judge.kind == "rule":
-        return None
-    import httpx
+    different machine); the second answer is the one that counts."""
+    from rewards.judges import ping_judge
 
-    from rewards.judges.redact import redact_url
-
-    url = str(cfg.judge.base_url).rstrip("/") + "/models"
-    headers = {}
-    key = os.environ.get(cfg.judge.api_key_env)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    try:
-        resp = httpx.get(url, timeout=timeout_s, headers=headers)
-    except httpx.HTTPError as exc:
-        return (f"the judge endpoint pasr.judge.base_url={redact_url(str(cfg.judge.base_url))} does not answer "
-                f"({type(exc).__name__}: {redact_url(str(exc))})")
-    if resp.status_code >= 400:
-        return f"the judge endpoint {redact_url(url)} answered HTTP {resp.status_code}"
-    try:
-        served = [m.get("id") for m in resp.json().get("data", [])]
-    except ValueError:
-        return None
-    if served and cfg.judge.model not in served:
-        return f"the judge endpoint serves {', '.join(map(str, served))}, not pasr.judge.model={cfg.judge.model}"
-    return None
+    return ping_judge(cfg.judge, cfg.prompts.judge)
 
 
 # --------------------------------------------------------------------------- attention

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from rewards.judge_kinds import JUDGE_KINDS
+from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.countdown_judge import CountdownJudge
 from rewards.judges.hybrid import HybridJudge, gold_is_math
@@ -35,6 +36,28 @@ def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
     return HybridJudge(rule=RuleJudge(timeout_s=cfg.rule_timeout_s), llm=llm)
 
 
+def ping_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> str | None:
+    """Why the LLM judge ``cfg`` names cannot score, from one request with the run's own
+    endpoint, model, prompt and settings (down, a wrong model name, a template without its
+    placeholders, a reply with no score), or None; None without a request for a judge that
+    needs no endpoint (rule, countdown). Both engines call it at start, so a judge that is not
+    there stops the run in one line before any training, not at the first RL step."""
+    if cfg.kind not in LLM_JUDGE_KINDS:
+        return None
+    try:
+        judge = build_judge(cfg, judge_prompt)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        return f"the LLM judge cannot be made: {exc.args[0] if exc.args else exc}"
+    llm = judge.llm if isinstance(judge, HybridJudge) else judge
+    why = asyncio.run(llm.ping())  # from synchronous code: each engine's start
+    if why is None:
+        return None
+    return (
+        f"the LLM judge at {llm.base_url} (pasr.judge.model={llm.model}) did not score a test item: {why}; "
+        "start it (e.g. vllm serve MODEL) or fix pasr.judge.base_url / pasr.judge.model"
+    )
+
+
 __all__ = [
     "JUDGE_KINDS",
     "ConcurrentJudge",
@@ -50,5 +73,6 @@ __all__ = [
     "gold_is_math",
     "parse_score",
     "parses_as_math",
+    "ping_judge",
     "score_sync",
 ]

@@ -439,11 +439,24 @@ class OpenAIJudge:
         delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
         return delay * (1.0 + 0.25 * random.random())
 
-    async def _request_with_retries(self, state: _LoopState, prompt: str) -> JudgeResult:
+    def _body(self, prompt: str) -> dict:
         body: dict = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0.0}
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         body.update(self.extra_body)
+        return body
+
+    async def ping(self, question: str = "What is 2 + 3?", gold: str = "5", answer: str = "5") -> str | None:
+        """Why this judge cannot score, from one request for one item (no retry, no cache), or
+        None: the endpoint, the model name, the template and the reply's score all as a run
+        uses them. What :func:`rewards.judges.ping_judge` asks at the start of a run."""
+        async with self._loop_state() as state:
+            assert state.session is not None
+            _, error, _ = await self._attempt(state.session, self._body(fill_template(self.template, question, gold, answer)))
+        return None if error is None else redact_secrets(error, self._secrets())
+
+    async def _request_with_retries(self, state: _LoopState, prompt: str) -> JudgeResult:
+        body = self._body(prompt)
         last_error = "no attempt made"
         attempts = 0
         for attempt in range(self.retries + 1):
