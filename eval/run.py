@@ -187,14 +187,16 @@ def run_eval(
         run_dir.unlock()
 
 
-def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None, log) -> tuple[EvalConfig, Any, dict]:
+def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None) -> tuple[EvalConfig, Any, dict, str]:
     """(the config with runtime settings left to ``auto`` taken from the run being resumed, the
-    backend, built but not loaded, and what it decided for the runtime settings)."""
+    backend, built but not loaded, what it decided for the runtime settings, and a line saying
+    which were taken, or "")."""
     asked = cfg.requested_runtime()
     adopted = adopt_runtime(asked, saved)
+    taken = ""
     if adopted != asked:
-        log("pasr eval: resuming with the run's own " + ", ".join(
-            f"{k} {v}" for k, v in adopted.items() if v != asked[k]) + " (decided when it started)")
+        taken = ("pasr eval: resuming with the run's own "
+                 + ", ".join(f"{k} {v}" for k, v in adopted.items() if v != asked[k]) + " (decided when it started)")
         cfg = dataclasses.replace(cfg, **{
             k: (None if v == AUTO else v) for k, v in adopted.items() if k in ("dtype", "threads", "device") and v != asked[k]
         })  # fmt: skip
@@ -211,7 +213,7 @@ def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | Non
         runtime = backend.decide() if hasattr(backend, "decide") else cfg.requested_runtime()
     except BackendError as exc:
         raise EvalError(str(exc)) from None
-    return cfg, backend, runtime
+    return cfg, backend, runtime, taken
 
 
 def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, data: dict, sources: dict,
@@ -221,13 +223,15 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
         saved = run_dir.saved_settings()
     except ResumeError as exc:
         raise EvalError(str(exc)) from None
-    cfg, backend, runtime = _decided(cfg, backend, prompts, saved, log)
+    cfg, backend, runtime, taken = _decided(cfg, backend, prompts, saved)
     settings = cfg.settings(prompts, identity.fingerprint(), runtime)
     try:
         resuming = run_dir.check(settings, sources)
         done, corrupt = run_dir.load(retry_errors=cfg.retry_errors) if resuming else ({}, [])
     except ResumeError as exc:
         raise EvalError(str(exc)) from None
+    if taken:
+        log(taken)
     for err in corrupt[:5]:
         log(f"pasr eval: warning: skipping {err}")
 
