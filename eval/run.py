@@ -187,10 +187,12 @@ def run_eval(
         run_dir.unlock()
 
 
-def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None) -> tuple[EvalConfig, Any, dict, str]:
+def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None,
+             identity: ModelIdentity) -> tuple[EvalConfig, Any, dict, str]:  # fmt: skip
     """(the config with runtime settings left to ``auto`` taken from the run being resumed, the
     backend, built but not loaded, what it decided for the runtime settings, and a line saying
-    which were taken, or "")."""
+    which were taken, or ""). The backend loads the checkpoint ``identity`` names, not the spec
+    again: ``latest`` may name a newer step by the time the model loads."""
     asked = cfg.requested_runtime()
     adopted = adopt_runtime(asked, saved)
     taken = ""
@@ -203,7 +205,7 @@ def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | Non
     try:
         if backend is None:
             backend = build_backend(
-                cfg.backend, cfg.model, prefill=cfg.prefill,
+                cfg.backend, identity.path or cfg.model, prefill=cfg.prefill,
                 systems=frozenset({prompts.prompts.refine, prompts.prompts.plain}),
                 batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
                 tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
@@ -223,7 +225,7 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
         saved = run_dir.saved_settings()
     except ResumeError as exc:
         raise EvalError(str(exc)) from None
-    cfg, backend, runtime, taken = _decided(cfg, backend, prompts, saved)
+    cfg, backend, runtime, taken = _decided(cfg, backend, prompts, saved, identity)
     settings = cfg.settings(prompts, identity.fingerprint(), runtime)
     try:
         resuming = run_dir.check(settings, sources)

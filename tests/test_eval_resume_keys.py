@@ -186,3 +186,21 @@ def test_a_run_directory_of_an_older_pasr_eval_is_refused_plainly(data_env, tmp_
     run_json.write_text(json.dumps(old))
     with pytest.raises(EvalError, match="written by an older pasr eval, which did not record what decided its answers"):
         run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
+
+
+def test_the_backend_loads_the_checkpoint_that_was_fingerprinted(data_env, tiny_model_dir, tmp_path, monkeypatch):
+    """``latest`` is resolved once: the backend gets the step folder the fingerprint names, so a
+    save between the check and the load cannot answer with other weights than those recorded."""
+    import eval.run
+
+    gold = golds(data_env, "gsm8k", 1)
+    run = local_run(tmp_path, tiny_model_dir)
+    built = []
+
+    def fake_build(name, model, **kw):
+        built.append(model)
+        return Scripted(lambda s, u: plain_text(gold[u]))
+
+    monkeypatch.setattr(eval.run, "build_backend", fake_build)
+    run_eval(cfg_for(tmp_path, method="plain", limit=1, model=str(run / "checkpoints" / "latest")))
+    assert built == [str(run / "checkpoints" / "step_000002")]
