@@ -173,7 +173,8 @@ def test_overview_figures_on_normal_data(normal, tmp_path):
         assert_fits(fig)
     ax = one(plots.overview_rates, normal)[1].axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "refine rate", "empty-refine rate", "refine-fix rate", "refine-break rate", "format pass rate"]
+        "refine rate", "empty-refine rate", "refine-fix rate", "format pass rate"]  # refine-break: 0 wherever measured
+    assert [t.get_text().replace("\n", " ") for t in ax.texts] == ["no bar, 0 wherever measured: refine-break rate"]
     heights = [p.get_height() for p in ax.containers[0].patches]  # refine rate per group
     assert heights[0] == pytest.approx(80.0)
     ax = one(plots.refine_positions, normal)[1].axes[0]
@@ -185,7 +186,7 @@ def test_overview_figures_on_normal_data(normal, tmp_path):
 
 def trend(steps: list[int], value=None) -> dict:
     cols = ("refine_rate", "format_pass_rate", "empty_refine_rate", "acc_refine", "acc_plain",
-            "response_tokens_refine", "response_tokens_plain")
+            "response_tokens_refine", "response_tokens_plain", "refine_reward", "total_reward")
     return {"steps": steps} | {c: [value] * len(steps) for c in cols}
 
 
@@ -193,9 +194,10 @@ def trend(steps: list[int], value=None) -> dict:
 def test_training_trends_without_values(steps, tmp_path):
     stats = dict(EMPTY, trends={"runZ": trend(steps)})
     name, fig = one(plots.training_trends, stats)
-    assert name == "trend_runZ.png" and len(fig.axes) == 4
+    assert name == "trend_runZ.png" and len(fig.axes) == 6
     for ax, why, rate in zip(fig.axes, ("no refine rollouts", "no refine rollouts", "no judged rollout",
-                                        "no response lengths"), (True, True, True, False)):
+                                        "no response lengths", "refine rollout with", "refine rollout with"),
+                             (True, True, True, False, False, False)):
         assert_no_data(ax, why, rate=rate)
         assert not ax.xaxis.get_gridlines() or not any(g.get_visible() for g in ax.xaxis.get_gridlines())
     assert_fits(fig)
@@ -212,11 +214,13 @@ def test_training_trends_all_zero_one_step():
     for ax in fig.axes:
         assert ax.get_xlim() == (2, 4) and all(float(t).is_integer() for t in ax.get_xticks())
     assert fig.axes[3].get_ylim() == (0, 1)  # tokens: 0, not a negative axis
+    assert fig.axes[4].get_ylim() == pytest.approx((-1.1, 1.1))  # the refine reward: its whole range
+    assert fig.axes[5].get_ylim() == (0, 1)  # the total reward, 0: as the tokens
 
 
 def test_training_trends_on_normal_data(normal):
     _, fig = one(plots.training_trends, normal)
-    usage, fmt, acc, length = fig.axes
+    usage, fmt, acc, length, refine_reward, total = fig.axes
     for ax in (usage, fmt, acc):
         assert no_data_text(ax) is None and drawn(ax)
         assert_rate_axis(ax)
@@ -224,6 +228,9 @@ def test_training_trends_on_normal_data(normal):
         "refine rollouts", "plain rollouts (mean)", "in-training eval: heldout"]
     assert fmt.get_legend() is None and list(fmt.lines[0].get_ydata()) == [100.0, 50.0]
     assert list(length.lines[0].get_ydata()) == [22.0, 26.0] and length.get_ylim()[0] > 0  # tokens: autoscaled
+    # judged refine rollouts' refine rewards: step 0 +1, -0.5, 0; step 1 +1 (the judge error left out)
+    assert list(refine_reward.lines[0].get_ydata()) == pytest.approx([1 / 6, 1.0])
+    assert_no_data(total, "with a reward", rate=False)  # these records carry no total_reward
     assert_fits(fig)
 
 

@@ -41,6 +41,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                         help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the example sampling (default 0)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--montage", action="store_true",
+                        help="also tile every plot into one small DIR/montage.png (to glance at, or for docs)")
     parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                         help=f"progress bar by bytes read (auto: inputs over {PROGRESS_AUTO_BYTES >> 20} MiB)")
 
@@ -119,6 +121,8 @@ def run(args) -> int:
     from eval.stats import StatsInputError
     from eval.stats.report import render, skipped_lines, transition_words
 
+    if args.montage and args.no_plots:
+        raise CliError("--montage tiles the plots: drop --no-plots")
     t0 = time.perf_counter()
     inputs, col, errors, metrics, correct_at = _collect(args)
     if col.n_records == 0:
@@ -192,10 +196,15 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"cannot create --out {out}: {why_mkdir_failed(out, exc)}") from None
+    written = ""
     if not args.no_plots:
         from eval.stats.plots import make_plots
 
         stats["plots"] = make_plots(stats, out)
+        if args.montage:
+            from eval.stats.plots import montage
+
+            written = f", {montage(out, stats['plots'])}"
     (out / "stats.json").write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render(stats), encoding="utf-8")
 
@@ -209,5 +218,5 @@ def run(args) -> int:
         print(f"pasr stats: {note.replace('`', '')}")
     note = f", {skipped_lines(errors.count, errors.unknown_version)} skipped" if errors.count else ""
     print(f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
-          f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s)")
+          f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s){written}")
     return 0

@@ -1,8 +1,9 @@
 """Readable matplotlib axes for the PNG plots of ``pasr stats`` and ``pasr eval compare``.
 
 Text wrapped to a measured width (titles that fit their figure), the "no data" frame of a plot
-with nothing to draw, and the fixed 0-100 % axis of rates. Matplotlib is imported by the caller's
-plotting code first (Agg backend); these helpers only use it.
+with nothing to draw, the fixed 0-100 % axis of rates, an axis with a minimum span (a flat line
+drawn flat) and the value printed on a panel. Matplotlib is imported by the caller's plotting
+code first (Agg backend); these helpers only use it.
 """
 
 from __future__ import annotations
@@ -102,3 +103,62 @@ def no_data(ax, why: str, *, rate: bool = False, keep_xticks: bool = False) -> N
     ax.grid(False)
     if ax.get_legend() is not None:
         ax.get_legend().remove()
+
+
+def span_axis(ax, values: Iterable[float | None], min_span: float, lo: float | None = None,
+              hi: float | None = None) -> None:
+    """A y axis at least ``min_span`` wide around ``values``, inside [``lo``, ``hi``]. Auto-scaling
+    stretches any range to the axes' height, so a flat 0.25 on a 0.24-0.26 axis reads as a swing;
+    here a range narrower than ``min_span`` sits in the middle of an axis ``min_span`` wide."""
+    vals = finite(values)
+    if not vals:
+        return
+    a, b = min(vals), max(vals)
+    y0, y1 = ax.get_ylim()
+    if b - a < min_span:
+        y0, y1 = (a + b - min_span) / 2, (a + b + min_span) / 2
+        if lo is not None and y0 < lo:
+            y0, y1 = lo, lo + min_span
+        if hi is not None and y1 > hi:
+            y0, y1 = hi - min_span, hi
+    if lo is not None:
+        y0 = max(y0, lo)
+    if hi is not None:
+        y1 = min(y1, hi)
+    ax.set_ylim(y0, y1)
+
+
+def value_words(values: Iterable[float | None]) -> str:
+    """The numbers behind a line: ``0.25 at every step``, or its last value and its range."""
+    vals = finite(values)
+    if not vals:
+        return ""
+    if len(vals) == 1:
+        return f"{vals[0]:.3g}"
+    if min(vals) == max(vals):
+        return f"{vals[0]:.3g} at every step"
+    return f"last {vals[-1]:.3g} (min {min(vals):.3g}, max {max(vals):.3g})"
+
+
+def value_note(ax, text: str) -> None:
+    """``text`` (the values of the panel's lines) on a light box in the corner of the axes that
+    the lines drawn so far cross least (call it once the limits are set)."""
+    if not text:
+        return
+    corners = ((0.02, 0.97, "left", "top"), (0.98, 0.97, "right", "top"),
+               (0.02, 0.03, "left", "bottom"), (0.98, 0.03, "right", "bottom"))
+    points = []  # the lines in axes fractions, 20 points per segment (a segment crosses a corner too)
+    for line in ax.lines:
+        xy = [(x, y) for x, y in zip(line.get_xdata(), line.get_ydata()) if math.isfinite(x) and math.isfinite(y)]
+        xy = [tuple(p) for p in ax.transLimits.transform(xy)] if xy else []
+        points += xy[:1] + [(x0 + (x1 - x0) * k / 20, y0 + (y1 - y0) * k / 20)
+                            for (x0, y0), (x1, y1) in zip(xy, xy[1:]) for k in range(1, 21)]
+
+    def crossings(corner: tuple) -> int:
+        x, y, ha, va = corner
+        return sum((px <= 0.6 if ha == "left" else px >= 0.4) and (py >= 0.8 if va == "top" else py <= 0.2)
+                   for px, py in points)
+
+    x, y, ha, va = min(corners, key=crossings)  # the first of equals: top left
+    ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=7, color="0.15",
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.85})

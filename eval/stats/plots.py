@@ -2,12 +2,17 @@
 
 One function per figure, each yielding ``(file name, figure)``, and :func:`make_plots` saving them
 in order. The six overview figures are always drawn; the others, one per training run, metrics
-file, Reflect, Retry, Reward run or compared pair. A figure (or panel) with nothing to draw keeps
+file, Reflect, Retry, Reward run or compared pair, and one with two or more training runs side by
+side (:data:`OVERLAY_PLOT`). None may mislead: a figure (or panel) with nothing to draw keeps
 its frame and says "no data" and what is missing in its middle, instead of an empty chart; a legend
-lists only the series with data, and is left out without one; rates and shares are on a fixed
-0-100 % axis; titles are wrapped to the figure (:mod:`eval.stats.plot_style`). The file names are
+lists only the series that drew something (no swatch for bars all 0 high: a note names those), and
+is left out without one; rates and shares are on a fixed 0-100 % axis, other values on an axis of
+a minimum span with the values printed (a flat line is drawn flat); a refine reward is titled with
+the reward the run paid (its ``config.yaml``, ``stats["runs"]``), and runs are named by their
+directory; titles are wrapped to the figure (:mod:`eval.stats.plot_style`). The file names are
 made here only (:data:`OVERVIEW_PLOTS`, :func:`trend_plot`, :func:`metrics_plot`,
-:func:`transition_plot`, :func:`rrr_plot`), so that the report links exactly what was drawn.
+:func:`transition_plot`, :func:`rrr_plot`, :data:`OVERLAY_PLOT`), so that the report links exactly
+what was drawn.
 The per-group figures are PASR's (refines, format): groups of Reflect, Retry, Reward records
 are left out of them and get their own figure (:func:`rrr_trends`).
 """
@@ -32,6 +37,14 @@ PREFERRED_METRICS = (
 OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
                   "refine_lengths.png", "refine_outcomes.png")
 OUTCOME_ORDER = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
+COMPARED_OUTCOMES = ("better", "worse", "tie", "empty")  # a refine that was paid against a baseline
+OVERLAY_PLOT = "runs_overlay.png"
+# metrics.jsonl keys whose values are rates in [0, 1] (at least MIN_RATE_SPAN of axis); any other
+# value gets MIN_REL_SPAN of its largest magnitude (1 when it is 0)
+RATE_KEY = re.compile(r"rate|acc|ratio|share|frac|outcome/")
+MIN_RATE_SPAN = 0.1
+MIN_REL_SPAN = 0.2
+REWARD_AXIS = (-1.0, 1.0)  # the refine reward of every compare mode (sign, margin, draft) is in [-1, 1]
 
 Figures = Iterator[tuple[str, Any]]  # (file name, matplotlib figure)
 
@@ -85,20 +98,13 @@ def _nothing_to_draw(values: Iterable[float | None]) -> bool:
     return not any(ps.finite(values))
 
 
-def _nonneg_axis(ax, values: Iterable[float | None]) -> None:
-    """Counts that cannot be negative (tokens): no axis below 0, and 0 to 1 if every value is 0."""
-    values = ps.finite(values)
-    if values and min(values) >= 0 and ax.get_ylim()[0] < 0:
-        ax.set_ylim(0, ax.get_ylim()[1] if max(values) > 0 else 1)
-
-
 def _has_data(artist) -> bool:
     """Whether a legend handle drew anything: a line or points with a finite value, a bar series
-    with a finite height."""
+    with a bar of finite, non-zero height (bars all 0 high draw nothing to match a swatch to)."""
     if hasattr(artist, "get_ydata"):
         return bool(ps.finite(artist.get_ydata()))
     if hasattr(artist, "patches"):
-        return bool(ps.finite(p.get_height() for p in artist.patches))
+        return any(h != 0 for h in ps.finite(p.get_height() for p in artist.patches))
     if hasattr(artist, "get_offsets"):
         return bool(ps.finite(v for xy in artist.get_offsets() for v in xy))
     return True
@@ -106,13 +112,21 @@ def _has_data(artist) -> bool:
 
 def _legend(ax, *, outside: bool = False, **kw: Any) -> None:
     """A legend of the series that have data; none at all without one. ``outside``: right of
-    the axes (bars on a fixed 0-100 % axis reach its top)."""
-    pairs = [(h, lab) for h, lab in zip(*ax.get_legend_handles_labels()) if _has_data(h)]
+    the axes (bars on a fixed 0-100 % axis reach its top). Bar series that are 0 wherever they
+    have a value are named under the legend ("0 % wherever measured: ..."), not given a swatch."""
+    handles = list(zip(*ax.get_legend_handles_labels()))
+    pairs = [(h, lab) for h, lab in handles if _has_data(h)]
+    zero = [lab for h, lab in handles if hasattr(h, "patches") and not _has_data(h)
+            and ps.finite(p.get_height() for p in h.patches)]
     if not pairs:
         return
     if outside:
         kw = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, **kw}
     ax.legend(*zip(*pairs), **kw)
+    if zero:  # below the legend (right of the axes: bar charts have theirs outside), at the axes' foot
+        size = kw.get("fontsize", 8)
+        ax.text(1.01, 0.0, ps.wrap("no bar, 0 wherever measured: " + ", ".join(zero), 1.3, size), transform=ax.transAxes,
+                ha="left", va="bottom", fontsize=size, color="0.25")
 
 
 def _no_groups_why(stats: dict[str, Any]) -> str:
@@ -267,14 +281,40 @@ def refine_lengths(stats: dict[str, Any]) -> Figures:
     yield "refine_lengths.png", fig
 
 
+def reward_mode(stats: dict[str, Any], run_id: str) -> dict[str, Any] | None:
+    """The refine reward a training run paid (``stats["runs"]``, from its config.yaml), or None."""
+    return (stats.get("runs", {}).get(run_id) or {}).get("reward")
+
+
+def run_label(stats: dict[str, Any], run_id: str) -> str:
+    """A run by its directory (``stats["runs"]``), else by its run id."""
+    return (stats.get("runs", {}).get(run_id) or {}).get("label") or run_id
+
+
+NOT_RECORDED = "reward not recorded (no config.yaml beside the rollouts)"
+
+
 def refine_outcomes(stats: dict[str, Any]) -> Figures:
-    with_outcomes = [g for g in _groups_with(stats, "refine_outcomes") if sum(g["refine_outcomes"].values())]
+    """Shares of refine outcomes per group with a refine that was paid against a baseline (an
+    evaluation without plain answers has only ``none`` / ``no_baseline``: no reward to show),
+    titled with what the runs' reward paid for each."""
+    with_outcomes = [g for g in _groups_with(stats, "refine_outcomes")
+                     if any(g["refine_outcomes"].get(o) for o in COMPARED_OUTCOMES)]
     fig, ax = _plt().subplots(figsize=(8, 4.5))
-    title = "Refine reward outcomes (better +1, worse -1, tie = tie_value, none 0)"
-    xlabel = "refine outcome (vs. mean plain accuracy of the query)"
+    modes = {g["run_id"]: reward_mode(stats, g["run_id"]) for g in with_outcomes}
+    described = {m["describe"] if m else None for m in modes.values()}
+    one_mode = next(iter(modes.values())) if len(described) == 1 else None
+    if one_mode:
+        title = f"Refine reward outcomes · {one_mode['describe']}"
+        xlabel = f"refine outcome (vs. {one_mode['basis']})"
+    else:
+        title = ("Refine reward outcomes · " + NOT_RECORDED if described == {None} else
+                 "Refine reward outcomes (each run's reward in the legend)")
+        xlabel = "refine outcome (vs. the baseline of the run's reward)"
     if not with_outcomes:
-        _label(ax, xlabel, "share of rollouts (%)", title)
-        why = "no refine outcomes in these rollouts (training refine rollouts record them)"
+        _label(ax, "refine outcome", "share of rollouts (%)", "Refine reward outcomes")
+        why = ("no refine outcomes against a baseline in these rollouts (training refine rollouts record them; "
+               "an evaluation without plain answers has none)")
         ps.no_data(ax, why if _groups(stats) else _no_groups_why(stats), rate=True)
         yield "refine_outcomes.png", fig
         return
@@ -283,17 +323,33 @@ def refine_outcomes(stats: dict[str, Any]) -> Figures:
     series = []
     for g in with_outcomes:
         total = sum(g["refine_outcomes"].values())
-        series.append((g["label"], [100 * g["refine_outcomes"].get(o, 0) / total for o in order]))
-    _share_bars(ax, order, series, xlabel=xlabel, ylabel="share of rollouts (%)", title=title)
+        label = g["label"]
+        if len(described) > 1:
+            label += f" · {modes[g['run_id']]['describe'] if modes[g['run_id']] else NOT_RECORDED}"
+        series.append((label, [100 * g["refine_outcomes"].get(o, 0) / total for o in order]))
+    pays = one_mode["pays"] if one_mode else {}
+    names = [f"{o}\n({pays[o]})" if o in pays else o for o in order]
+    _share_bars(ax, names, series, xlabel=xlabel, ylabel="share of rollouts (%)", title=title)
     yield "refine_outcomes.png", fig
 
 
 # --------------------------------------------------------------------------- training trends
 
 
+def _value_axis(ax, values: Iterable[float | None]) -> None:
+    """Any other value: at least :data:`MIN_REL_SPAN` of its largest magnitude (1 when it is 0),
+    never below 0 for values that are all >= 0 (counts, lengths)."""
+    vals = ps.finite(values)
+    if not vals:
+        return
+    top = max(abs(v) for v in vals)
+    ps.span_axis(ax, vals, MIN_REL_SPAN * top if top else 1.0, lo=0.0 if min(vals) >= 0 else None)
+
+
 def _lines(ax, steps: list[int], series: list[tuple[str | None, list[float | None], dict[str, Any]]], *,
-           rate: bool, why: str) -> bool:
-    """Lines over the training steps (rates in %); "no data" (``why``) and False when no line has a value."""
+           rate: bool, why: str, axis=None) -> bool:
+    """Lines over the training steps (rates in %); "no data" (``why``) and False when no line has a
+    value. ``axis(ax, values)`` sets the y axis of values that are no rate (default: :func:`_value_axis`)."""
     if not ps.finite(v for _, values, _ in series for v in values):
         ps.no_data(ax, why, rate=rate)
         return False
@@ -309,7 +365,7 @@ def _lines(ax, steps: list[int], series: list[tuple[str | None, list[float | Non
     if rate:
         ps.rate_axis(ax)
     else:
-        _nonneg_axis(ax, [v for _, values, _ in series for v in values])
+        (axis or _value_axis)(ax, [v for _, values, _ in series for v in values])
     return True
 
 
@@ -337,9 +393,10 @@ def _trend_format(ax, t: dict[str, Any]) -> None:
 def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
     ax.set_title("Accuracy: refine rollouts vs. plain baseline")
     ax.set_ylabel("mean judge score (%)")
-    series = [("refine rollouts", t["acc_refine"], {}), ("plain rollouts (mean)", t["acc_plain"], {})]
-    series += [(f"in-training eval: {ds}", v["acc"], {"steps": v["steps"], "marker": "s", "linestyle": "--"})
-               for ds, v in val.items()]
+    # the plain line dashed: where both are equal, both stay visible
+    series = [("refine rollouts", t["acc_refine"], {}), ("plain rollouts (mean)", t["acc_plain"], {"linestyle": "--"})]
+    series += [(f"in-training eval: {ds}", v["acc"], {"steps": v["steps"], "marker": "s", "linestyle": ":"})
+               for ds, v in sorted(val.items(), key=lambda kv: (kv[1]["steps"][:1], kv[0]))]
     if _lines(ax, t["steps"], series, rate=True, why="no judged rollout at these steps"):
         _legend(ax, fontsize=8)
 
@@ -347,9 +404,36 @@ def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
 def _trend_length(ax, t: dict[str, Any]) -> None:
     ax.set_title("Mean response length")
     ax.set_ylabel("tokens (record's response_tokens)")
-    if _lines(ax, t["steps"], [("refine", t["response_tokens_refine"], {}), ("plain", t["response_tokens_plain"], {})],
+    if _lines(ax, t["steps"], [("refine", t["response_tokens_refine"], {}), ("plain", t["response_tokens_plain"], {"linestyle": "--"})],
               rate=False, why="no response lengths at these steps"):
         _legend(ax, fontsize=8)
+
+
+def reward_axis(ax, values: Iterable[float | None]) -> None:
+    """A refine reward: the whole [-1, 1] it can take (wider if a tie or empty value is), with 0 marked."""
+    vals = ps.finite(values)
+    lo, hi = min([REWARD_AXIS[0], *vals]), max([REWARD_AXIS[1], *vals])
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
+
+
+def _trend_refine_reward(ax, t: dict[str, Any], mode: dict[str, Any] | None) -> None:
+    ps.title(ax, f"Refine reward, mean of judged refine rollouts · {mode['describe'] if mode else NOT_RECORDED}",
+             fontsize=10)
+    ax.set_ylabel("refine reward")
+    values = t.get("refine_reward", [None] * len(t["steps"]))
+    if _lines(ax, t["steps"], [(None, values, {"color": "tab:purple"})], rate=False,
+              why="no judged refine rollout with a refine reward at these steps", axis=reward_axis):
+        ps.value_note(ax, ps.value_words(values))
+
+
+def _trend_total_reward(ax, t: dict[str, Any]) -> None:
+    ps.title(ax, "Total reward (format + accuracy + refine, weighted), mean of judged refine rollouts", fontsize=10)
+    ax.set_ylabel("reward")
+    values = t.get("total_reward", [None] * len(t["steps"]))
+    if _lines(ax, t["steps"], [(None, values, {"color": "tab:brown"})], rate=False,
+              why="no judged refine rollout with a reward at these steps", axis=_value_axis):
+        ps.value_note(ax, ps.value_words(values))
 
 
 def _step_axis(ax) -> None:
@@ -359,9 +443,10 @@ def _step_axis(ax) -> None:
 
 
 def training_trends(stats: dict[str, Any]) -> Figures:
-    """One 2x2 figure per training run: usage, format, accuracy (with in-training evals), length."""
+    """One 3x2 figure per training run: usage, format, accuracy (with in-training evals), length,
+    refine reward (titled with the run's reward) and total reward."""
     for run_id, t in stats["trends"].items():
-        fig, axes = _plt().subplots(2, 2, figsize=(10, 7))
+        fig, axes = _plt().subplots(3, 2, figsize=(10, 10.5))
         for row in axes:
             for ax in row:
                 _step_axis(ax)  # before the panels: a "no data" panel takes its ticks and grid away
@@ -369,7 +454,9 @@ def training_trends(stats: dict[str, Any]) -> Figures:
         _trend_format(axes[0][1], t)
         _trend_accuracy(axes[1][0], t, stats.get("val_trends", {}).get(run_id, {}))
         _trend_length(axes[1][1], t)
-        ps.suptitle(fig, f"Training trends · {run_id}")
+        _trend_refine_reward(axes[2][0], t, reward_mode(stats, run_id))
+        _trend_total_reward(axes[2][1], t)
+        ps.suptitle(fig, f"Training trends · {run_label(stats, run_id)}")
         yield trend_plot(run_id), fig
 
 
@@ -380,13 +467,34 @@ def _metric_keys(series: dict[str, list]) -> list[str]:
     return (keys or list(series))[:MAX_METRIC_PANELS]
 
 
+def metric_axis(ax, key: str, values: list[float | None]) -> None:
+    """The y axis of one metrics.jsonl key: a rate in [0, 1] (:data:`RATE_KEY`) at least
+    :data:`MIN_RATE_SPAN` wide inside [0, 1], a refine reward on [-1, 1], any other value by
+    :func:`_value_axis`; the values printed in the corner."""
+    vals = ps.finite(values)
+    if RATE_KEY.search(key) and vals and 0 <= min(vals) and max(vals) <= 1:
+        ps.span_axis(ax, vals, MIN_RATE_SPAN, lo=0.0, hi=1.0)
+    elif "refine_reward" in key:
+        reward_axis(ax, vals)
+    else:
+        _value_axis(ax, vals)
+    ps.value_note(ax, ps.value_words(values))
+
+
+def _metrics_where(m: dict[str, Any], label: str) -> str:
+    from eval.stats.runs import display
+
+    return display(Path(m["file"]).parent) if m.get("file") else label
+
+
 def metrics_series(stats: dict[str, Any]) -> Figures:
     """One grid per ``metrics.jsonl``, a panel per key ("no data" for a file without a step or a number)."""
     for label, m in stats["metrics_trends"].items():
         keys = _metric_keys(m["series"])
+        where = _metrics_where(m, label)
         if not keys or not m["steps"]:
             fig, ax = _plt().subplots(figsize=(8, 3.5))
-            ps.title(ax, f"metrics.jsonl · {label}")
+            ps.title(ax, f"metrics.jsonl · {where}")
             ps.no_data(ax, "no training step logged in this metrics.jsonl" if not m["steps"] else
                      "no numeric value logged in this metrics.jsonl")
             yield metrics_plot(label), fig
@@ -401,14 +509,16 @@ def metrics_series(stats: dict[str, Any]) -> Figures:
             ax.set_ylabel("value (as logged)")
             values = m["series"][k]
             if ps.finite(values):
-                ax.plot(m["steps"], [_num(v) for v in values], marker=".", clip_on=False)
-                _nonneg_axis(ax, values)
-                _one_step_range(ax, m["steps"])
+                steps = [s for s, v in zip(m["steps"], values) if v is not None]  # a key logged at some steps
+                ax.plot(steps, [v for v in values if v is not None], marker=".", clip_on=False)
+                metric_axis(ax, k, values)
+                _one_step_range(ax, steps)
             else:
                 ps.no_data(ax, "no value logged at these steps")
         for j in range(len(keys), rows * cols):
             axes[j // cols][j % cols].axis("off")
-        ps.suptitle(fig, f"metrics.jsonl · {label}")
+        shown = f"{len(keys)} of {len(m['series'])} keys, every one in stats.json" if len(keys) < len(m["series"]) else ""
+        ps.suptitle(fig, f"metrics.jsonl · {where}" + (f" ({shown})" if shown else ""))
         yield metrics_plot(label), fig
 
 
@@ -447,9 +557,14 @@ def transitions(stats: dict[str, Any]) -> Figures:
         c = tr["counts"]
         grid = [[c["right->right"], c["right->wrong"]], [c["wrong->right"], c["wrong->wrong"]]]
         fig, ax = _plt().subplots(figsize=(5.5, 4.8))
-        ax.set_xlabel(ps.wrap(f"after: {tr['after']}", 0.8 * fig.get_figwidth(), ps.fontsize("axes.labelsize")))
-        ax.set_ylabel(ps.wrap(f"before: {tr['before']}", 0.8 * fig.get_figheight(), ps.fontsize("axes.labelsize")))
-        ps.title(ax, f"Answer transitions ({tr['n_pairs']} paired samples)")
+        size = ps.fontsize("axes.labelsize")
+        ax.set_xlabel(ps.wrap(f"AFTER: {tr.get('after_label', tr['after'])}", 0.8 * fig.get_figwidth(), size))
+        ax.set_ylabel(ps.wrap(f"BEFORE: {tr.get('before_label', tr['before'])}", 0.8 * fig.get_figheight(), size))
+        n = tr["n_pairs"]
+        acc = (f": accuracy {100 * sum(grid[0]) / n:.1f}% -> {100 * (grid[0][0] + grid[1][0]) / n:.1f}%, "
+               f"net {grid[1][0] - grid[0][1]:+d}" if n else "")
+        order = f". BEFORE first: {tr['order']}" if tr.get("order") else ""
+        ps.title(ax, f"Answer transitions{acc} ({n} paired samples){order}", fontsize=10)
         if not any(v for row in grid for v in row):
             ps.no_data(ax, "no judged sample answered by both runs")
             yield transition_plot(i), fig
@@ -467,8 +582,116 @@ def transitions(stats: dict[str, Any]) -> Figures:
         yield transition_plot(i), fig
 
 
+# --------------------------------------------------------------------------- runs side by side
+
+# (title, trends column, metrics.jsonl key, axis kind) of the overlay's panels
+OVERLAY_PANELS = (
+    ("Refine rate (refine rollouts)", "refine_rate", "pasr/refine_rate", "rate"),
+    ("Format pass rate (refine rollouts)", "format_pass_rate", "pasr/format_pass_rate", "rate"),
+    ("Accuracy of refine rollouts", "acc_refine", "pasr/acc_refine", "rate"),
+    ("Refine reward (mean of judged refine rollouts)", "refine_reward", "pasr/refine_reward_mean", "reward"),
+    ("Mean response length (refine rollouts, tokens)", "response_tokens_refine", "pasr/response_length/mean", "value"),
+)
+
+
+def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list, list]], dict[str, tuple[list, list]]]]:
+    """(label, {panel column: (steps, values)}, {held-out set: (steps, accuracy)}) per training run:
+    from its rollouts when two or more runs have them, else from two or more metrics.jsonl."""
+    runs = []
+    if len(stats["trends"]) >= 2:
+        for run_id, t in stats["trends"].items():
+            cols = {col: (t["steps"], t.get(col, [None] * len(t["steps"]))) for _, col, _, _ in OVERLAY_PANELS}
+            held = {ds: (v["steps"], v["acc"]) for ds, v in stats.get("val_trends", {}).get(run_id, {}).items()}
+            runs.append((run_label(stats, run_id), cols, held))
+    elif len(stats["metrics_trends"]) >= 2:
+        for label, m in stats["metrics_trends"].items():
+            def series(key: str) -> tuple[list, list]:
+                values = m["series"].get(key, [])
+                return [s for s, v in zip(m["steps"], values) if v is not None], [v for v in values if v is not None]
+
+            cols = {col: series(key) for _, col, key, _ in OVERLAY_PANELS}
+            runs.append((_metrics_where(m, label), cols, {"eval/acc": series("eval/acc")}))
+    drew = [r for r in runs if any(ps.finite(v for _, values in [*r[1].values(), *r[2].values()] for v in values))]
+    return drew[:MAX_GROUPS_PER_PLOT]
+
+
+def runs_overlay(stats: dict[str, Any]) -> Figures:
+    """Two or more training runs on shared axes, one colour per run (labelled by its directory):
+    refine rate, format, accuracy, refine reward, length, and the in-training evaluations."""
+    runs = _overlay_runs(stats)
+    if len(runs) < 2:
+        return
+    plt = _plt()
+    fig, axes = plt.subplots(3, 2, figsize=(11, 10.5))
+    panels = [ax for row in axes for ax in row]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax in panels:
+        _step_axis(ax)
+    for ax, (title, col, _, kind) in zip(panels, OVERLAY_PANELS):
+        ps.title(ax, title, fontsize=10)
+        ax.set_ylabel({"rate": "rate (%)", "reward": "refine reward", "value": "tokens"}[kind])
+        series = [(label, cols[col][1], {"steps": cols[col][0], "color": colors[i % len(colors)]})
+                  for i, (label, cols, _) in enumerate(runs)]
+        _lines(ax, [], series, rate=kind == "rate", why="no value in these runs",
+               axis=reward_axis if kind == "reward" else None)
+    ax = panels[len(OVERLAY_PANELS)]
+    ps.title(ax, "In-training evaluations: accuracy (refine prompt)", fontsize=10)
+    ax.set_ylabel("accuracy (%)")
+    markers = "sovD^<>p"
+    series = []
+    for i, (label, _, held) in enumerate(runs):
+        for j, (ds, (steps, acc)) in enumerate(held.items()):
+            series.append((f"{label}: {ds}", acc, {"steps": steps, "color": colors[i % len(colors)],
+                                                    "marker": markers[j % len(markers)], "linestyle": ":"}))
+    if _lines(ax, [], series, rate=True, why="no in-training evaluation in these runs"):
+        _legend(ax, fontsize=7)
+    handles = [plt.Line2D([], [], color=colors[i % len(colors)], marker=".", label=label) for i, (label, _, _) in enumerate(runs)]
+    fig.legend(handles=handles, loc="lower center", ncol=min(2, len(runs)), fontsize=8, frameon=False)
+    ps.suptitle(fig, f"Training runs side by side ({len(runs)} runs)")
+    fig.set_layout_engine("tight", rect=(0, 0.03 + 0.025 * ((len(runs) + 1) // 2), 1, 1))  # room for the legend
+    yield OVERLAY_PLOT, fig
+
+
 FIGURES = (overview_rates, refines_per_response, accuracy_by_refine, refine_positions, refine_lengths,
-           refine_outcomes, training_trends, rrr_trends, metrics_series, transitions)
+           refine_outcomes, training_trends, runs_overlay, rrr_trends, metrics_series, transitions)
+
+
+MONTAGE_PLOT = "montage.png"
+
+
+def montage_figure(out: Path, names: list[str], *, cols: int = 3, width_in: float = 15.0):
+    """The plots ``names`` (files in ``out``) tiled ``cols`` to a row, each under its file name."""
+    import matplotlib.image as mpimg
+
+    images = [(name, mpimg.imread(out / name)) for name in names]
+    rows = [images[i : i + cols] for i in range(0, len(images), cols)]
+    cell = width_in / cols
+    heights = [max(img.shape[0] / img.shape[1] for _, img in row) * cell + 0.3 for row in rows]
+    fig = _plt().figure(figsize=(width_in, sum(heights)))
+    grid = fig.add_gridspec(len(rows), cols, height_ratios=heights, left=0.003, right=0.997, bottom=0.003,
+                            top=1 - 0.3 / sum(heights), wspace=0.02, hspace=0.3 / (sum(heights) / len(rows)))
+    for r, row in enumerate(rows):
+        for c, (name, img) in enumerate(row):
+            ax = fig.add_subplot(grid[r, c])
+            ax.imshow(img, interpolation="antialiased")
+            ax.set_axis_off()
+            ax.set_title(name, fontsize=9)
+    return fig
+
+
+def montage(out: Path, names: list[str], *, dpi: int = 80) -> Path:
+    """:func:`montage_figure` saved as ``out/montage.png`` in 256 colours, so that a page of plots
+    stays a few hundred KB: one image to glance at, or to put in the docs."""
+    from PIL import Image
+
+    fig = montage_figure(out, names)
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
+    rgba = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    _plt().close(fig)
+    dest = out / MONTAGE_PLOT
+    rgba.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(dest, optimize=True)
+    return dest
 
 
 def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
@@ -477,7 +700,8 @@ def make_plots(stats: dict[str, Any], out: Path) -> list[str]:
     written: list[str] = []
     for draw in FIGURES:
         for name, fig in draw(stats):
-            fig.tight_layout()
+            if fig.get_layout_engine() is None:
+                fig.tight_layout()
             fig.savefig(out / name, dpi=100)
             plt.close(fig)
             written.append(name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from eval.stats.plots import OVERVIEW_PLOTS, metrics_plot, rrr_plot, transition_plot, trend_plot
+from eval.stats.plots import OVERLAY_PLOT, OVERVIEW_PLOTS, metrics_plot, rrr_plot, transition_plot, trend_plot
 from rewards.format import TAG_NAMES
 
 MAX_TREND_ROWS = 25
@@ -444,6 +444,8 @@ def render(stats: dict[str, Any]) -> str:
     if stats["trends"] or stats["metrics_trends"] or stats["val_trends"]:
         lines.append("## Over training")
         lines.append("")
+        if OVERLAY_PLOT in plots:
+            lines += ["Training runs side by side, each by its directory:", "", f"![runs side by side]({OVERLAY_PLOT})", ""]
         for run_id, t in stats["trends"].items():
             plot = trend_plot(run_id)
             lines += _trend_section(run_id, t, plot if plot in plots else None)

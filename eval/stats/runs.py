@@ -46,17 +46,26 @@ class RewardMode:
     empty_value: float | None
 
     def describe(self) -> str:
-        """What each refine outcome earned, in words, e.g. ``margin: better/worse acc - plain mean, tie 0, no refine 0``."""
+        """What each refine outcome earned, in words: ``margin: better/worse acc - plain mean, tie 0, no refine 0``."""
         if self.compare == "sign":
             paid = "better +1, worse -1"
         elif self.compare == "margin":
-            paid = "better/worse: acc - plain mean (in [-1, 1])"
+            paid = "better/worse acc - plain mean"
         else:
-            paid = "better/worse: acc - own draft (no draft: acc - plain mean)"
+            paid = "better/worse acc - own draft (none: plain mean)"
         text = f"{self.compare}: {paid}, tie {_num(self.tie_value)}"
         if self.empty_value is not None:
             text += f", empty refine {_num(self.empty_value)}"
         return text + ", no refine 0"
+
+    def pays(self) -> dict[str, str]:
+        """What each refine outcome earned (``margin``/``draft``: better and worse earn the difference)."""
+        diff = self.compare != "sign"
+        out = {"better": "+diff" if diff else "+1", "worse": "-diff" if diff else "-1", "tie": _num(self.tie_value),
+               "none": "0", "no_baseline": "0"}
+        if self.empty_value is not None:
+            out["empty"] = _num(self.empty_value)
+        return out
 
     def basis(self) -> str:
         """What a refine rollout is compared with."""
@@ -66,7 +75,7 @@ class RewardMode:
 
     def to_json(self) -> dict[str, Any]:
         return {"refine_compare": self.compare, "tie_value": self.tie_value, "empty_refine_value": self.empty_value,
-                "describe": self.describe(), "basis": self.basis()}
+                "describe": self.describe(), "basis": self.basis(), "pays": self.pays()}
 
 
 @dataclass(frozen=True)

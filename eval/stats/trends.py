@@ -23,6 +23,7 @@ class StepTrend:
     __slots__ = (
         "n_ref", "n_refining", "n_format_ok", "ref_acc_sum", "ref_acc_n", "ref_tokens",
         "n_spans", "n_empty", "n_plain", "plain_acc_sum", "plain_acc_n", "plain_tokens", "judge_errors",
+        "refine_reward_sum", "refine_reward_n", "total_reward_sum", "total_reward_n",
     )
 
     def __init__(self) -> None:
@@ -42,6 +43,13 @@ class StepTrend:
             if acc is not None:
                 self.ref_acc_sum += acc
                 self.ref_acc_n += 1
+                # the rewards of judged refine rollouts, as recipe.metrics.step_metrics averages them
+                if (r := rec.get("refine_reward")) is not None:
+                    self.refine_reward_sum += r
+                    self.refine_reward_n += 1
+                if (r := rec.get("total_reward")) is not None:
+                    self.total_reward_sum += r
+                    self.total_reward_n += 1
         elif variant == PLAIN:
             self.n_plain += 1
             self.plain_tokens += tokens
@@ -64,6 +72,8 @@ _TRAIN_COLUMNS: dict[str, Callable[[StepTrend], Any]] = {
     "response_tokens_refine": lambda t: rate(t.ref_tokens, t.n_ref),
     "response_tokens_plain": lambda t: rate(t.plain_tokens, t.n_plain),
     "judge_errors": lambda t: t.judge_errors,
+    "refine_reward": lambda t: rate(t.refine_reward_sum, t.refine_reward_n),
+    "total_reward": lambda t: rate(t.total_reward_sum, t.total_reward_n),
 }
 _VAL_COLUMNS: dict[str, Callable[[StepTrend], Any]] = {
     "n": lambda t: t.n_ref,
