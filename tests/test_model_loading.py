@@ -99,3 +99,18 @@ def test_pasr_eval_on_malformed_checkpoint_metadata_is_one_line(case, tmp_path, 
                           "--threads", "1", "--progress", "off", "--out", str(tmp_path / "out")])  # fmt: skip
     lines = [line for line in err.splitlines() if line.startswith("pasr eval: error:")]
     assert rc == 2 and len(lines) == 1 and str(bad_file) in lines[0] and "Traceback" not in err, err
+
+
+def test_pasr_train_resume_on_a_malformed_latest_pointer_is_one_line(tmp_path):
+    """Before: the UnicodeDecodeError of reading the pointer, as a traceback."""
+    from data.cli_errors import CliError
+    from recipe.local_engine.cli import _resume_config
+    from recipe.local_engine.config import load_config
+    from recipe.local_engine.run_io import write_config
+
+    _, pointer = _local_run(tmp_path, b"\xff\xfestep")
+    run = pointer.parent.parent
+    write_config(run, load_config())
+    with pytest.raises(CliError, match=rf"^cannot resume {run}: {pointer} is not UTF-8 text") as exc:
+        _resume_config(run, [], force=False)
+    assert "\n" not in str(exc.value)

@@ -89,6 +89,7 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     from recipe.local_engine.config import load_config
     from recipe.pasr_config import ConfigError
     from rewards.judges.redact import has_redacted_credentials
+    from runtime.model_loading import ModelNotFoundError
 
     config_file = run_dir / "config.yaml"
     try:  # not validated: the overrides below may fix a value this machine cannot use (model.threads)
@@ -117,7 +118,10 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
             f"cannot resume {run_dir}: its config.yaml keeps the judge URL without its credentials "
             f"({cfg.pasr.judge.base_url}); give it again: pasr train --resume {run_dir} pasr.judge.base_url=URL"
         )
-    latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    try:
+        latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    except ModelNotFoundError as exc:  # a latest pointer that names no folder: one line naming it
+        raise CliError(f"cannot resume {run_dir}: {exc}") from None
     done, warmup = (int(ckpt.trainer_state(latest)["step"]) if latest else 0), cfg.warmup.steps
     if warmup + cfg.trainer.steps < done:
         raise CliError(
