@@ -74,6 +74,8 @@ def test_uninterrupted_run_layout(reference_run):
     assert ckpts == ["step_000002", "step_000006", "step_000007"]  # warm-up end pinned + last 2
     assert (reference_run / "eval" / "warmup.jsonl").is_file() and (reference_run / "eval" / "final.jsonl").is_file()
     assert (reference_run / "config.yaml").read_text().count("n_refine: 2") == 1
+    split = json.loads((reference_run / "data_split.json").read_text())  # how the held-out set was kept apart
+    assert (split["method"], split["train"], split["heldout"], split["dropped_from_train"]) == ("splits", 12, 2, 0)
 
 
 def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, reference_run):
@@ -307,8 +309,8 @@ def test_too_little_data_fails_before_the_model_loads(tiny_model_dir, tmp_path, 
     written in the run directory."""
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    one = tmp_path / "one.jsonl"
-    one.write_text('{"question": "2+2?", "answer": "4"}\n')
+    one = tmp_path / "one.jsonl"  # one row to train on: the other two are the held-out set (data.eval_size=2)
+    one.write_text("".join(f'{{"question": "2+{i}?", "answer": "{2 + i}"}}\n' for i in range(3)))
     for source, needle in ((empty, f"data.source: {empty} holds no rows"),
                            (one, f"data.source: {one} has 1 training row, fewer than rollout.queries_per_step=2")):
         run_dir = tmp_path / f"run_{source.stem}"

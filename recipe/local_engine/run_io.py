@@ -4,6 +4,8 @@
 The run directory holds:
 
 * ``config.yaml`` — the resolved config;
+* ``data_split.json`` — how the training pool and the held-out set were split (by content:
+  :mod:`data.heldout_split`), their sizes and the training rows dropped;
 * ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``);
 * ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
   attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
@@ -29,6 +31,8 @@ from data.records import write_records
 from recipe.judge_errors import judge_error_warning
 from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
 from recipe.run_lock import LOCK_FILE
+
+DATA_SPLIT = "data_split.json"
 
 
 def prepare_run_dir(run_dir: Path, resume: bool) -> None:
@@ -66,6 +70,16 @@ def write_config(run_dir: Path, cfg: LocalTrainConfig) -> None:
     if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
         return
     replace_text(path, text)
+
+
+def write_data_split(run_dir: Path, record: dict) -> None:
+    """``data_split.json``: how the run's data was split into its training pool and held-out
+    set (:class:`data.heldout_split.DataSplit`'s record: method, sizes, rows dropped), written
+    as config.yaml is (whole, and untouched when unchanged)."""
+    path = run_dir / DATA_SPLIT
+    text = json.dumps(record, indent=2) + "\n"
+    if not (path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text):
+        replace_text(path, text)
 
 
 def metric_lines(run_dir: Path) -> list[dict]:

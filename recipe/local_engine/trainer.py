@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.dataset_specs import GENERATED
 from data.examples import DatasetError, Example
-from data.generated_sets import heldout_seed
+from data.heldout_split import describe as describe_split, split_train_heldout
 from prompts import PromptSet, prompt_version
 from recipe.judge_errors import check_judge_error_rate
 from recipe.local_engine import checkpoint as ckpt
@@ -98,15 +97,16 @@ class LocalPasrTrainer:
         return self.cfg.method
 
     def _load_data(self) -> None:
-        from data.loaders import load_examples
-
+        """The training pool and a held-out set that shares no question with it, split by
+        content (:mod:`data.heldout_split`; how: ``self.data_split``, written to the run
+        directory). A data file used to give both from its first rows: every held-out row was
+        in the pool, and the held-out table was a training score."""
         c = self.cfg.data
-        if c.source in GENERATED:  # seeded generators: data.seed and data.difficulty apply
-            self.train = load_examples(c.source, split="train", limit=c.train_size, seed=c.seed, difficulty=c.difficulty)
-            self.heldout = load_examples(c.source, split="test", limit=c.eval_size, seed=heldout_seed(c.seed), difficulty=c.difficulty)
-        else:
-            self.train = load_examples(c.source, split=c.split, limit=c.train_size)
-            self.heldout = load_examples(c.source, split="test", limit=c.eval_size)
+        eval_size = c.eval_size if self.cfg.trainer.evaluates else 0  # no evaluation: nothing held out
+        # data.seed and data.difficulty apply to the seeded generators only
+        split = split_train_heldout(c.source, train_size=c.train_size, eval_size=eval_size, split=c.split,
+                                    seed=c.seed, difficulty=c.difficulty)  # fmt: skip
+        self.train, self.heldout, self.data_split = split.train, split.heldout, split.record
         check_data(self.cfg, self.train, self.heldout)
 
     def setup(self) -> None:
@@ -145,6 +145,9 @@ class LocalPasrTrainer:
         # Last: a start that fails above (model, data, judge) leaves no config.yaml behind, so
         # the fixed command is not refused as "not empty; use --resume".
         run_io.write_config(self.run_dir, cfg)
+        run_io.write_data_split(self.run_dir, self.data_split)
+        if self.data_split["method"] == "hash" or self.data_split["dropped_from_train"]:  # news to whoever gave the data
+            print(f"pasr train: data: {describe_split(self.data_split)}", file=sys.stderr)
 
     def _choose_dtypes(self) -> None:
         """``self.rollout_dtype`` and ``self.algo`` (:func:`device_setup.choose_dtypes`)."""
