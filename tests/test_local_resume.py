@@ -72,6 +72,12 @@ def test_uninterrupted_run_layout(reference_run):
     assert sorted(_rollouts(reference_run)) == [f"step_{s:06d}.jsonl" for s in range(3, 8)]
     ckpts = sorted(p.name for p in (reference_run / "checkpoints").glob("step_*"))
     assert ckpts == ["step_000002", "step_000006", "step_000007"]  # warm-up end pinned + last 2
+    # the optimizer state (twice the weights' size) only where a resume reads it: the newest
+    import torch
+
+    with_optimizer = [name for name in ckpts if (reference_run / "checkpoints" / name / "optimizer.pt").is_file()
+                      or torch.load(reference_run / "checkpoints" / name / "trainer.pt", weights_only=False).get("optimizer")]
+    assert with_optimizer == ["step_000007"]
     assert (reference_run / "eval" / "warmup.jsonl").is_file() and (reference_run / "eval" / "final.jsonl").is_file()
     assert (reference_run / "config.yaml").read_text().count("n_refine: 2") == 1
     split = json.loads((reference_run / "data_split.json").read_text())  # how the held-out set was kept apart
@@ -172,17 +178,18 @@ def test_killed_before_the_first_checkpoint_starts_over_once(reference_run, tmp_
 
 
 def test_torn_last_metrics_line_is_dropped_on_resume(reference_run, tmp_path):
+    """Killed mid-write of a step's metrics line (here step 8, extending the finished run; the
+    line is written before the step's checkpoint): the torn line is dropped, the step redone once."""
     run_dir = _copy_of(reference_run, tmp_path)
-    (run_dir / "checkpoints" / "latest").write_text("step_000006")  # killed after saving step 6 ...
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    step7 = next(i for i, x in enumerate(lines) if json.loads(x)["step"] == 7)
-    (run_dir / "metrics.jsonl").write_text("\n".join(lines[:step7]) + "\n" + lines[step7][:40])  # ... mid-write of step 7
-    resumed = _resume(run_dir)
+    step8 = json.dumps({"step": 8, "phase": "pasr", "pasr/reward_mean": 0.5})
+    with (run_dir / "metrics.jsonl").open("a") as fh:
+        fh.write(step8[:30])
+    resumed = _resume(run_dir, "trainer.steps=6")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "at step 6" in resumed.stderr and "corrupt line" in resumed.stderr
-    assert _steps(run_dir) == EXPECTED
-    assert _evals(run_dir) == [(2, "warmup"), (7, "final")]
-    assert _rollouts(run_dir) == _rollouts(reference_run)
+    assert "at step 7" in resumed.stderr and "corrupt line" in resumed.stderr
+    assert _steps(run_dir) == EXPECTED + [(8, "pasr")]
+    assert _evals(run_dir) == [(2, "warmup"), (7, "final"), (8, "final")]
+    assert {k: v for k, v in _rollouts(run_dir).items() if k != "step_000008.jsonl"} == _rollouts(reference_run)
 
 
 def test_resuming_a_finished_run_changes_nothing(reference_run, tmp_path):

@@ -169,6 +169,74 @@ def test_prune_keeps_the_latest_checkpoint(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_000002", "step_000005"]
 
 
+def test_prune_drops_what_latest_does_not_reach_and_older_optimizer_states(tmp_path):
+    """A kill between pinning a checkpoint and pointing ``latest`` at it leaves a pinned one
+    newer than ``latest``: its step is redone (and pinned again), so it goes and so does its
+    pin. Only ``latest`` keeps its optimizer state."""
+    from recipe.local_engine.checkpoint import LATEST, OPTIMIZER, prune
+
+    for step in (2, 4, 5, 6):
+        (tmp_path / f"step_{step:06d}").mkdir()
+        (tmp_path / f"step_{step:06d}" / OPTIMIZER).write_text("moments")
+        (tmp_path / f"step_{step:06d}" / "trainer_state.json").write_text("{}")
+    (tmp_path / "pinned").write_text("step_000002\nstep_000006\n")
+    (tmp_path / LATEST).write_text("step_000005")
+    prune(tmp_path, keep_last=2)
+    assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_000002", "step_000004", "step_000005"]
+    assert (tmp_path / "pinned").read_text() == "step_000002\n"
+    assert sorted(p.parent.name for p in tmp_path.glob(f"step_*/{OPTIMIZER}")) == ["step_000005"]
+
+
+class _Killed(BaseException):
+    """A kill at a chosen point (nothing in the trainer catches it)."""
+
+
+def test_a_stop_between_latest_and_the_pin_keeps_the_warmup_checkpoint(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """`latest` named the warm-up's last step before the pin was written: a stop between the
+    two left no pin, and the resumed run pruned the warm-up checkpoint the docs say is kept.
+    Killed right after `latest` names it, the resumed run keeps it."""
+    import recipe.local_engine.checkpoint as ckpt
+    from pasr_cli import main
+
+    real = ckpt.replace_text
+
+    def replace_text(path, text):
+        real(path, text)
+        if Path(path).name == ckpt.LATEST and text == "step_000002":  # the warm-up's end (warmup.steps=2)
+            raise _Killed
+
+    monkeypatch.setattr(ckpt, "replace_text", replace_text)
+    run_dir = tmp_path / "run"
+    with pytest.raises(_Killed):
+        main(["train", *_args(tiny_model_dir, run_dir)[4:], "trainer.steps=3"])
+    monkeypatch.undo()
+    assert _latest_step(run_dir) == 2
+    resumed = _resume(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _steps(run_dir) == EXPECTED[:5]
+    assert _checkpoints(run_dir) == ["step_000002", "step_000004", "step_000005"]  # pinned warm-up end + keep_last=2
+    assert (run_dir / "checkpoints" / "pinned").read_text().split() == ["step_000002"]
+
+
+def test_resume_cannot_move_the_warmup_boundary_even_forced(reference_run, tmp_path):
+    """A finished 2 + 5 run resumed with --force warmup.steps=5 trainer.steps=6 used to train
+    more RL steps than it said and record 5 warm-up steps where 2 happened. Refused in one line;
+    a run still inside its warm-up may lengthen it (to more steps than it has done)."""
+    run_dir = _copy_of(reference_run, tmp_path)
+    before = _files(run_dir)
+    refused = _resume(run_dir, "--force", "warmup.steps=5", "trainer.steps=6")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert (f"cannot resume {run_dir} with warmup.steps=5, even with --force: it is at step 7, after its 2 warm-up "
+            "steps and 5 pasr steps, and the steps done cannot change phase; start a new --run-dir") in refused.stderr
+    assert _files(run_dir) == before
+
+    from recipe.local_engine.cli import warmup_change_refused
+
+    assert warmup_change_refused(saved=4, new=6, done=3, method="pasr") is None  # mid-warm-up: it may end later
+    assert "not before" in warmup_change_refused(saved=4, new=3, done=3, method="pasr")
+    assert "after its 4 warm-up steps," in warmup_change_refused(saved=4, new=6, done=4, method="pasr")
+
+
 # ----------------------------------------------------------------------------- a full disk
 
 

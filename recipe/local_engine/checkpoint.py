@@ -1,9 +1,14 @@
 """Checkpoints of the local engine: enough to resume with no step lost or repeated.
 
-A checkpoint folder holds the policy in HF format (loadable by ``pasr eval --model``), the
-optimizer state, every RNG state (python, numpy, torch) and the trainer state (global step).
-It is written under a temporary name and renamed, and ``latest`` is updated last, so a run
-killed mid-save resumes from the previous complete checkpoint.
+A checkpoint folder holds the policy in HF format (safetensors in the training dtype, loadable
+by ``pasr eval --model``), every RNG state (python, numpy, torch) and the trainer state (global
+step) in ``trainer.pt`` and ``trainer_state.json``, and, in the newest checkpoint only, the
+optimizer state (``optimizer.pt``: AdamW's two moments, twice the weights' size). A resume
+starts from ``latest``, so an older checkpoint's optimizer state is removed once ``latest``
+names a newer one; the end of the warm-up is saved without it, since the phase after it starts
+a fresh optimizer. It is written under a temporary name and renamed, a pin is recorded before
+``latest`` names the checkpoint and ``latest`` is updated last, so a run killed mid-save resumes
+from the previous complete checkpoint and a kill never loses a pin.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import torch
 
 from data.atomic_write import naming_full_disk, replace_text
 from runtime.model_loading import LATEST, checkpoint_named_by
+
+OPTIMIZER = "optimizer.pt"  # the optimizer state, in the newest checkpoint only
+PINNED = "pinned"  # the names of the checkpoints kept whatever trainer.keep_last says, one a line
 
 
 def _rng_state() -> dict:
@@ -36,10 +44,15 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(ckpt_root: Path, step: int, model, tokenizer, optimizer, state: dict, keep_last: int) -> Path:
-    """Write checkpoint ``step`` and point ``latest`` at it, then :func:`prune`. A failed write
-    (a full disk: :class:`~data.atomic_write.DiskFullError`) leaves no part of it behind and
-    ``latest`` where it was."""
+def save_checkpoint(
+    ckpt_root: Path, step: int, model, tokenizer, optimizer, state: dict, keep_last: int, pin: bool = False
+) -> Path:
+    """Write checkpoint ``step`` and point ``latest`` at it, then :func:`prune`. ``optimizer``
+    None: no optimizer state (what follows starts a fresh one). ``pin``: keep it whatever
+    ``keep_last`` says (the end of the warm-up), recorded before ``latest`` names it: a stop
+    between the two used to leave the checkpoint unpinned, and the resumed run pruned it. A
+    failed write (a full disk: :class:`~data.atomic_write.DiskFullError`) leaves no part of it
+    behind and ``latest`` where it was."""
     final = ckpt_root / f"step_{step:06d}"
     tmp = ckpt_root / f".tmp_step_{step:06d}"
     try:
@@ -49,44 +62,53 @@ def save_checkpoint(ckpt_root: Path, step: int, model, tokenizer, optimizer, sta
             tmp.mkdir()
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-            torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, "rng": _rng_state()}, tmp / "trainer.pt")
+            torch.save({"rng": _rng_state()}, tmp / "trainer.pt")
+            if optimizer is not None:
+                torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
             (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    if pin:
+        _write_pins(ckpt_root, _pinned(ckpt_root) | {final.name})
     replace_text(ckpt_root / LATEST, final.name)
     prune(ckpt_root, keep_last)
     return final
 
 
 def prune(ckpt_root: Path, keep_last: int) -> None:
-    """Keep the pinned checkpoints and the ``keep_last`` newest up to ``latest``. Called after
-    every save and on resume: a run killed between a save and its pruning would otherwise keep
-    the extra checkpoint for good (its resume may save nothing more). Checkpoints newer than
-    ``latest`` (killed between renaming one into place and pointing ``latest`` at it) are
-    dropped, since their steps are redone, and so are saves cut off mid-write (``.tmp_step_*``:
-    no other process writes here, :mod:`recipe.run_lock`)."""
+    """Keep the pinned checkpoints and the ``keep_last`` newest up to ``latest``, and the
+    optimizer state of ``latest`` only (a resume starts from it). Called after every save and
+    on resume: a run killed between a save and its pruning would otherwise keep the extra
+    checkpoint for good (its resume may save nothing more). Checkpoints newer than ``latest``
+    (killed between renaming one into place and pointing ``latest`` at it) are dropped, pinned
+    or not, since their steps are redone (and pinned again), and so are saves cut off mid-write
+    (``.tmp_step_*``: no other process writes here, :mod:`recipe.run_lock`)."""
     latest = latest_checkpoint(ckpt_root)
     if latest is None:  # nothing is known to be complete: keep everything
         return
     pinned = _pinned(ckpt_root)
-    unpinned = [p for p in sorted(ckpt_root.glob("step_*")) if p.name not in pinned]
-    kept = [p for p in unpinned if p.name <= latest.name][-keep_last:]
-    for stale in [p for p in unpinned if p not in kept] + sorted(ckpt_root.glob(".tmp_step_*")):
+    if any(name > latest.name for name in pinned):
+        _write_pins(ckpt_root, {name for name in pinned if name <= latest.name})
+    steps = sorted(ckpt_root.glob("step_*"))
+    newer = [p for p in steps if p.name > latest.name]
+    unpinned = [p for p in steps if p.name not in pinned and p not in newer]
+    for stale in newer + unpinned[:-keep_last] + sorted(ckpt_root.glob(".tmp_step_*")):
         shutil.rmtree(stale, ignore_errors=True)
+    for older in steps:
+        if older.name < latest.name and older.is_dir():
+            (older / OPTIMIZER).unlink(missing_ok=True)
 
 
 def _pinned(ckpt_root: Path) -> set[str]:
-    pins = ckpt_root / "pinned"
+    pins = ckpt_root / PINNED
     return set(pins.read_text().split()) if pins.is_file() else set()
 
 
-def pin(ckpt_root: Path, path: Path) -> None:
-    """Keep this checkpoint whatever ``keep_last`` says (e.g. the end of the warm-up)."""
-    pins = _pinned(ckpt_root) | {path.name}
-    replace_text(ckpt_root / "pinned", "\n".join(sorted(pins)) + "\n")
+def _write_pins(ckpt_root: Path, names: set[str]) -> None:
+    replace_text(ckpt_root / PINNED, "".join(f"{name}\n" for name in sorted(names)))
 
 
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
@@ -95,11 +117,16 @@ def latest_checkpoint(ckpt_root: Path) -> Path | None:
 
 
 def load_trainer_state(path: Path, optimizer) -> dict:
+    """The RNG states of checkpoint ``path`` restored, and its optimizer state into
+    ``optimizer`` when it keeps one; returns its trainer state (:func:`trainer_state`) with
+    ``optimizer_restored``, whether it did."""
     blob = torch.load(path / "trainer.pt", weights_only=False)
-    if optimizer is not None and blob["optimizer"] is not None:
-        optimizer.load_state_dict(blob["optimizer"])
+    # older checkpoints kept the optimizer state inside trainer.pt
+    saved = torch.load(path / OPTIMIZER, weights_only=False) if (path / OPTIMIZER).is_file() else blob.get("optimizer")
+    if optimizer is not None and saved is not None:
+        optimizer.load_state_dict(saved)
     _set_rng_state(blob["rng"])
-    return trainer_state(path)
+    return {**trainer_state(path), "optimizer_restored": optimizer is not None and saved is not None}
 
 
 def trainer_state(path: Path) -> dict:

@@ -79,6 +79,23 @@ def changed_settings(saved, now) -> dict[str, tuple]:
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
+def warmup_change_refused(saved: int, new: int, done: int, method: str) -> str | None:
+    """Why a run at global step ``done`` whose warm-up was ``saved`` steps cannot go on with
+    ``warmup.steps=new`` (None: it can). The steps done keep the phase they were trained in, and
+    config.yaml must say so: a finished 2 + 3 run resumed with ``warmup.steps=5 trainer.steps=6``
+    used to record 5 warm-up steps and train 9 RL steps after its 2. So only a run still inside
+    its warm-up may change it, to more steps than it has done."""
+    if done == 0 or new == saved:
+        return None
+    if done >= saved:
+        rl = f" and {done - saved} {method} steps" if done > saved else ""
+        return (f"it is at step {done}, after its {saved} warm-up steps{rl}, and the steps done cannot change "
+                f"phase")  # fmt: skip
+    if new <= done:
+        return f"it has done {done} of its {saved} warm-up steps already (a warm-up can end after step {done}, not before)"
+    return None
+
+
 def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     """The run's own config with the overrides, refusing ones that change what it trains, that
     it would ignore (``trainer.run_dir``: the run stays where it is) or that would end it before
@@ -103,6 +120,11 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
     changed = changed_settings(saved, cfg)
     if "trainer.run_dir" in changed:
         raise CliError(f"trainer.run_dir cannot be used with --resume: the run stays in {run_dir}")
+    try:
+        latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    except ModelNotFoundError as exc:  # a latest pointer that names no folder: one line naming it
+        raise CliError(f"cannot resume {run_dir}: {exc}") from None
+    done = int(ckpt.trainer_state(latest)["step"]) if latest else 0
     refused = {k: v for k, v in changed.items() if k not in RESUMABLE_KEYS}
     if refused:
         diffs = "; ".join(f"{k}: {a!r} in the run, {b!r} now" for k, (a, b) in refused.items())
@@ -112,17 +134,16 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
                 f"something other than the steps done; drop these overrides, start a new --run-dir, or add "
                 f"--force to resume anyway"
             )
+        if "warmup.steps" in refused and (why := warmup_change_refused(saved.warmup.steps, cfg.warmup.steps, done, cfg.method)):
+            raise CliError(f"cannot resume {run_dir} with warmup.steps={cfg.warmup.steps}, even with --force: {why}; "
+                           f"start a new --run-dir")  # fmt: skip
         print(f"pasr train: warning: --force: resuming {run_dir} with other settings ({diffs})", file=sys.stderr)
     if cfg.pasr.judge.kind in ("openai", "hybrid") and has_redacted_credentials(cfg.pasr.judge.base_url):
         raise CliError(
             f"cannot resume {run_dir}: its config.yaml keeps the judge URL without its credentials "
             f"({cfg.pasr.judge.base_url}); give it again: pasr train --resume {run_dir} pasr.judge.base_url=URL"
         )
-    try:
-        latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
-    except ModelNotFoundError as exc:  # a latest pointer that names no folder: one line naming it
-        raise CliError(f"cannot resume {run_dir}: {exc}") from None
-    done, warmup = (int(ckpt.trainer_state(latest)["step"]) if latest else 0), cfg.warmup.steps
+    warmup = cfg.warmup.steps
     if warmup + cfg.trainer.steps < done:
         raise CliError(
             f"cannot resume {run_dir} with trainer.steps={cfg.trainer.steps}: it is at step {done} ({warmup} warm-up + "

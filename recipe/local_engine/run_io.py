@@ -10,8 +10,8 @@ The run directory holds:
 * ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
   attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
   ``eval/<tag>.jsonl`` — evaluation rollouts;
-* ``checkpoints/step_NNNNNN`` — HF model + optimizer + RNG + step (``latest`` points to the
-  newest; the end of the warm-up is pinned);
+* ``checkpoints/step_NNNNNN`` — HF model + RNG + step, and the optimizer state in the newest
+  only (``latest`` points to it; the end of the warm-up is pinned);
 * ``tensorboard/`` — with ``trainer.loggers`` naming tensorboard (verl's ``Tracking``).
 
 A resume cuts ``metrics.jsonl`` and the rollout dumps back to the checkpoint it starts from

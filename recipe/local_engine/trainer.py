@@ -13,8 +13,9 @@ The rest is in modules of its own:
 * :mod:`recipe.local_engine.device_setup` — threads, attention, rollout dtype and autocast, the
   model that generates;
 * :mod:`recipe.local_engine.pasr_step` — one PASR step (:mod:`recipe.local_engine.rrr`: one RRR step);
-* :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + optimizer + RNG
-  + step; ``latest`` points to the newest; the end of the warm-up is pinned).
+* :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + RNG + step, and
+  the optimizer state in the newest only; ``latest`` points to the newest; the end of the
+  warm-up is pinned).
 """
 
 from __future__ import annotations
@@ -193,6 +194,10 @@ class LocalPasrTrainer:
         self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
+        if not state["optimizer_restored"] and self._phase(self.step + 1) == self.optimizer_phase:
+            # only the newest checkpoint keeps it, and the warm-up's end none (a fresh AdamW follows it)
+            print(f"pasr train: warning: {latest} keeps no optimizer state: the steps after it start a fresh "
+                  f"{self.optimizer_phase} optimizer, which an uninterrupted run would not", file=sys.stderr)  # fmt: skip
         run_io.truncate_after(self.run_dir, self.step)
         ckpt.prune(self.ckpt_root, self.cfg.trainer.keep_last)
         print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
@@ -337,9 +342,18 @@ class LocalPasrTrainer:
         run_io.warn_judge_errors(records, f"step {step}")
 
     # ---------------------------------------------------------------- loop
-    def _save(self) -> Path:
-        state = {"phase": "warmup" if self.step <= self.cfg.warmup.steps else self.rl_phase, "model_path": self.model_path}
-        return ckpt.save_checkpoint(self.ckpt_root, self.step, self.model, self.tokenizer, self.optimizer, state, self.cfg.trainer.keep_last)
+    def _phase(self, step: int) -> str:
+        """``warmup`` for global steps ``1..warmup.steps``, the method's phase after them."""
+        return "warmup" if step <= self.cfg.warmup.steps else self.rl_phase
+
+    def _save(self, end_of_warmup: bool) -> Path:
+        """Checkpoint of the current step. The end of the warm-up is pinned, and saved without
+        the optimizer state: the phase after it starts a fresh optimizer, so no resume reads it
+        (1.1 GB of AdamW moments on SmolLM2-135M)."""
+        state = {"phase": self._phase(self.step), "model_path": self.model_path}
+        optimizer = None if end_of_warmup else self.optimizer
+        return ckpt.save_checkpoint(self.ckpt_root, self.step, self.model, self.tokenizer, optimizer, state,
+                                    self.cfg.trainer.keep_last, pin=end_of_warmup)  # fmt: skip
 
     def _on_sigint(self, signum, frame):
         if self._stop:  # second Ctrl-C: stop now
@@ -368,7 +382,7 @@ class LocalPasrTrainer:
             bar = tqdm(total=total, initial=self.step, desc="pasr train", dynamic_ncols=True, file=sys.stderr)
             while self.step < total:
                 step = self.step + 1
-                phase = "warmup" if step <= cfg.warmup.steps else self.rl_phase
+                phase = self._phase(step)
                 if self.optimizer is None or self.optimizer_phase != phase:
                     self.optimizer = self._make_optimizer(phase)  # a fresh AdamW for the RL phase
                 lr = self._set_rl_lr(step) if phase != "warmup" else None
@@ -388,9 +402,7 @@ class LocalPasrTrainer:
                 if end_of_warmup and cfg.trainer.eval_after_warmup:
                     self._evaluate("warmup")
                 if end_of_warmup or step % cfg.trainer.save_every == 0 or step == total or self._stop:
-                    path = self._save()
-                    if end_of_warmup:
-                        ckpt.pin(self.ckpt_root, path)
+                    self._save(end_of_warmup)
                 if self._stop:
                     raise StopRequested
             bar.close()
