@@ -113,7 +113,7 @@ def test_refine_outcomes_of_two_rewards_name_each_in_the_legend(tmp_path):
     s = _stats(tmp_path, _training_run(tmp_path, "m", MARGIN, (0.5, 0.25)), _training_run(tmp_path, "s", SIGN, (1.0, 1.0)))
     ax = next(plots.refine_outcomes(s))[1].axes[0]
     assert "each run's reward in the legend" in ax.get_title()
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
     assert labels == ["m · train · refine · margin: better/worse acc - plain mean, tie 0, empty refine 0, no refine 0",
                       "s · train · refine · sign: better +1, worse -1, tie -0.5, no refine 0"]
 
@@ -165,7 +165,9 @@ def test_two_training_runs_overlaid_by_directory(tmp_path):
     s = _stats(tmp_path, m, sgn)
     [(name, fig)] = list(plots.runs_overlay(s))
     assert name == plots.OVERLAY_PLOT
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == [str(m), str(sgn)]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        f"{m} · refine reward margin: better/worse acc - plain mean, tie 0, empty refine 0, no refine 0",
+        f"{sgn} · refine reward sign: better +1, worse -1, tie -0.5, no refine 0"]
     panels = {ax.get_title().replace("\n", " "): ax for ax in fig.axes}
     reward = panels["Refine reward (mean of judged refine rollouts)"]
     assert [line.get_label() for line in reward.lines if not line.get_label().startswith("_")] == [str(m), str(sgn)]

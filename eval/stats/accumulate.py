@@ -17,7 +17,7 @@ import random
 from dataclasses import asdict
 
 from data.records import PLAIN, REFINE, RolloutRecord
-from eval.stats.groups import KIND_ORDER, GroupStats, group_key, method_of
+from eval.stats.groups import KIND_ORDER, TAG_ORDER, GroupStats, group_key, method_of
 from eval.stats.pairing import PairedOutcomes, System
 from eval.stats.response_facts import ResponseFacts
 from eval.stats.rrr import RrrStats, is_rrr
@@ -44,11 +44,13 @@ class Collector:
         return g
 
     def ordered_groups(self) -> list[GroupStats]:
-        """Training groups first (refine before plain), then eval, then other; stable within."""
+        """Training groups first (refine before plain), then in-training evaluations (the local
+        engine's in the order it runs them: base, warmup, final), then eval, then other; stable within."""
         names = {REFINE: 0, "pasr": 0, PLAIN: 1}
         return sorted(
             self.groups.values(),
-            key=lambda g: (KIND_ORDER[g.kind], g.run_id, g.dataset or "", names.get(g.name, 2), g.name),
+            key=lambda g: (KIND_ORDER[g.kind], g.run_id, TAG_ORDER.get(g.dataset, len(TAG_ORDER)), g.dataset or "",
+                           names.get(g.name, 2), g.name),
         )
 
     def add_record(self, rec: RolloutRecord) -> None:

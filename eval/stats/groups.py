@@ -30,6 +30,8 @@ LENGTH_EDGES = (0, 1, 5, 10, 20, 50, 100, 200, 500, 1000)  # last bin is [1000, 
 CELLS = ("refine_correct", "refine_wrong", "no_refine_correct", "no_refine_wrong")
 EXAMPLE_MAX_CHARS = 4000
 KIND_ORDER = {"train": 0, "val": 1, "eval": 2, "other": 3}
+# the local engine's in-training evaluation tags, in the order its trainer runs them
+TAG_ORDER = {"base": 0, "warmup": 1, "final": 2}
 _DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
 # stats.json keys of a group that only mean something for PASR responses (None for RRR groups)
 PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "refine_break_rate", "draft_acc",

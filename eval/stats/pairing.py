@@ -27,11 +27,10 @@ from data.records import PLAIN
 from eval.stats import StatsInputError
 from eval.significance import sign_test
 from eval.stats.counting import rate
+from eval.stats.groups import TAG_ORDER
 from eval.stats.runs import RunInfo, display, read_run
 
 TRANSITION_CELLS = ("wrong->right", "right->right", "wrong->wrong", "right->wrong")
-# the local engine's evaluation tags in the order its trainer runs them (for two at one step)
-TAG_ORDER = {"base": 0, "warmup": 1, "final": 2}
 MAX_CHAINED = 3  # a run's in-training evaluations paired one after another up to this many; more: first vs last
 
 SampleKey = tuple[str, str, int]  # (dataset or data source, query id, sample index)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.stats import plot_style as ps
+from eval.stats.runs import display
 
 MAX_GROUPS_PER_PLOT = 8
 MAX_METRIC_PANELS = 15  # room for every preferred metric below
@@ -300,9 +301,9 @@ def refine_outcomes(stats: dict[str, Any]) -> Figures:
     titled with what the runs' reward paid for each."""
     with_outcomes = [g for g in _groups_with(stats, "refine_outcomes")
                      if any(g["refine_outcomes"].get(o) for o in COMPARED_OUTCOMES)]
-    fig, ax = _plt().subplots(figsize=(8, 4.5))
     modes = {g["run_id"]: reward_mode(stats, g["run_id"]) for g in with_outcomes}
     described = {m["describe"] if m else None for m in modes.values()}
+    fig, ax = _plt().subplots(figsize=(10 if len(described) > 1 else 8, 4.5))
     one_mode = next(iter(modes.values())) if len(described) == 1 else None
     if one_mode:
         title = f"Refine reward outcomes · {one_mode['describe']}"
@@ -324,8 +325,9 @@ def refine_outcomes(stats: dict[str, Any]) -> Figures:
     for g in with_outcomes:
         total = sum(g["refine_outcomes"].values())
         label = g["label"]
-        if len(described) > 1:
-            label += f" · {modes[g['run_id']]['describe'] if modes[g['run_id']] else NOT_RECORDED}"
+        if len(described) > 1:  # the group, then its run's reward, in lines that leave the axes room
+            mode = modes[g["run_id"]]
+            label = ps.wrap(f"{label} · {mode['describe'] if mode else NOT_RECORDED}", 2.6, 7)
         series.append((label, [100 * g["refine_outcomes"].get(o, 0) / total for o in order]))
     pays = one_mode["pays"] if one_mode else {}
     names = [f"{o}\n({pays[o]})" if o in pays else o for o in order]
@@ -482,8 +484,7 @@ def metric_axis(ax, key: str, values: list[float | None]) -> None:
 
 
 def _metrics_where(m: dict[str, Any], label: str) -> str:
-    from eval.stats.runs import display
-
+    """A metrics.jsonl by its run directory."""
     return display(Path(m["file"]).parent) if m.get("file") else label
 
 
@@ -585,6 +586,7 @@ def transitions(stats: dict[str, Any]) -> Figures:
 # --------------------------------------------------------------------------- runs side by side
 
 # (title, trends column, metrics.jsonl key, axis kind) of the overlay's panels
+RUN_LINESTYLES = ("-", "--", "-.", ":")
 OVERLAY_PANELS = (
     ("Refine rate (refine rollouts)", "refine_rate", "pasr/refine_rate", "rate"),
     ("Format pass rate (refine rollouts)", "format_pass_rate", "pasr/format_pass_rate", "rate"),
@@ -594,15 +596,20 @@ OVERLAY_PANELS = (
 )
 
 
-def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list, list]], dict[str, tuple[list, list]]]]:
-    """(label, {panel column: (steps, values)}, {held-out set: (steps, accuracy)}) per training run:
-    from its rollouts when two or more runs have them, else from two or more metrics.jsonl."""
+def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list, list]], dict[str, tuple[list, list]], str]]:
+    """(label, {panel column: (steps, values)}, {held-out set: (steps, accuracy)}, its reward in
+    words) per training run: from its rollouts when two or more runs have them, else from two or
+    more metrics.jsonl."""
+    def reward(run_id: str) -> str:
+        mode = reward_mode(stats, run_id)
+        return mode["describe"] if mode else NOT_RECORDED
+
     runs = []
     if len(stats["trends"]) >= 2:
         for run_id, t in stats["trends"].items():
             cols = {col: (t["steps"], t.get(col, [None] * len(t["steps"]))) for _, col, _, _ in OVERLAY_PANELS}
             held = {ds: (v["steps"], v["acc"]) for ds, v in stats.get("val_trends", {}).get(run_id, {}).items()}
-            runs.append((run_label(stats, run_id), cols, held))
+            runs.append((run_label(stats, run_id), cols, held, reward(run_id)))
     elif len(stats["metrics_trends"]) >= 2:
         for label, m in stats["metrics_trends"].items():
             def series(key: str) -> tuple[list, list]:
@@ -610,7 +617,7 @@ def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list
                 return [s for s, v in zip(m["steps"], values) if v is not None], [v for v in values if v is not None]
 
             cols = {col: series(key) for _, col, key, _ in OVERLAY_PANELS}
-            runs.append((_metrics_where(m, label), cols, {"eval/acc": series("eval/acc")}))
+            runs.append((_metrics_where(m, label), cols, {"eval/acc": series("eval/acc")}, reward(label)))
     drew = [r for r in runs if any(ps.finite(v for _, values in [*r[1].values(), *r[2].values()] for v in values))]
     return drew[:MAX_GROUPS_PER_PLOT]
 
@@ -630,8 +637,10 @@ def runs_overlay(stats: dict[str, Any]) -> Figures:
     for ax, (title, col, _, kind) in zip(panels, OVERLAY_PANELS):
         ps.title(ax, title, fontsize=10)
         ax.set_ylabel({"rate": "rate (%)", "reward": "refine reward", "value": "tokens"}[kind])
-        series = [(label, cols[col][1], {"steps": cols[col][0], "color": colors[i % len(colors)]})
-                  for i, (label, cols, _) in enumerate(runs)]
+        # a line style per run too: runs with equal values stay visible over each other
+        series = [(label, cols[col][1], {"steps": cols[col][0], "color": colors[i % len(colors)],
+                                         "linestyle": RUN_LINESTYLES[i % len(RUN_LINESTYLES)]})
+                  for i, (label, cols, _, _) in enumerate(runs)]
         _lines(ax, [], series, rate=kind == "rate", why="no value in these runs",
                axis=reward_axis if kind == "reward" else None)
     ax = panels[len(OVERLAY_PANELS)]
@@ -639,16 +648,19 @@ def runs_overlay(stats: dict[str, Any]) -> Figures:
     ax.set_ylabel("accuracy (%)")
     markers = "sovD^<>p"
     series = []
-    for i, (label, _, held) in enumerate(runs):
-        for j, (ds, (steps, acc)) in enumerate(held.items()):
+    for i, (label, _, held, _) in enumerate(runs):
+        for j, (ds, (steps, acc)) in enumerate(sorted(held.items(), key=lambda kv: (kv[1][0][:1], kv[0]))):
             series.append((f"{label}: {ds}", acc, {"steps": steps, "color": colors[i % len(colors)],
                                                     "marker": markers[j % len(markers)], "linestyle": ":"}))
     if _lines(ax, [], series, rate=True, why="no in-training evaluation in these runs"):
         _legend(ax, fontsize=7)
-    handles = [plt.Line2D([], [], color=colors[i % len(colors)], marker=".", label=label) for i, (label, _, _) in enumerate(runs)]
-    fig.legend(handles=handles, loc="lower center", ncol=min(2, len(runs)), fontsize=8, frameon=False)
+    # one entry per run: its directory and the refine reward it paid (what two runs most often differ in)
+    handles = [plt.Line2D([], [], color=colors[i % len(colors)], linestyle=RUN_LINESTYLES[i % len(RUN_LINESTYLES)],
+                          marker=".", label=f"{label} · refine reward {reward}")
+               for i, (label, _, _, reward) in enumerate(runs)]
+    fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=8, frameon=False)
     ps.suptitle(fig, f"Training runs side by side ({len(runs)} runs)")
-    fig.set_layout_engine("tight", rect=(0, 0.03 + 0.025 * ((len(runs) + 1) // 2), 1, 1))  # room for the legend
+    fig.set_layout_engine("tight", rect=(0, 0.01 + 0.02 * len(runs), 1, 1))  # room for the legend
     yield OVERLAY_PLOT, fig
 
 
@@ -660,22 +672,31 @@ MONTAGE_PLOT = "montage.png"
 
 
 def montage_figure(out: Path, names: list[str], *, cols: int = 3, width_in: float = 15.0):
-    """The plots ``names`` (files in ``out``) tiled ``cols`` to a row, each under its file name."""
+    """The plots ``names`` (files in ``out``) tiled ``cols`` to a row, each under its file name; a
+    plot much wider than tall (many groups side by side) takes two cells, to stay readable."""
     import matplotlib.image as mpimg
 
-    images = [(name, mpimg.imread(out / name)) for name in names]
-    rows = [images[i : i + cols] for i in range(0, len(images), cols)]
     cell = width_in / cols
-    heights = [max(img.shape[0] / img.shape[1] for _, img in row) * cell + 0.3 for row in rows]
+    rows: list[list[tuple[str, Any, int]]] = [[]]
+    for name in names:
+        img = mpimg.imread(out / name)
+        span = min(cols, 2 if img.shape[1] / img.shape[0] > 2.2 else 1)
+        if sum(s for _, _, s in rows[-1]) + span > cols:
+            rows.append([])
+        rows[-1].append((name, img, span))
+    rows = [row for row in rows if row]
+    heights = [max(img.shape[0] / img.shape[1] * span * cell for _, img, span in row) + 0.3 for row in rows]
     fig = _plt().figure(figsize=(width_in, sum(heights)))
     grid = fig.add_gridspec(len(rows), cols, height_ratios=heights, left=0.003, right=0.997, bottom=0.003,
                             top=1 - 0.3 / sum(heights), wspace=0.02, hspace=0.3 / (sum(heights) / len(rows)))
     for r, row in enumerate(rows):
-        for c, (name, img) in enumerate(row):
-            ax = fig.add_subplot(grid[r, c])
+        c = 0
+        for name, img, span in row:
+            ax = fig.add_subplot(grid[r, c : c + span])
             ax.imshow(img, interpolation="antialiased")
             ax.set_axis_off()
             ax.set_title(name, fontsize=9)
+            c += span
     return fig
 
 
