@@ -8,6 +8,10 @@ sets it is refused with where to find it instead of "not a known key" (or, for a
 overrides, the verl config's ``pasr`` section), and the verl engine also checks its Hydra
 overrides before composing them (:func:`retired_overrides`), since Hydra refuses a key the
 schema lacks with its own message first. Every retired setting given is named at once.
+
+A key that was renamed (:data:`RENAMED`) is refused the same way, naming its new name; a run's
+saved ``config.yaml`` that still spells the old name resumes under the new one
+(:func:`rename_saved_keys`).
 """
 
 from __future__ import annotations
@@ -47,19 +51,33 @@ RETIRED: dict[str, tuple[str, str]] = {
 }
 
 
+# "section.key": (the key's new name, why it was renamed). The same setting, same values: only
+# the spelling changed, so a saved run is carried over (rename_saved_keys) and a new config refused.
+RENAMED: dict[str, tuple[str, str]] = {
+    "trainer.loggers": (
+        "trainer.logger",
+        "verl's name for the same list of Tracking backends (console, tensorboard, wandb, ...), "
+        "one key in both engines",
+    ),
+}
+
+
 def retired_message(setting: str) -> str:
     """The refusal of ``setting``, a key of :data:`RETIRED`.
 
     >>> retired_message("pasr.train_plain").startswith("pasr.train_plain was retired (last in commit 0c947d1: ")
     True
     """
+    if setting in RENAMED:
+        new, why = RENAMED[setting]
+        return f"{setting} was renamed {new} ({why}): set {new} instead"
     why, instead = RETIRED[setting]
     return f"{setting} was retired (last in commit {LAST_COMMIT}: {why}); {instead}"
 
 
 def is_retired_key(name: str) -> bool:
-    """Whether the dotted key ``name`` was retired whatever its value."""
-    return name in RETIRED
+    """Whether the dotted key ``name`` was retired (or renamed) whatever its value."""
+    return name in RETIRED or name in RENAMED
 
 
 def retired_settings(section: Any, prefix: str = "") -> list[str]:
@@ -73,7 +91,7 @@ def retired_settings(section: Any, prefix: str = "") -> list[str]:
     out = []
     for key, value in section.items():
         name = f"{prefix}.{key}" if prefix else str(key)
-        if name in RETIRED:
+        if is_retired_key(name):
             out.append(retired_message(name))
         elif isinstance(value, Mapping):
             out += retired_settings(value, name)
@@ -92,7 +110,7 @@ def retired_overrides(overrides: Iterable[str]) -> list[str]:
             continue
         key, eq, value = override.lstrip("~+").partition("=")
         key, value = key.strip(), value.strip().strip("'\"")
-        setting = key if key in RETIRED else f"{key}={value}" if eq and f"{key}={value}" in RETIRED else None
+        setting = key if is_retired_key(key) else f"{key}={value}" if eq and f"{key}={value}" in RETIRED else None
         if setting is not None and retired_message(setting) not in out:
             out.append(retired_message(setting))
     return out
@@ -124,3 +142,29 @@ def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
         del pasr["empty_refine_mode"]
         dropped.append("pasr.empty_refine_mode")
     return dropped
+
+
+def rename_saved_keys(saved: Any) -> list[str]:
+    """Move every renamed key (:data:`RENAMED`) of a run's saved ``config.yaml`` (a DictConfig,
+    in place) to its new name, and return the old dotted names. A run saved before the rename
+    resumes with what it had (``trainer.loggers: [tensorboard]`` goes on logging to tensorboard).
+    A file holding both names keeps the new one's value.
+
+    >>> cfg = OmegaConf.create({"trainer": {"loggers": ["console"], "steps": 3}})
+    >>> rename_saved_keys(cfg), OmegaConf.to_container(cfg)
+    (['trainer.loggers'], {'trainer': {'steps': 3, 'logger': ['console']}})
+    """
+    if not isinstance(saved, DictConfig):
+        return []
+    renamed = []
+    for old, (new, _) in RENAMED.items():
+        *parents, key = old.split(".")
+        section = OmegaConf.select(saved, ".".join(parents)) if parents else saved
+        if not isinstance(section, DictConfig) or key not in section:
+            continue
+        value = section[key]
+        del section[key]
+        if OmegaConf.select(saved, new, default=None) is None:
+            OmegaConf.update(saved, new, value, force_add=True)
+        renamed.append(old)
+    return renamed

@@ -147,7 +147,7 @@ def test_values_that_failed_later_are_refused_up_front(tmp_path):
     binary = tmp_path / "binary.txt"
     binary.write_bytes(b"\xff\xfe\x00prompt")
     bad = {"pasr.prompts.refine": "refine_sytem", "pasr.prompts.plain": str(tmp_path / "absent.txt"),
-           "rrr.prompts.reflect": str(binary), "trainer.loggers": "[console,foo]", "trainer.seed": "-1",
+           "rrr.prompts.reflect": str(binary), "trainer.logger": "[console,foo]", "trainer.seed": "-1",
            "warmup.seed": str(2**32), "data.seed": "-3", "model.threads": "100000"}  # fmt: skip
     with pytest.raises(ConfigError) as exc:
         load_config(preset="tiny", overrides=[f"{k}={v}" for k, v in bad.items()])
@@ -155,7 +155,7 @@ def test_values_that_failed_later_are_refused_up_front(tmp_path):
     for named in ("pasr.prompts.refine=refine_sytem: unknown prompt 'refine_sytem'",
                   f"pasr.prompts.plain={tmp_path / 'absent.txt'}: prompt template file not found",
                   f"rrr.prompts.reflect={binary}: prompt template file {binary} is not UTF-8 text (byte 0xff at offset 0)",
-                  "trainer.loggers: unknown logger 'foo'", "trainer.seed must be in [0, 4294967295], got -1",
+                  "trainer.logger: unknown logger 'foo'", "trainer.seed must be in [0, 4294967295], got -1",
                   f"warmup.seed must be in [0, 4294967295], got {2**32}", "data.seed must be in [0, 4294967295], got -3",
                   "model.threads must be 0 (measured at start) or 1 to the"):
         assert named in message, (named, message)
@@ -163,9 +163,9 @@ def test_values_that_failed_later_are_refused_up_front(tmp_path):
     cores = len(os.sched_getaffinity(0))
     mine = tmp_path / "mine.txt"
     mine.write_text("Think, then answer.")
-    ok = load_config(preset="tiny", overrides=[f"model.threads={cores}", "trainer.loggers=[console]",
+    ok = load_config(preset="tiny", overrides=[f"model.threads={cores}", "trainer.logger=[console]",
                                                f"trainer.seed={2**32 - 1}", f"pasr.prompts.refine={mine}"])  # fmt: skip
-    assert ok.model.threads == cores and ok.trainer.loggers == ["console"]
+    assert ok.model.threads == cores and ok.trainer.logger == ["console"]
 
 
 def test_a_judge_prompt_needs_a_judge_that_sends_it():
@@ -178,7 +178,7 @@ def test_a_judge_prompt_needs_a_judge_that_sends_it():
 
 
 def test_the_logger_list_is_verls():
-    """trainer.loggers is checked against a copy of verl's Tracking.supported_backend (importing
+    """trainer.logger is checked against a copy of verl's Tracking.supported_backend (importing
     verl costs seconds): read verl's from its source, so the copy cannot fall behind."""
     import ast
     import importlib.util
@@ -197,5 +197,5 @@ def test_a_logger_whose_package_is_missing_is_refused(monkeypatch):
     from recipe.local_engine import config
 
     monkeypatch.setitem(config.TRACKING_BACKENDS, "wandb", "pasr_no_such_package")
-    with pytest.raises(ConfigError, match="trainer.loggers: wandb needs the Python package pasr_no_such_package"):
-        load_config(preset="tiny", overrides=["trainer.loggers=[wandb]"])
+    with pytest.raises(ConfigError, match="trainer.logger: wandb needs the Python package pasr_no_such_package"):
+        load_config(preset="tiny", overrides=["trainer.logger=[wandb]"])

@@ -170,3 +170,51 @@ def test_a_run_saved_before_the_retirement_resumes_with_the_same_settings(tmp_pa
 def test_a_saved_run_that_used_a_retired_behaviour_is_still_refused(tmp_path, extra):
     with pytest.raises(ConfigError, match=LAST_COMMIT):
         load_config(config_file=str(_old_run_config(tmp_path, **extra)), saved_run=True)
+
+
+# ----------------------------------------------------------------------------- renamed keys
+def test_a_renamed_key_is_refused_naming_its_new_name_in_both_engines(tmp_path):
+    """trainer.loggers (the local engine's old spelling) is verl's trainer.logger now: refused
+    as an override, in a config file and among verl's overrides, each time naming the new key."""
+    from recipe.retired_keys import RENAMED
+    from recipe.verl_engine.config import compose_config
+
+    assert RENAMED["trainer.loggers"][0] == "trainer.logger"
+    message = retired_message("trainer.loggers")
+    assert message.startswith("trainer.loggers was renamed trainer.logger (") and message.endswith("set trainer.logger instead")
+    assert ";" not in message and "\n" not in message
+    with pytest.raises(ConfigError) as exc:
+        load_config(overrides=["trainer.loggers=[console]", "pasr.tie_valeu=0"])
+    assert message in str(exc.value) and "pasr.tie_valeu (did you mean" in str(exc.value)
+    path = tmp_path / "c.yaml"
+    path.write_text("trainer:\n  loggers: [tensorboard]\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(config_file=str(path))
+    assert str(exc.value) == message
+    with pytest.raises(ConfigError) as exc:
+        compose_config(["trainer.loggers=[console]"])
+    assert str(exc.value) == message
+    assert load_config(overrides=["trainer.logger=[console]"]).trainer.logger == ["console"]
+    assert compose_config(["trainer.logger=[console]"]).trainer.logger == ["console"]  # verl's own key
+
+
+def test_a_run_saved_with_the_old_logger_key_resumes_with_its_loggers(tmp_path):
+    """A config.yaml written before the rename (``trainer.loggers: [console]``) resumes, through
+    pasr train --resume's own config step, logging where it logged; the new key may change it
+    (a resume may change where a run logs); the old key given again is refused."""
+    from omegaconf import OmegaConf
+
+    from data.cli_errors import CliError
+    from recipe.local_engine.cli import _resume_config
+    from recipe.local_engine.config import LocalTrainConfig, to_yaml
+
+    cfg = OmegaConf.create(to_yaml(LocalTrainConfig()))
+    del cfg.trainer["logger"]
+    cfg.trainer.loggers = ["console"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    assert _resume_config(run, [], force=False).trainer.logger == ["console"]
+    assert _resume_config(run, ["trainer.logger=[]"], force=False).trainer.logger == []
+    with pytest.raises(CliError, match="trainer.loggers was renamed trainer.logger"):
+        _resume_config(run, ["trainer.loggers=[console]"], force=False)

@@ -27,7 +27,7 @@ def _one_line_error(rc: int, err: str, command: str = "train") -> str:
 def test_bad_values_are_refused_before_the_run_folder(run_cli, tmp_path):
     """Issue 53's example, with a third section: every bad key in one line, no run folder."""
     run = tmp_path / "run"
-    rc, _, err = _train(run_cli, run, "pasr.tie_value=nan", "rollout.temperature=-1", "trainer.loggers=[foo]")
+    rc, _, err = _train(run_cli, run, "pasr.tie_value=nan", "rollout.temperature=-1", "trainer.logger=[foo]")
     err = _one_line_error(rc, err)
     assert "pasr.tie_value=nan" in err and "rollout.temperature" in err and "unknown logger 'foo'" in err
     assert not run.exists()

@@ -152,6 +152,20 @@ def test_preflight(config):
     preflight(_compose(["pasr_verl.check_resources=false"]), local_gpus=lambda: 0, **ok)
 
 
+def test_preflight_checks_trainer_logger_as_the_local_engine_does():
+    """trainer.logger, one key in both engines (issue 52): an unknown backend, or one whose package
+    is missing, is refused at start, not by verl's Tracking once fit() starts after start-up."""
+    from recipe.verl_engine.config import PreflightError, preflight
+
+    ok = dict(local_gpus=lambda: 8, judge_check=lambda c: None)
+    with pytest.raises(PreflightError, match=r"trainer.logger: unknown logger 'foo' \(use console, file, tensorboard"):
+        preflight(_compose(["trainer.logger=[console,foo]"]), find_module=lambda n: object(), **ok)
+    with pytest.raises(PreflightError, match="trainer.logger: wandb needs the Python package wandb, which is not installed"):
+        preflight(_compose(["trainer.logger=[console,wandb]"]), find_module=lambda n: None if n == "wandb" else object(), **ok)
+    preflight(_compose(["trainer.logger=[console,wandb]"]), find_module=lambda n: object(), **ok)
+    preflight(_compose(["trainer.logger=console"]), find_module=lambda n: object(), **ok)  # verl takes one name too
+
+
 def test_preflight_refuses_a_relative_checkpoint_dir_inside_a_ray_job(monkeypatch):
     from recipe.verl_engine.config import PreflightError, preflight
 

@@ -140,6 +140,11 @@ def test_pinned_fit_throughput_and_loop(verl_mods):
     log = fit.index("logger.log(data=metrics, step=self.global_steps)")
     inc = fit.index("self.global_steps += 1", log)
     assert fit.index("if is_last_step:", inc) > inc and "for batch_dict" not in fit[log:]
+    # metrics.jsonl (metrics_file_tracking): fit() takes Tracking from verl.utils.tracking when it
+    # starts, and every dict it logs goes through that one logger's log()
+    assert "from verl.utils.tracking import Tracking" in fit and "logger = Tracking(" in fit
+    assert "logger.log(data=val_metrics, step=self.global_steps)" in fit
+    assert fit.count("logger.log(") == 2 and "Tracking" not in vars(verl_mods.ray_trainer)
     assert "self._save_checkpoint()" in fit and "self._load_checkpoint()" in fit
     src = _source(verl_mods.ray_trainer.RayPPOTrainer._save_checkpoint)
     assert 'f"global_step_{self.global_steps}"' in src and "self.train_dataloader.state_dict()" in src

@@ -18,10 +18,11 @@ from omegaconf import OmegaConf
 from data.generated_sets import DEFAULT_DATA_SEED
 from data.warmup_traces import REFINE_STYLES
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
+from recipe.metrics_file import TRACKING_BACKENDS, logger_problems  # noqa: F401  (TRACKING_BACKENDS: tests patch it here)
 from recipe.pasr_config import (
     ConfigError, PasrConfig, PromptsConfig, merge_reporting, missing_value_problems, non_finite_problems,
 )
-from recipe.retired_keys import drop_settings_kept_as_defaults
+from recipe.retired_keys import drop_settings_kept_as_defaults, rename_saved_keys
 from recipe.rrr_config import RrrConfig, judge_problem, method_problem
 from runtime.gqa_attention import ATTENTIONS
 from runtime.model_loading import DEVICES, resolve_device
@@ -167,8 +168,9 @@ class TrainerConfig:
     run_dir: str = "runs/pasr-local"
     project: str = "pasr"
     experiment: str = "local"
-    # verl Tracking backends: console | tensorboard | wandb | ... (the progress bar is always on)
-    loggers: list[str] = field(default_factory=list)
+    # verl Tracking backends: console | tensorboard | wandb | ... (the progress bar is always on;
+    # metrics.jsonl is always written); verl's trainer.logger, one key in both engines
+    logger: list[str] = field(default_factory=list)
     dump_rollouts: bool = True
     # stop the run when the judge failed on more than this fraction of an RL step's rollouts,
     # after dumping them, instead of training on masked rows; 1.0 never stops (recipe/judge_errors.py;
@@ -285,7 +287,7 @@ class LocalTrainConfig:
         for key, seed in (("trainer.seed", self.trainer.seed), ("warmup.seed", w.seed), ("data.seed", d.seed)):
             if not 0 <= seed <= MAX_SEED:  # numpy's seeds, the RL and warm-up batch orders among them
                 problems.append(f"{key} must be in [0, {MAX_SEED}], got {seed}")
-        problems += logger_problems(self.trainer.loggers)
+        problems += logger_problems(self.trainer.logger)
         if d.train_size < 1:
             problems.append(f"data.train_size must be >= 1, got {d.train_size}")
         if d.eval_size < (1 if self.trainer.evaluates else 0):
@@ -319,30 +321,6 @@ class LocalTrainConfig:
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed) takes [0, 2**32 - 1]
 
-# verl's Tracking backends (verl.utils.tracking.Tracking.supported_backend; a test checks the two
-# agree) and the package each imports when the run starts (None: none). Importing verl itself
-# takes seconds, too slow for a config check.
-TRACKING_BACKENDS = {
-    "console": None, "file": None, "tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
-    "swanlab": "swanlab", "vemlp_wandb": "volcengine_ml_platform", "clearml": "clearml", "trackio": "trackio",
-    "rl_insight": "rl_insight",
-}  # fmt: skip
-
-
-def logger_problems(loggers: list[str]) -> list[str]:
-    """Why ``trainer.loggers`` would fail when the run creates its loggers (verl's ``Tracking``
-    asserts on an unknown name; a backend whose package is missing raises ImportError)."""
-    import importlib.util
-
-    problems = []
-    for name in (b for b in loggers if b):
-        if name not in TRACKING_BACKENDS:
-            problems.append(f"trainer.loggers: unknown logger {name!r} (use {', '.join(TRACKING_BACKENDS)})")
-        elif (package := TRACKING_BACKENDS[name]) and importlib.util.find_spec(package) is None:
-            problems.append(f"trainer.loggers: {name} needs the Python package {package}, which is not installed")
-    return problems
-
-
 def threads_problem(threads: int) -> str | None:
     """Why ``model.threads`` cannot be used on this machine, or None: torch starts that many
     threads (100000 ran out of memory), and more than the cores only makes them wait on each other."""
@@ -367,7 +345,8 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
     override, an interpolation that does not resolve, a value the run cannot use) is a
     :class:`ConfigError` that names every bad key at once, in one line.
     ``saved_run``: ``config_file`` is a run's own ``config.yaml`` (``--resume``), where retired
-    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`).
+    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`)
+    and renamed keys take their new names (:func:`recipe.retired_keys.rename_saved_keys`).
     ``validate=False`` skips the value checks (:meth:`LocalTrainConfig.problems`), not the key
     and type checks: a saved run read only to compare it with what resumes it, whose
     machine-bound values (``model.threads``) the resume's overrides may change."""
@@ -398,6 +377,7 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
             raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
         if saved_run and path == Path(config_file):
             drop_settings_kept_as_defaults(layer)
+            rename_saved_keys(layer)
         layers.append(layer)
     problems = []
     bad = [o for o in overrides if "=" not in o]

@@ -6,13 +6,14 @@ The run directory holds:
 * ``config.yaml`` — the resolved config;
 * ``data_split.json`` — how the training pool and the held-out set were split (by content:
   :mod:`data.heldout_split`), their sizes and the training rows dropped;
-* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``);
+* ``metrics.jsonl`` — one line per step (``phase`` warmup | pasr | rrr) and per evaluation (``eval``),
+  written by :mod:`recipe.metrics_file` as the verl engine writes its own;
 * ``rollouts/step_NNNNNN.jsonl`` — every rollout of an RL step (PASR: refine and plain; RRR:
   attempt, reflection and retry), as :class:`~data.records.RolloutRecord`;
   ``eval/<tag>.jsonl`` — evaluation rollouts;
 * ``checkpoints/step_NNNNNN`` — HF model + RNG + step, and the optimizer state in the newest
   only (``latest`` points to it; the end of the warm-up is pinned);
-* ``tensorboard/`` — with ``trainer.loggers`` naming tensorboard (verl's ``Tracking``).
+* ``tensorboard/`` — with ``trainer.logger`` naming tensorboard (verl's ``Tracking``).
 
 A resume cuts ``metrics.jsonl`` and the rollout dumps back to the checkpoint it starts from
 (:func:`truncate_after`), so the steps after it are written once, not twice.
@@ -26,10 +27,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from data.atomic_write import appending, replace_text
+from data.atomic_write import replace_text
 from data.records import write_records
 from recipe.judge_errors import judge_error_warning
 from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
+from recipe.metrics_file import append_metrics, metric_lines, truncate_metrics, use_run_tensorboard_dir
 from recipe.run_lock import LOCK_FILE
 
 DATA_SPLIT = "data_split.json"
@@ -82,64 +84,35 @@ def write_data_split(run_dir: Path, record: dict) -> None:
         replace_text(path, text)
 
 
-def metric_lines(run_dir: Path) -> list[dict]:
-    """The parsable lines of metrics.jsonl. A line cut off by a kill mid-write (or any
-    other line that is not a JSON object) is skipped with a warning, not a crash."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    lines = []
-    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-            if not isinstance(line, dict) or not isinstance(line.get("step", 0), int):
-                raise ValueError("not a metrics line")
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError included
-            print(f"warning: {path}:{n}: dropping a corrupt line (cut off by a kill?)", file=sys.stderr)
-            continue
-        lines.append(line)
-    return lines
-
-
 def truncate_after(run_dir: Path, step: int) -> None:
     """Drop what steps after the checkpoint wrote, so they are redone once, not twice.
     ``step`` 0 (no checkpoint) drops everything the run wrote except config.yaml: the
     start-of-run evaluation is redone too."""
-    metrics = run_dir / "metrics.jsonl"
+    truncate_metrics(run_dir, step)
     if step == 0:
-        metrics.unlink(missing_ok=True)
         for name in ("rollouts", "eval", "checkpoints", "tensorboard"):
             shutil.rmtree(run_dir / name, ignore_errors=True)
         return
-    if metrics.is_file():
-        kept = [line for line in metric_lines(run_dir) if line.get("step", 0) <= step]
-        replace_text(metrics, "".join(json.dumps(line) + "\n" for line in kept))  # the old file or the new, never half
     for dump in (run_dir / "rollouts").glob("step_*.jsonl"):
         if int(dump.stem.split("_")[1]) > step:
             dump.unlink()
 
 
 def make_tracking(run_dir: Path, trainer: TrainerConfig):
-    """verl's ``Tracking`` for ``trainer.loggers`` (None when there are none)."""
-    loggers = [b for b in trainer.loggers if b]
+    """verl's ``Tracking`` for ``trainer.logger`` (None when there are none)."""
+    loggers = [b for b in trainer.logger if b]
     if not loggers:
         return None
-    import os
-
     from verl.utils.tracking import Tracking
 
-    os.environ.setdefault("TENSORBOARD_DIR", str(run_dir / "tensorboard"))
+    use_run_tensorboard_dir(run_dir)
     return Tracking(trainer.project, trainer.experiment, default_backend=loggers, config=None)
 
 
 # ---------------------------------------------------------------- logging
 def log_metrics(run_dir: Path, tracking, step: int, phase: str, metrics: dict) -> None:
     """One line of metrics.jsonl, and the numbers to ``tracking`` when there is one."""
-    line = {"step": step, "phase": phase, **metrics}
-    with appending(run_dir / "metrics.jsonl") as fh:  # a whole line or none
-        fh.write(json.dumps(line) + "\n")
+    append_metrics(run_dir, step, phase, metrics)
     if tracking is not None:
         tracking.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
 

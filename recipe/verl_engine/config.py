@@ -40,6 +40,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
+from recipe.metrics_file import logger_problems
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
 from recipe.retired_keys import retired_overrides
 from recipe.rrr_config import RrrConfig, check_method, judge_problem, load_rrr_config
@@ -420,6 +421,10 @@ def preflight(
 
     rollout_name = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
     find_module = find_module or _find_spec
+    # verl's Tracking fails on these only once fit() starts, after minutes of start-up
+    loggers = OmegaConf.select(config, "trainer.logger", default=None) or []
+    if problems := logger_problems(loggers if isinstance(loggers, str) else list(loggers), find_module):
+        raise PreflightError("; ".join(problems))
     if rollout_name in ("vllm", "sglang") and find_module(rollout_name) is None:
         raise PreflightError(
             f"actor_rollout_ref.rollout.name={rollout_name} but {rollout_name} is not installed "

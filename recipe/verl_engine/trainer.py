@@ -13,12 +13,16 @@ rollout installed, nothing copied.
   with no token to train on (an RRR step whose first attempts all succeeded; a step whose every
   row had a judge error) is not sent to the actor: verl's token-mean loss would divide by zero
   tokens (``actor/update_skipped`` = 1, see :func:`nothing_to_train`).
-* ``fit``: verl's own ``fit`` (re-bound, not copied) with three changes around it:
+* ``fit``: verl's own ``fit`` (re-bound, not copied) with four changes around it:
   advantages are estimated over the rows PASR trains on only (:func:`pasr_compute_advantage`,
   the judge-error policy of :mod:`recipe.scoring`), ``perf/throughput`` counts the rows
-  generated in the step but not trained on (:func:`pasr_throughput_metrics`), and a stop request
-  (SIGTERM / Ctrl-C on the driver, see below) ends the run at the end of the current step with a
-  checkpoint, as Ctrl-C does in the local engine.
+  generated in the step but not trained on (:func:`pasr_throughput_metrics`), every dict its
+  logger logs is also a line of ``metrics.jsonl`` in ``trainer.default_local_dir``, as the local
+  engine writes its own (:func:`metrics_file_tracking`; ``_load_checkpoint`` cuts the file back
+  to the step it resumes from; the tensorboard backend writes to ``tensorboard/`` beside it
+  unless ``TENSORBOARD_DIR`` is set), and a stop request (SIGTERM / Ctrl-C on the driver, see below)
+  ends the run at the end of the current step with a checkpoint, as Ctrl-C does in the local
+  engine.
 
 :class:`PasrTaskRunner` sets up what verl's ``TaskRunner.run`` sets up (workers, resource pools,
 tokenizer, datasets) with verl's own helpers, and builds a :class:`PasrRayTrainer`. verl's
@@ -41,6 +45,7 @@ from __future__ import annotations
 import os
 import socket
 import types
+from contextlib import contextmanager
 
 import ray
 from omegaconf import OmegaConf, open_dict
@@ -50,6 +55,7 @@ from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from recipe.advantages import advantages_on_trained_rows
+from recipe.metrics_file import append_metrics, truncate_metrics, use_run_tensorboard_dir
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
 from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY
@@ -133,6 +139,34 @@ def verl_fit():
     )
 
 
+VALIDATION_PREFIXES = ("val-core/", "val-aux/")  # the keys of verl's _validate metrics
+
+
+@contextmanager
+def metrics_file_tracking(run_dir: str, method: str):
+    """While the block runs, the ``Tracking`` verl's ``fit()`` makes (it imports the class from
+    ``verl.utils.tracking`` when it starts) also appends every dict it logs to
+    ``run_dir/metrics.jsonl`` (:func:`recipe.metrics_file.append_metrics`, the local engine's
+    writer): ``phase`` is ``method``, or ``eval`` for a validation logged alone (before the first
+    step). The backends of ``trainer.logger`` get the same dicts as before."""
+    from verl.utils import tracking
+
+    verl_tracking = tracking.Tracking
+
+    class MetricsFileTracking(verl_tracking):
+        def log(self, data, step, backend=None):
+            if backend is None:  # the step's whole dict (fit() names no backend)
+                validation = bool(data) and all(str(k).startswith(VALIDATION_PREFIXES) for k in data)
+                append_metrics(run_dir, step, "eval" if validation else method, data)
+            super().log(data=data, step=step, backend=backend)
+
+    tracking.Tracking = MetricsFileTracking
+    try:
+        yield
+    finally:
+        tracking.Tracking = verl_tracking
+
+
 def nothing_to_train(batch) -> bool:
     """No response token of ``batch`` is in the loss. verl's actor would still run the update:
     its token-mean loss divides by the batch's loss tokens (0: NaN), and only its non-finite
@@ -175,6 +209,8 @@ class PasrRayTrainer(RayPPOTrainer):
     def _load_checkpoint(self):
         result = super()._load_checkpoint()
         self._last_saved_step = self.global_steps  # the resumed step (0 from scratch) is on disk
+        # the steps after it are logged again: metrics.jsonl holds each once
+        truncate_metrics(str(self.config.trainer.default_local_dir), self.global_steps)
         return result
 
     def _save_checkpoint(self):
@@ -210,7 +246,12 @@ class PasrRayTrainer(RayPPOTrainer):
     def fit(self):
         if not isinstance(self.train_dataloader, StopAwareLoader):
             self.train_dataloader = StopAwareLoader(self.train_dataloader, self._stop_requested)
-        result = verl_fit()(self)
+        from recipe.verl_engine.config import method_of
+
+        run_dir = str(self.config.trainer.default_local_dir)
+        use_run_tensorboard_dir(run_dir)  # beside metrics.jsonl, as in the local engine
+        with metrics_file_tracking(run_dir, method_of(self.config)):
+            result = verl_fit()(self)
         if getattr(self, "_stop_reason", None) is not None:
             self._checkpoint_on_stop()
         return result
