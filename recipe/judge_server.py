@@ -358,20 +358,15 @@ def run_with_judge(command: list[str], judge: ServedJudge) -> int:
 
 
 # --------------------------------------------------------------------------- CLI
-def build_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="judge_command", metavar="ACTION")
-    sub.required = True
-    serve = sub.add_parser(
-        "serve",
-        help="serve an LLM judge with vLLM on GPUs of the Ray cluster, optionally around a training command",
-        description=(
-            "Start `vllm serve MODEL` in a Ray actor holding --judge-gpus GPUs, wait until it answers, then run the "
-            "command after -- with pasr.judge.base_url/model (and kind=openai, trainer.n_gpus_per_node = the node's "
-            "GPUs minus the judge's, unless set) appended, and stop the judge when it ends. Without a command: serve "
-            "until interrupted."
-        ),
-        usage="pasr judge serve --judge-model NAME --judge-gpus N [options] [-- COMMAND...]",
+def build_parser(serve: argparse.ArgumentParser) -> None:
+    """The options of ``pasr judge serve`` (``pasr_cli`` makes the ``judge`` group)."""
+    serve.description = (
+        "Start `vllm serve MODEL` in a Ray actor holding --judge-gpus GPUs, wait until it answers, then run the "
+        "command after -- with pasr.judge.base_url/model (and kind=openai, trainer.n_gpus_per_node = the node's "
+        "GPUs minus the judge's, unless set) appended, and stop the judge when it ends. Without a command: serve "
+        "until interrupted."
     )
+    serve.usage = "pasr judge serve --judge-model NAME --judge-gpus N [options] [-- COMMAND...]"
     serve.add_argument("--judge-model", metavar="NAME", help="the judge model (hub name or folder), also its served name")
     serve.add_argument("--judge-gpus", type=int, metavar="N", help="GPUs for the judge (its tensor-parallel size); 2 for a 14B judge in bf16")
     serve.add_argument("--port", type=int, default=0, metavar="PORT", help="port on the judge's node (default: a free one)")

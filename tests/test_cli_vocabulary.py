@@ -58,6 +58,7 @@ def mentions(text: str, flag: str) -> bool:
 REQUIRED = {
     ("data", "preview"): ["--dataset", "gsm8k"],
     ("data", "prepare"): ["--dataset", "gsm8k", "--out", "d"],
+    ("judge", "try"): ["--dataset", "gsm8k"],
     ("stats",): ["p", "--out", "d"],
     ("eval", "compare"): ["d1"],
     ("jobs", "status"): ["ID"],
@@ -150,7 +151,7 @@ def test_help_shows_no_old_spelling_anywhere():
 
 # concept -> (canonical spelling, metavar or None, the subcommands that have it, spellings no
 # subcommand may show for it)
-DATA_SOURCE = {("data", "preview"), ("data", "prepare")}
+DATA_SOURCE = {("data", "preview"), ("data", "prepare"), ("judge", "try")}
 JOBS = {("jobs", "status"), ("jobs", "logs"), ("jobs", "stop"), ("jobs", "list")}
 CONCEPTS = {
     "data set(s)": ("--dataset", "NAME_OR_FILE", DATA_SOURCE | {("eval",)}, ["--datasets", "--data-set", "--dataset-name"]),
@@ -158,7 +159,7 @@ CONCEPTS = {
                       ["--out-dir", "--output", "--output-dir", "--outdir", "-o"]),
     "progress bar": ("--progress", None, {("eval",), ("stats",)}, ["--no-progress", "--progress-bar", "--quiet"]),
     "problem level": ("--difficulty", None, DATA_SOURCE | {("eval",)}, ["--countdown-difficulty", "--level"]),
-    "LLM judge endpoint": ("--judge-base-url", "URL", {("eval",)}, ["--judge-url", "--judge-endpoint", "--base-url"]),
+    "LLM judge endpoint": ("--judge-base-url", "URL", {("eval",), ("judge", "try")}, ["--judge-url", "--judge-endpoint", "--base-url"]),
     "first N": ("--limit", "N", DATA_SOURCE | {("eval",)}, ["--max-examples", "--num-examples", "--n-examples"]),
     "seed": ("--seed", "N", DATA_SOURCE | {("eval",), ("stats",)}, ["--random-seed"]),
     "CPU threads": ("--threads", "N", {("eval",)}, ["--num-threads", "--n-threads", "--nthreads"]),

@@ -69,6 +69,17 @@ _READ_CHUNK = 64 * 1024
 class ReplyTooLarge(Exception):
     """A reply body over the judge's ``max_reply_bytes``: a bad reply (retried, then a judge error)."""
 
+
+@dataclass(frozen=True)
+class JudgeTrial:
+    """One judge request seen whole (:meth:`OpenAIJudge.trial`): what was sent, what came back,
+    the score read from it (None with ``error`` saying why: no reply, or none readable)."""
+
+    prompt: str
+    reply: str | None
+    score: float | None
+    error: str | None
+
 # ---------------------------------------------------------------------------------------------
 # Score parsing
 
@@ -149,6 +160,15 @@ def parse_score(text: str | None) -> float | None:
             return None
         values.add(_value(match))
     return values.pop() if len(values) == 1 else None
+
+
+def check_template(template: str) -> str:
+    """``template`` when it can judge (it holds ``{gold}`` and ``{answer}``; ``{question}`` is
+    optional), else ValueError naming the placeholder it lacks."""
+    for placeholder in ("{gold}", "{answer}"):
+        if placeholder not in template:
+            raise ValueError(f"judge template has no {placeholder} placeholder")
+    return template
 
 
 def fill_template(template: str, question: str, gold: str, answer: str) -> str:
@@ -301,10 +321,7 @@ class OpenAIJudge:
         self.url = self.base_url + "/chat/completions"
         self.max_reply_bytes = int(max_reply_bytes)
         self.model = model
-        self.template = template if template is not None else load_prompt("judge_continuous")
-        for placeholder in ("{gold}", "{answer}"):
-            if placeholder not in self.template:
-                raise ValueError(f"judge template has no {placeholder} placeholder")
+        self.template = check_template(template if template is not None else load_prompt("judge_continuous"))
         self.prompt_version = prompt_version(self.template)
         self._api_key = api_key  # an explicit key; else read from api_key_env per session
         self.api_key_env = api_key_env
@@ -446,14 +463,31 @@ class OpenAIJudge:
         body.update(self.extra_body)
         return body
 
-    async def ping(self, question: str = "What is 2 + 3?", gold: str = "5", answer: str = "5") -> str | None:
-        """Why this judge cannot score, from one request for one item (no retry, no cache), or
-        None: the endpoint, the model name, the template and the reply's score all as a run
-        uses them. What :func:`rewards.judges.ping_judge` asks at the start of a run."""
+    def prompt(self, question: str, gold: str, answer: str) -> str:
+        """The judge prompt this judge sends for one item (the user message of its request)."""
+        return fill_template(self.template, question, gold, answer)
+
+    async def trial(self, question: str, gold: str, answer: str) -> JudgeTrial:
+        """One request for one item, as a run sends it (endpoint, model, template, body), with no
+        retry and no cache: the prompt, the reply's text and the score read from it, or why
+        there is none. ``pasr judge try`` shows these; :meth:`ping` asks one."""
+        prompt = self.prompt(question, gold, answer)
         async with self._loop_state() as state:
             assert state.session is not None
-            _, error, _ = await self._attempt(state.session, self._body(fill_template(self.template, question, gold, answer)))
-        return None if error is None else redact_secrets(error, self._secrets())
+            reply, error, _ = await self._exchange(state.session, self._body(prompt))
+        score = None
+        if error is None:
+            score = parse_score(reply)
+            if score is None:
+                error = f"unparsable_score: {self._excerpt(str(reply))!r}"
+        return JudgeTrial(prompt, None if reply is None else redact_secrets(reply, self._secrets()), score,
+                          None if error is None else redact_secrets(error, self._secrets()))  # fmt: skip
+
+    async def ping(self, question: str = "What is 2 + 3?", gold: str = "5", answer: str = "5") -> str | None:
+        """Why this judge cannot score, from one request for one item (:meth:`trial`), or None:
+        the endpoint, the model name, the template and the reply's score all as a run uses them.
+        What :func:`rewards.judges.ping_judge` asks at the start of a run."""
+        return (await self.trial(question, gold, answer)).error
 
     async def _request_with_retries(self, state: _LoopState, prompt: str) -> JudgeResult:
         body = self._body(prompt)
@@ -500,8 +534,19 @@ class OpenAIJudge:
         return bytes(body)
 
     async def _attempt(self, session: aiohttp.ClientSession, body: dict) -> tuple[float | None, str | None, bool]:
-        """(score, error, retryable) for one HTTP attempt. Every error that quotes the server is
-        redacted (:meth:`_excerpt`): the text ends up in records on disk."""
+        """(score, error, retryable) for one HTTP attempt: :meth:`_exchange`, then the score read
+        from the reply (none readable is a retryable error)."""
+        text, error, retryable = await self._exchange(session, body)
+        if error is not None:
+            return None, error, retryable
+        score = parse_score(text)
+        if score is None:
+            return None, f"unparsable_score: {self._excerpt(str(text))!r}", True
+        return score, None, False
+
+    async def _exchange(self, session: aiohttp.ClientSession, body: dict) -> tuple[str | None, str | None, bool]:
+        """(the reply's message text, error, retryable) for one HTTP attempt. Every error that
+        quotes the server is redacted (:meth:`_excerpt`): the text ends up in records on disk."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 async with session.post(self.url, json=body) as resp:
@@ -529,7 +574,4 @@ class OpenAIJudge:
             text = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             return None, f"bad_response: {self._excerpt(raw)!r}", True
-        score = parse_score(text)
-        if score is None:
-            return None, f"unparsable_score: {self._excerpt(str(text))!r}", True
-        return score, None, False
+        return text, None, False
