@@ -144,7 +144,6 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"pasr.tie_value={p.tie_value}", f"pasr.zeta={p.zeta}",
         f"pasr.empty_refine_value={'null' if p.empty_refine_value is None else p.empty_refine_value}",
         f"pasr.refine_compare={p.refine_compare}",
-        f"pasr.draft_credit={p.draft_credit}",
         f"pasr.weights.format={p.weights.format}", f"pasr.weights.acc={p.weights.acc}",
         f"pasr.weights.refine={p.weights.refine}",
         f"pasr.prompts.refine={p.prompts.refine}", f"pasr.prompts.plain={p.prompts.plain}",

@@ -63,14 +63,11 @@ from benchmarks.training_stages import (
 )
 from eval.significance import paired_counts, sign_test
 
-# The recipe's default PASR setup for the embedded model (no overrides: tie 0, margin, restating
-# refines count as no refine, draft credit on the draft value, lr 1e-5 ramped over 10 steps),
-# and the paper's reward. Both start from the same warm-up checkpoint and differ only in these keys.
+# The recipe's default PASR setup for the embedded model (no overrides: the cpu preset's reward,
+# tie 0, margin, restating refines count as no refine; lr 1e-5 ramped over 10 steps), and the
+# paper's reward. Both start from the same warm-up checkpoint and differ only in these keys.
 PASR_DEFAULT: list[str] = []
-PAPER_EXACT = [
-    "pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign",
-    "pasr.draft_credit=outcome",  # the paper: every token gets its rollout's advantage
-]
+PAPER_EXACT = ["pasr.tie_value=-0.5", "pasr.zeta=0.0", "pasr.empty_refine_value=null", "pasr.refine_compare=sign"]
 ROWS = ("base", "warm-up", "PASR", "PASR (paper reward)", "control")
 COLS = ("format", "acc", "refine_rate", "empty_refine_rate", "refine_fix_rate", "tokens", "n")
 PAIR_FILE = "pair.json"  # the PASR / control pair's wall time, written when the pair ends
@@ -97,7 +94,7 @@ def eval_row(path: Path) -> dict:
         "refine_rate": fmean(r.n_refine > 0 for r in refine),
         "empty_refine_rate": rates.empty,
         "refine_fix_rate": rates.fix,
-        "draft_acc": rates.draft,  # is the first attempt holding up? (recipe.draft_credit)
+        "draft_acc": rates.draft,  # is the first attempt holding up?
         "tokens": fmean(r.response_tokens for r in refine),
         "n": len(refine),
     }

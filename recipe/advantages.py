@@ -6,8 +6,7 @@ estimators take the mean and std of every row sharing a ``uid``, whatever its ma
 estimator runs on the trained rows only, and the masked rows get advantage and return 0. Both
 engines call :func:`advantages_on_trained_rows`: the local engine around verl's
 ``compute_grpo_outcome_advantage``, the verl engine around ``ray_trainer.compute_advantage``
-(any estimator), so the two compute the same numbers for the same step. The same call applies
-``pasr.draft_credit`` (:mod:`recipe.draft_credit`) after the estimator.
+(any estimator), so the two compute the same numbers for the same step.
 """
 
 from __future__ import annotations
@@ -17,9 +16,6 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from recipe.draft_credit import apply_draft_credit
-
-DRAFT_CLIPPED = "pasr/draft_clipped_rows"  # meta_info: rows whose draft advantage was clipped
 TRAINED = "pasr_trained"  # non-tensor column: False for a row masked out of the update
 
 
@@ -37,7 +33,7 @@ def advantages_on_trained_rows(data, estimate: Callable):
     0. ``data`` is changed in place and returned."""
     trained = trained_rows(data)
     if trained.all():
-        return _with_draft_credit(estimate(data))
+        return estimate(data)
     mask = data.batch["response_mask"]
     advantages = torch.zeros(mask.shape, dtype=torch.float32)
     returns = torch.zeros(mask.shape, dtype=torch.float32)
@@ -51,11 +47,4 @@ def advantages_on_trained_rows(data, estimate: Callable):
     data.batch["response_mask"] = mask * torch.from_numpy(trained).to(mask.dtype)[:, None]
     data.batch["advantages"] = advantages
     data.batch["returns"] = returns
-    return _with_draft_credit(data)
-
-
-def _with_draft_credit(data):
-    """``pasr.draft_credit=value``: the draft tokens' advantages clipped where the rows carry the
-    draft columns (:mod:`recipe.draft_credit`); the count lands in ``meta_info``."""
-    data.meta_info[DRAFT_CLIPPED] = apply_draft_credit(data)
     return data

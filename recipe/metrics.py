@@ -85,7 +85,7 @@ def refine_quality_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr
     refining response); 0 where undefined, because logging backends want a number every step.
     Accuracy of refining answers moves by fixes minus breaks, so the break rate stands beside
     the fix rate. The draft accuracy shows whether the first attempt holds up while the refines
-    improve (see :mod:`recipe.draft_credit`)."""
+    improve."""
     empty, fix, draft, breaks = refine_quality_rates(records)
     return {
         f"{prefix}/empty_refine_rate": empty or 0.0,

@@ -26,8 +26,6 @@ from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.pasr import RewardWeights
 from rewards.refine import COMPARE_MODES
 
-DRAFT_CREDIT_MODES = ("outcome", "value")  # pasr.draft_credit; see recipe.draft_credit
-
 
 @dataclass
 class JudgeConfig:
@@ -55,21 +53,22 @@ class PromptsConfig:
 
 @dataclass
 class PasrConfig:
+    """``pasr.*``: the paper's settings are the defaults; each alternative says when to use it
+    (rewards/refine.py; the CPU preset recipe/config/local_cpu.yaml sets them for a 135M model)."""
+
     n_refine: int = 8  # group size: refine-prompted rollouts per query (trained on)
     n_plain: int = 8  # plain-prompted rollouts per query (the refine reward's baseline; never trained on)
-    tie_value: float = -0.5  # refine reward of a tie (paper: -0.5; 0.0 = neutral); see rewards/refine.py
-    zeta: float = 1e-6  # tie tolerance on accuracy differences
-    # refine reward of a rollout whose refine spans all add nothing, right or wrong (None: the
-    # paper, paid like any refine; 0.0: an empty refine is no refine); see rewards/refine.py
+    # refine reward of a tie (the paper: -0.5). 0.0: a neutral tie, for a model that always (or
+    # never) solves many training questions, where -0.5 trains refining away
+    tie_value: float = -0.5
+    zeta: float = 1e-6  # tie tolerance on accuracy differences (widen it for a continuous judge)
+    # refine reward of a rollout whose refine spans all only restate, right or wrong (None: the
+    # paper, paid like any refine). 0.0: an empty refine is no refine, for a model that learns to
+    # restate a step instead of checking it
     empty_refine_value: float | None = None
-    # sign (the paper: +1 better / -1 worse) | margin (acc - baseline: unbiased where the model is
-    # right less than half the time); see rewards/refine.py
+    # sign (the paper: +1 better / -1 worse) | margin (acc - baseline), for a model right less
+    # than half the time, where the sign's mean punishes refining whatever it does
     refine_compare: str = "sign"
-    # outcome (the paper: every token of a response gets its advantage) | value (the draft, the
-    # last number before the first refine, never gets an advantage against its own correctness:
-    # not positive when wrong, not negative when right; not the paper; math with numeric golds
-    # only, elsewhere a no-op); see recipe.draft_credit
-    draft_credit: str = "outcome"
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -91,8 +90,6 @@ class PasrConfig:
             problems.append(f"pasr.zeta must be >= 0, got {self.zeta}")
         if self.refine_compare not in COMPARE_MODES:
             problems.append(f"pasr.refine_compare must be {' or '.join(COMPARE_MODES)}, got {self.refine_compare!r}")
-        if self.draft_credit not in DRAFT_CREDIT_MODES:
-            problems.append(f"pasr.draft_credit must be {' or '.join(DRAFT_CREDIT_MODES)}, got {self.draft_credit!r}")
         if self.judge.kind not in JUDGE_KINDS:
             problems.append(f"pasr.judge.kind must be {'|'.join(JUDGE_KINDS)}, got {self.judge.kind!r}")
         if self.judge.kind in LLM_JUDGE_KINDS and not (self.judge.base_url and self.judge.model):

@@ -21,30 +21,44 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-LAST_COMMIT = "0c947d1"  # the last commit that has every retired knob below
+LAST_COMMIT = "0c947d1"  # the last commit that had the first knobs retired below
+DRAFT_COMMIT = "e14084d"  # the last commit that had the draft reward and draft credit
 
 # "section.key" (the key, whatever its value) or "section.key=value" (that value only):
-# (why it was retired, where its results are; what to do instead)
-RETIRED: dict[str, tuple[str, str]] = {
+# (the last commit that had it, why it was retired and where its results are, what to do instead)
+RETIRED: dict[str, tuple[str, str, str]] = {
     "pasr.train_plain": (
+        LAST_COMMIT,
         "it neither helped nor hurt, docs/results/learning_signal_history.md",
         "remove it",
     ),
     "pasr.empty_refine_mode": (
+        LAST_COMMIT,
         "cap trained refining away, docs/results/learning_signal_history.md",
         "remove it: pasr.empty_refine_value alone now sets the refine reward of a rollout whose refines "
         "only restate, right or wrong, as fixed did (null: the paper)",
     ),
-    "pasr.draft_credit=span": (
-        "it collapsed the embedded model, docs/results/learning_signal_history.md",
-        "use pasr.draft_credit=value or outcome",
+    "pasr.draft_credit": (
+        DRAFT_COMMIT,
+        "value, which kept a rollout's advantage off its draft (the last number before its first refine) "
+        "where the draft's own correctness disagreed, neither gained over decayed warm-ups, docs/results/demo.md "
+        "(span, the tokens before the refine, collapsed the model, docs/results/learning_signal_history.md)",
+        "remove it: every token gets its rollout's advantage, as in the paper (outcome)",
+    ),
+    "pasr.refine_compare=draft": (
+        DRAFT_COMMIT,
+        "it compared a refining rollout with its own draft instead of the plain rollouts and "
+        "neither gained over decayed warm-ups, docs/results/demo.md",
+        "use pasr.refine_compare=sign (the paper) or margin",
     ),
     "warmup.refine_style=fix": (
+        LAST_COMMIT,
         "its refines always changed the value, so the model learned to 'correct' right values too, "
         "docs/local_engine.md 'The cold start'",
         "use warmup.refine_style=column (the default) or check",
     ),
     "warmup.refine_style=restate": (
+        LAST_COMMIT,
         "its refines only restated a value and PASR rightly trained them away, docs/local_engine.md 'The cold start'",
         "use warmup.refine_style=column (the default) or check",
     ),
@@ -71,8 +85,8 @@ def retired_message(setting: str) -> str:
     if setting in RENAMED:
         new, why = RENAMED[setting]
         return f"{setting} was renamed {new} ({why}): set {new} instead"
-    why, instead = RETIRED[setting]
-    return f"{setting} was retired (last in commit {LAST_COMMIT}: {why}); {instead}"
+    commit, why, instead = RETIRED[setting]
+    return f"{setting} was retired (last in commit {commit}: {why}); {instead}"
 
 
 def is_retired_key(name: str) -> bool:
@@ -120,11 +134,13 @@ def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
     """Remove from a run's saved ``config.yaml`` (a DictConfig, in place) the retired keys whose
     saved values are what the code still does, and return their dotted names.
 
-    Every ``config.yaml`` written before 0c947d1's knobs were retired spells out
-    ``pasr.train_plain: false`` and ``pasr.empty_refine_mode`` (``fixed``, or ``cap`` with no
-    ``empty_refine_value``: the paper). Those runs train exactly what they did without the keys,
-    so ``pasr train --resume`` must not refuse them (an interrupted run resumes); any other saved
-    value (``train_plain: true``, ``cap`` with a value) is left in place and refused as usual.
+    Every ``config.yaml`` written before a knob was retired spells it out: ``pasr.train_plain:
+    false`` and ``pasr.empty_refine_mode`` (``fixed``, or ``cap`` with no ``empty_refine_value``:
+    the paper) before 0c947d1, ``pasr.draft_credit: outcome`` (the paper) before the draft
+    credit's retirement. Those runs train exactly what they did without the keys, so ``pasr train
+    --resume`` must not refuse them (an interrupted run resumes); any other saved value
+    (``train_plain: true``, ``cap`` with a value, ``draft_credit: value``) is left in place and
+    refused in one line as usual.
 
     >>> cfg = OmegaConf.create({"pasr": {"train_plain": False, "empty_refine_mode": "fixed", "empty_refine_value": 0.0}})
     >>> drop_settings_kept_as_defaults(cfg), OmegaConf.to_container(cfg)
@@ -141,6 +157,9 @@ def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
     if mode == "fixed" or (mode == "cap" and pasr.get("empty_refine_value") is None):
         del pasr["empty_refine_mode"]
         dropped.append("pasr.empty_refine_mode")
+    if pasr.get("draft_credit") == "outcome":
+        del pasr["draft_credit"]
+        dropped.append("pasr.draft_credit")
     return dropped
 
 

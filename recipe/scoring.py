@@ -183,7 +183,6 @@ def group_scores(records: Sequence[RolloutRecord], cfg: PasrConfig) -> tuple[lis
             zeta=cfg.zeta,
             empty_refine_value=cfg.empty_refine_value,
             refine_compare=cfg.refine_compare,
-            gold=records[ref_idx[0]].gold if ref_idx else None,
         )
         for i, pr in zip(ref_idx, rewards):
             rec = records[i]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewards.format import check_format
-from rewards.refine import plain_baseline, refine_reward
+from rewards.refine import JUDGE_ERROR, plain_baseline, refine_reward
 from rewards.refine_quality import assess_refines
 
 
@@ -41,9 +41,7 @@ class PasrReward:
     acc: float | None
     refine: float
     refine_outcome: str
-    # what the refine reward compared with: the plain rollouts' mean accuracy, or with
-    # ``refine_compare=draft`` this rollout's own draft scored 1.0 / 0.0 where it has one
-    baseline: float | None
+    baseline: float | None  # what the refine reward compared with: the plain rollouts' mean accuracy
     total: float | None
 
     @property
@@ -61,7 +59,6 @@ def score_group(
     zeta: float,
     empty_refine_value: float | None = None,
     refine_compare: str = "sign",
-    gold: str | None = None,
 ) -> list[PasrReward]:
     """PASR rewards for the refine-prompted responses of one query.
 
@@ -75,8 +72,7 @@ def score_group(
         empty_refine_value: what a rollout whose refine spans are all empty earns as refine
             reward, right or wrong (see :mod:`rewards.refine`); None (the paper): the same as any
             refine.
-        refine_compare: ``sign`` (the paper), ``margin`` or ``draft`` (see :mod:`rewards.refine`).
-        gold: the query's gold answer; only ``draft`` reads it (whether a draft is right).
+        refine_compare: ``sign`` (the paper) or ``margin`` (see :mod:`rewards.refine`).
 
     Returns:
         One :class:`PasrReward` per response, in order; ``total`` is ``None`` for a judge error.
@@ -93,25 +89,19 @@ def score_group(
     if len(responses) != len(accs):
         raise ValueError(f"{len(responses)} responses but {len(accs)} accuracies")
     baseline = plain_baseline(plain_accs)
-    draft_mode = refine_compare == "draft"
     out = []
     for text, acc in zip(responses, accs):
         fmt = check_format(text)
         if acc is None:
-            out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, "judge_error", baseline, None))
+            out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, JUDGE_ERROR, baseline, None))
             continue
-        needed = fmt.has_refine and (empty_refine_value is not None or draft_mode)
-        quality = assess_refines(text, gold if draft_mode else None, None, fmt=fmt) if needed else None
-        empty = empty_refine_value is not None and quality is not None and all(quality.empty)
-        own = baseline
-        if draft_mode and quality is not None and quality.draft_ok is not None:
-            own = float(quality.draft_ok)  # the rollout's own answer before it refined
+        empty = empty_refine_value is not None and fmt.has_refine and all(assess_refines(text, None, None, fmt=fmt).empty)
         ref = refine_reward(
-            acc, fmt.has_refine, own, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value,
+            acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value,
             compare=refine_compare,
         )
         total = weighted_total(weights, fmt.reward, acc, ref.value)
-        out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, own, total))
+        out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total))
     return out
 
 

@@ -1,71 +1,32 @@
 """The PASR refine reward: did refining beat answering without the refine prompt?
 
-For a rollout that refines, its accuracy is compared with the **mean accuracy of the plain
-rollouts** of the same query (plain system prompt, sampled in the same step, never trained on):
+The paper's definition: a rollout that refines is compared with the **mean accuracy of the
+plain rollouts** of its query (plain system prompt, sampled in the same step, never trained on):
 
 * better by more than ``zeta``  -> ``+1``
 * worse by more than ``zeta``   -> ``-1``
 * otherwise (a tie)             -> ``tie_value`` (the paper: ``-0.5``)
 * no refine in the rollout      -> ``0``
 
-Why ``zeta``: the reference code tests float equality, so a plain mean of 0.6666 and a judge
-score of 0.6667 are "different". ``zeta`` makes the tie band explicit (default 1e-6 for rule
-judges; widen it for a continuous LLM judge).
+``zeta`` makes the tie band explicit: the reference code tests float equality, so a plain mean
+of 0.6666 and a judge score of 0.6667 would differ (1e-6 for rule judges; widen it for a
+continuous LLM judge).
 
-The paper's tie problem: when every plain rollout and the refined one score 1.0, refining is a
-tie and gets ``-0.5``, so on easy questions the model is pushed to stop refining even though
-the refinement did no harm. That is the paper's intent (refine only when it helps), but it also
-means that on a training set the model already solves, PASR trains refinement away. Set
-``tie_value: 0.0`` for a neutral tie; both are one config key (``pasr.tie_value``).
+Three deviations are options, each for a reason a user may have (the defaults are the paper's,
+:class:`recipe.pasr_config.PasrConfig`; the CPU preset ``recipe/config/local_cpu.yaml`` sets all
+three; the measurements: docs/design.md and docs/results/learning_signal_history.md):
 
-**Sign or margin** (``pasr.refine_compare``). The paper pays the *sign* of ``acc - baseline``.
-With a binary judge that sign is biased by the model's accuracy, not by whether refining
-helps: if refine- and plain-prompted answers are both right with probability ``p`` and the
-baseline is the mean of ``n`` plain answers, a refining rollout earns
-``p * (1 - p**n) - (1 - p) * (1 - (1 - p)**n)`` on average, which is below 0 for every
-``p < 0.5`` (-0.23 at ``p = 0.3``, ``n = 4``) and above 0 for ``p > 0.5``. A strong model is
-pushed to refine, a weak one to stop, whatever the refines do. ``margin`` pays
-``acc - baseline`` instead (in [-1, 1]; ties still get ``tie_value``), whose mean is the
-accuracy refining adds over the plain prompt: 0 when refining neither helps nor hurts. On the
-embedded model (sampled accuracy ~0.3) the sign reward, together with an empty-refine cap (a
-since retired variant of the rule below), trained refinement away within 25 steps
-(``benchmarks/learning_signal``); without the cap, the sign reward with a neutral tie is the
-setting that measured a gain, so both engines default to the paper's ``sign``
-(:class:`recipe.pasr_config.PasrConfig`) and ``margin`` is an option.
+* ``tie_value: 0.0``: on questions the model always (or never) solves every refine ties, and
+  -0.5 trains refining away there.
+* ``refine_compare: margin`` pays ``acc - baseline`` instead of its sign: with a binary judge the
+  sign's mean is below 0 for any model right less than half the time, whatever the refines do
+  (the derivation: docs/design.md); the margin's mean is the accuracy refining adds.
+* ``empty_refine_value``: a rollout whose refine spans all only restate
+  (:func:`rewards.refine_quality.is_empty_refine`) earns this, right or wrong (outcome
+  ``empty``); with 0.0 an empty refine is no refine, so a small model is not paid for restating
+  a step instead of checking it.
 
-Empty refines (not in the paper; off unless ``pasr.empty_refine_value`` is set): a rollout whose
-every refine span adds nothing (:func:`rewards.refine_quality.is_empty_refine`, e.g.
-``<refine>94 + 3 = 97, so 97 is right.</refine>`` after ``94 + 3 = 97``) takes the paper's
-credit for a right answer without refining anything. On the CPU default, PASR with the paper's
-credit drifted from worked checks to restating the step (greedy empty-refine rate 0.03 after
-warm-up, 0.19 after PASR; ``benchmarks/learning_signal``): on an easy step a restatement is as
-right as a worked check and shorter, and the paper pays both the same. With ``empty_value`` set,
-such a rollout's refine reward is exactly ``empty_value`` whether its answer is right or wrong
-(outcome ``empty``). With 0.0 an empty refine *is* no refine (``none`` earns 0): it is neither
-paid for a right answer nor blamed for a wrong one, so refining is judged by the refines that do
-something, and a worked check that is right earns more than a restatement that is right. After a
-60-step warm-up whose checks did not help, it did not keep refining alive; after a 160-step one
-(with the margin compare) it did in two PASR trajectories of three, and in two of two with the
-RL lr ramped (``algo.lr_warmup_steps``); it is the local engine's default
-(docs/results/learning_signal_history.md). (Using ``empty_value`` as a cap instead, so that a wrong empty
-refine kept its -1, trained refining away in both CPU runs that tried it, and was retired after
-commit 0c947d1: :mod:`recipe.retired_keys`.)
-
-**Draft** (``pasr.refine_compare=draft``; not the paper, an option measured on the CPU demo).
-Over a warm-up that refines on every answer, the paper's comparison cannot tell one refining
-rollout from another: the baseline is the same for the whole group and cancels in GRPO's
-advantage, so PASR's reward there is GRPO on accuracy, and a right answer earns the same whether
-its check fixed a wrong draft or copied a right one. ``draft`` compares a rollout's accuracy with
-its *own* answer before refining: the draft (the last number before the first ``<refine>``,
-:func:`rewards.refine_quality.assess_refines`) scored 1.0 when it equals the numeric gold, else
-0.0, and pays the margin: a fix earns +1, a break -1, a kept draft the tie value. That is the
-paper's question (did refining beat not refining?) asked of the rollout itself instead of other
-rollouts. Where there is no draft to judge (no number before the refine, a gold that is not a
-plain number) it falls back to ``margin`` against the plain baseline. Use it with
-``pasr.draft_credit=value``, so a wrong draft that a check repaired is not itself reinforced.
-
-``tie_value``, ``zeta`` and ``empty_value`` have no defaults here: they are config values, and their defaults
-live in one place, :class:`recipe.pasr_config.PasrConfig`.
+The outcome names (:data:`OUTCOMES`) are the one vocabulary of the metrics and the plots.
 """
 
 from __future__ import annotations
@@ -74,13 +35,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BETTER, WORSE, TIE, NONE, NO_BASELINE, EMPTY = "better", "worse", "tie", "none", "no_baseline", "empty"
-COMPARE_MODES = ("sign", "margin", "draft")
+JUDGE_ERROR = "judge_error"  # no score: the rollout is masked (rewards.pasr.score_group)
+# every refine outcome a rollout can have, in the order metrics and plots list them
+OUTCOMES = (BETTER, WORSE, TIE, EMPTY, NONE, NO_BASELINE, JUDGE_ERROR)
+COMPARED_OUTCOMES = (BETTER, WORSE, TIE, EMPTY)  # a refine paid against a baseline
+COMPARE_MODES = ("sign", "margin")  # pasr.refine_compare
 
 
 @dataclass(frozen=True)
 class RefineReward:
     value: float
-    outcome: str  # better | worse | tie | none | no_baseline
+    outcome: str  # one of OUTCOMES but JUDGE_ERROR
     baseline: float | None  # mean plain accuracy used, None when there was none
 
 
@@ -127,8 +92,7 @@ def refine_reward(
         empty_value: what an empty refine earns, right or wrong (``pasr.empty_refine_value``;
             module docstring); None: the paper, an empty refine is paid like any refine.
         compare: ``sign`` (the paper: +1 / -1) or ``margin`` (``acc - baseline``) for a rollout
-            that is better or worse (``pasr.refine_compare``; module docstring); ``draft`` pays
-            the margin too, the caller passing the draft's correctness as ``baseline``.
+            that is better or worse (``pasr.refine_compare``; module docstring).
 
     Returns:
         A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0 ``none``

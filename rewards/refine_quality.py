@@ -44,9 +44,8 @@ progress too.
 **Draft** (math data). The *draft* of a refining response is that same last number before its
 first refine span: the value the model had before it refined. ``draft_ok`` says whether it equals
 the numeric gold (None when there is no refine, no numeric gold or no number before the first
-refine). It does not depend on the final answer: ``pasr.draft_credit=value`` uses it to keep a
-wrong draft from being reinforced by the right answer its refine reached, with
-:func:`draft_value_span` for where the number sits (:mod:`recipe.draft_credit`).
+refine). It does not depend on the final answer, so it shows whether first attempts hold up
+while the refines improve (``pasr/draft_acc``).
 
 "Correct" for a judge score is :func:`is_correct`: ``acc >= CORRECT_AT`` (1.0), the same bar the
 training metrics use, so a continuous judge's 0.9 is not counted correct.
@@ -132,24 +131,9 @@ def numbers_in(text: str) -> list[str]:
     return [normalize_number(m) for m in NUMBER_RE.findall(text)]
 
 
-def draft_value_span(response: str) -> tuple[int, int] | None:
-    """Where the draft, the last number before the first ``<refine>``, sits in ``response``
-    (character offsets ``start, end``); None without a refine or without a number before it.
-
-    >>> text = "<think>21 + 57 = 102. <refine>21 + 50 = 71</refine></think><answer>71</answer>"
-    >>> start, end = draft_value_span(text)
-    >>> text[start:end]
-    '102'
-    """
-    tag_at = response.find("<refine>")
-    last = _last_number(response, tag_at) if tag_at >= 0 else None
-    return None if last is None else (last.start(), last.end())
-
-
 def _last_number(text: str, end: int) -> re.Match[str] | None:
     """The last number in ``text[:end]``: the draft, when ``end`` is where the first refine
-    starts. Written once for :func:`draft_value_span` (where the draft sits) and
-    :func:`assess_refines` (whether it is right), so the two always read the same number."""
+    starts."""
     last = None
     for last in NUMBER_RE.finditer(text, 0, end):
         pass

@@ -42,7 +42,7 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     preflight(config, local_gpus=lambda: 1, find_module=lambda name: True)
     verl_pasr, local = pasr_config(config), cfg.pasr
     for key in ("n_refine", "n_plain", "tie_value", "zeta", "empty_refine_value",
-                "refine_compare", "draft_credit", "weights", "prompts"):
+                "refine_compare", "weights", "prompts"):
         assert getattr(verl_pasr, key) == getattr(local, key), key
     ar = config.actor_rollout_ref
     assert ar.rollout.n == local.n_refine

@@ -1,6 +1,7 @@
 """Retired config keys and values (recipe/retired_keys.py): each is refused, on every path a
 config takes into either engine, with a message naming the last commit that had it; all of
-them given at once are named at once; the settings that stayed still load."""
+them given at once are named at once; the settings that stayed still load; a saved run resumes
+where the retired key held what the code does and is refused in one line where it did not."""
 
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ def nested(setting: str) -> dict:
 
 
 def test_the_table_names_the_last_commit_and_where_the_results_are():
+    import re
+
     assert LAST_COMMIT == "0c947d1"
-    for setting, (why, instead) in RETIRED.items():
+    for setting, (commit, why, instead) in RETIRED.items():
         message = retired_message(setting)
-        assert message.startswith(f"{setting} was retired (last in commit 0c947d1: "), message
+        assert re.fullmatch(r"[0-9a-f]{7,}", commit), setting
+        assert message.startswith(f"{setting} was retired (last in commit {commit}: "), message
         assert "docs/" in why and "\n" not in message
         assert ";" not in why + instead  # several refusals are joined by "; "
+    # the draft reward and the draft credit: retired because neither gained over decayed warm-ups
+    for setting in ("pasr.draft_credit", "pasr.refine_compare=draft"):
+        assert "neither gained over decayed warm-ups, docs/results/demo.md" in retired_message(setting)
 
 
 @pytest.mark.parametrize("setting", sorted(RETIRED))
@@ -54,7 +61,7 @@ def test_local_engine_refuses_each_in_a_config_file(setting, tmp_path):
 
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(nested(setting)))
-    with pytest.raises(ConfigError, match=LAST_COMMIT) as exc:
+    with pytest.raises(ConfigError) as exc:
         load_config(config_file=str(path))
     assert str(exc.value) == retired_message(setting)
 
@@ -88,14 +95,14 @@ def test_main_pasr_refuses_them_before_hydra(monkeypatch, capsys):
         main_pasr.main()
     assert exc.value.code == main_pasr.EXIT_PREFLIGHT
     err = capsys.readouterr().err
-    assert err.count(LAST_COMMIT) == len(PASR) and err.count("\n") == 1, err
+    assert err.count(" was retired (last in commit ") == len(PASR) and err.count("\n") == 1, err
 
 
 def test_pasr_submit_refuses_them():
     from data.cli_errors import CliError
     from recipe.submit import check_verl_run
 
-    with pytest.raises(CliError, match=LAST_COMMIT):
+    with pytest.raises(CliError, match=" was retired "):
         check_verl_run([as_override(PASR[0])])
 
 
@@ -120,8 +127,8 @@ def test_every_retired_override_is_named_even_when_a_later_one_replaces_it():
 @pytest.mark.parametrize(
     "override",
     [
-        "pasr.draft_credit=outcome",  # the paper
-        "pasr.draft_credit=value",  # the local engine's default
+        "pasr.refine_compare=sign",  # the paper
+        "pasr.refine_compare=margin",  # the cpu preset's
         "pasr.empty_refine_value=null",  # the paper
         "pasr.empty_refine_value=0.0",  # the local engine's default
         "pasr.empty_refine_value=-0.25",
@@ -151,6 +158,7 @@ def _old_run_config(tmp_path, **pasr_extra):
     cfg = OmegaConf.create(to_yaml(LocalTrainConfig()))
     cfg.pasr.train_plain = False
     cfg.pasr.empty_refine_mode = "fixed"
+    cfg.pasr.draft_credit = "outcome"
     for key, value in pasr_extra.items():
         cfg.pasr[key] = value
     path = tmp_path / "config.yaml"
@@ -166,10 +174,36 @@ def test_a_run_saved_before_the_retirement_resumes_with_the_same_settings(tmp_pa
     assert saved == load_config()  # what the defaults train: the dropped keys held what the code does
 
 
-@pytest.mark.parametrize("extra", [{"train_plain": True}, {"empty_refine_mode": "cap", "empty_refine_value": -0.25}])
-def test_a_saved_run_that_used_a_retired_behaviour_is_still_refused(tmp_path, extra):
-    with pytest.raises(ConfigError, match=LAST_COMMIT):
+@pytest.mark.parametrize("extra, setting", [
+    ({"train_plain": True}, "pasr.train_plain"),
+    ({"empty_refine_mode": "cap", "empty_refine_value": -0.25}, "pasr.empty_refine_mode"),
+    ({"draft_credit": "value"}, "pasr.draft_credit"),
+    ({"refine_compare": "draft"}, "pasr.refine_compare=draft"),
+])
+def test_a_saved_run_that_used_a_retired_behaviour_is_still_refused(tmp_path, extra, setting):
+    with pytest.raises(ConfigError) as exc:
         load_config(config_file=str(_old_run_config(tmp_path, **extra)), saved_run=True)
+    assert str(exc.value) == retired_message(setting)
+
+
+def test_pasr_train_resume_of_a_run_that_trained_with_draft_credit_is_one_line(tmp_path):
+    """A run saved with pasr.draft_credit=value (the local engine's default until its retirement)
+    is refused by pasr train --resume in one line naming the key, the commit that last had it and
+    why; one saved with outcome (the paper's, what the code does now) resumes."""
+    from data.cli_errors import CliError
+    from recipe.local_engine.cli import _resume_config
+    from recipe.retired_keys import DRAFT_COMMIT
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(_old_run_config(tmp_path, draft_credit="value").read_text())
+    with pytest.raises(CliError) as exc:
+        _resume_config(run, [], force=False)
+    message = str(exc.value)
+    assert message == f"cannot resume {run}: {retired_message('pasr.draft_credit')}" and "\n" not in message
+    assert f"last in commit {DRAFT_COMMIT}" in message
+    (run / "config.yaml").write_text(_old_run_config(tmp_path).read_text())  # draft_credit: outcome
+    assert not hasattr(_resume_config(run, [], force=False).pasr, "draft_credit")
 
 
 # ----------------------------------------------------------------------------- renamed keys

@@ -176,36 +176,11 @@ def test_sign_compare_is_biased_by_accuracy_and_margin_is_not():
         assert expected(p, "margin") == pytest.approx(0.0, abs=1e-12)
 
 
-def test_draft_compare_pays_fixes_and_blames_breaks_against_the_rollouts_own_draft():
-    """pasr.refine_compare=draft: a refining rollout is compared with its own draft (the last
-    number before its first refine, right or wrong against the gold), not with the plain
-    rollouts; where it has no draft the plain baseline is used, as margin would."""
-    w = RewardWeights(format=1.0, acc=1.0, refine=1.0)
-    fix = "<think>21 + 57 = 102. <refine>21 + 50 = 71, 71 + 7 = 78</refine></think><answer>78</answer>"
-    kept = "<think>21 + 57 = 78. <refine>21 + 50 = 71, 71 + 7 = 78</refine></think><answer>78</answer>"
-    broke = "<think>21 + 57 = 78. <refine>21 + 50 = 71, 71 + 6 = 77</refine></think><answer>77</answer>"
-    stuck = "<think>21 + 57 = 102. <refine>21 + 50 = 71, 71 + 6 = 77</refine></think><answer>77</answer>"
-    no_draft = "<think>Add them. <refine>21 + 50 = 71, 71 + 7 = 78</refine></think><answer>78</answer>"
-    plain = "<think>21 + 57 = 78</think><answer>78</answer>"
-    out = score_group([fix, kept, broke, stuck, no_draft, plain], [1.0, 1.0, 0.0, 0.0, 1.0, 1.0], [0.0, 1.0],
-                      weights=w, tie_value=0.0, zeta=1e-6, refine_compare="draft", gold="78")
-    assert [r.refine for r in out] == [1.0, 0.0, -1.0, 0.0, 0.5, 0.0]
-    assert [r.refine_outcome for r in out] == ["better", "tie", "worse", "tie", "better", "none"]
-    assert [r.baseline for r in out] == [0.0, 1.0, 1.0, 0.0, 0.5, 0.5]
-    # margin, same rollouts: a fix and a kept right draft earn the same (the plain mean cancels)
-    margin = score_group([fix, kept], [1.0, 1.0], [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
-                         refine_compare="margin", gold="78")
-    assert margin[0].total == margin[1].total
-    # a gold that is not a plain number has no draft to judge: the plain baseline again
-    latex = score_group([fix], [1.0], [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6, refine_compare="draft",
-                        gold="\\frac{1}{2}")
-    assert latex[0].baseline == 0.5 and latex[0].refine == 0.5
-
-
 def test_config_rejects_an_unknown_compare_mode():
     from recipe.pasr_config import ConfigError, load_pasr_config
 
     assert load_pasr_config({"refine_compare": "margin"}).refine_compare == "margin"
-    assert load_pasr_config({"refine_compare": "draft"}).refine_compare == "draft"
+    with pytest.raises(ConfigError, match="pasr.refine_compare=draft was retired"):
+        load_pasr_config({"refine_compare": "draft"})
     with pytest.raises(ConfigError, match="refine_compare"):
         load_pasr_config({"refine_compare": "ratio"})

@@ -42,16 +42,6 @@ def test_group_scores_applies_the_configured_empty_refine_rule():
     assert recs[4].total_reward == 1.0 + 0.0 + 0.0  # not the paper's -0.5 tie
 
 
-def test_group_scores_gives_the_draft_compare_each_querys_gold():
-    """pasr.refine_compare=draft reaches the reward with the gold of each query: q1's refine
-    fixed a wrong draft (5 -> 4), so it earns +1 against its own draft, not against the plain
-    mean (0.5); q2's refine has no number before it, so the plain baseline stands."""
-    cfg = PasrConfig(refine_compare="draft", tie_value=0.0)
-    recs = score_rollouts(_step(), RuleJudge(mode="inline"), cfg, run_id="r", step=2, engine="local")
-    assert recs[0].refine_outcome == "better" and recs[0].refine_reward == 1.0 and recs[0].extra["baseline"] == 0.0
-    assert recs[4].refine_outcome == "tie" and recs[4].extra["baseline"] == 0.0  # plain mean of q2: 0/1
-
-
 class FailsOn:
     """Scores 1 for an answer equal to the gold; fails (a timeout, say) on the answers named."""
 

@@ -1,7 +1,7 @@
 """The PASR rollout wrapper on the verl engine (:mod:`recipe.verl_engine.rollout`), one training
 step with scripted token ids: one generate call, only refine rows back, rewards per ``uid`` at the
 last response token, the judge-error row masked, ``fit()``'s union and GRPO advantages on the
-result (the same as the local engine's), draft credit, the ``pasr/*`` metrics and the dump; the
+result (the same as the local engine's), the ``pasr/*`` metrics and the dump; the
 judge-error stop and the no-spread warning."""
 
 from __future__ import annotations
@@ -136,33 +136,6 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     assert len(local_batch) == len(trained)
     assert local_batch.batch["advantages"][:, 0].tolist() == pytest.approx(verl_adv[trained, 0].tolist(), abs=1e-6)
     assert verl_adv[[i for i, m in enumerate(local_mask) if not m]].abs().sum() == 0
-
-
-def test_draft_credit_columns_reach_fits_advantage_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
-    """pasr.draft_credit=value on the verl engine: the rollout writes each refine row's draft
-    tokens and verdict, the columns survive fit()'s union, and its advantage step clips by them."""
-    from recipe.draft_credit import DRAFT_END, DRAFT_SIGN, DRAFT_START
-    from recipe.verl_engine.batch_convert import response_token_ids
-
-    inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
-    manager = _manager(inner, tokenizer, prompts, tmp_path, pasr={"draft_credit": "value"})
-    out = manager.generate_sequences(_train_gen_batch(gen_batch, 3))
-    manager.close()
-    # R(a) drafts the "2" of "2k" before its <refine>: right for query 1 (gold 2), wrong for 0 and 2
-    assert out.non_tensor_batch[DRAFT_SIGN].tolist() == [-1, -1, 0, 1, 0, 0, 0, -1, 0]
-    start, end, ids = out.non_tensor_batch[DRAFT_START], out.non_tensor_batch[DRAFT_END], response_token_ids(out)
-    for i in (0, 1, 3, 7):
-        assert tokenizer.decode(ids[i][start[i] : end[i]]) == "2"
-    # every scripted draft agrees with its outcome (nothing to clip): the advantages are GRPO's
-    plain = fit_side(out, gen_batch, verl_mods, n=3).batch["advantages"]
-    assert plain[3, start[3] : end[3]].min() > 0
-    # call row 3's right draft wrong: its draft tokens lose their positive advantage, the rest keeps it
-    out.non_tensor_batch[DRAFT_SIGN] = np.array([-1, -1, 0, -1, 0, 0, 0, -1, 0])
-    adv = fit_side(out, gen_batch, verl_mods, n=3).batch["advantages"]
-    a, b = int(start[3]), int(end[3])
-    assert adv[3, a:b].abs().sum() == 0
-    assert torch.equal(adv[3, b : len(ids[3])], plain[3, b : len(ids[3])]) and torch.equal(adv[3, :a], plain[3, :a])
-    assert torch.equal(adv[[0, 1, 2, 4, 5, 6, 7, 8]], plain[[0, 1, 2, 4, 5, 6, 7, 8]])
 
 
 def test_step_metrics_on_the_scripted_step(train_step):

@@ -202,14 +202,10 @@ class LocalTrainConfig:
     # pays +1 right / -1 wrong, an expected 2q - 1 for a refine right with probability q: on a
     # model right less than half the time it punishes refining even where refining helps; a
     # rollout whose refines only restate earns exactly what no refine earns, right or wrong
-    # (empty_refine_value=0.0), so a right worked check earns more than a right restatement; and
-    # the draft number's tokens keep the outcome advantage only where it agrees with the draft's
-    # own correctness (draft_credit=value), so a check that repairs a wrong draft does not teach
-    # the model to write wrong drafts.
+    # (empty_refine_value=0.0), so a right worked check earns more than a right restatement.
     pasr: PasrConfig = field(
         default_factory=lambda: PasrConfig(n_refine=4, n_plain=2, tie_value=0.0, refine_compare="margin",
-                                           empty_refine_value=0.0, draft_credit="value",
-                                           prompts=_cpu_prompts())
+                                           empty_refine_value=0.0, prompts=_cpu_prompts())
     )
     rrr: RrrConfig = field(default_factory=RrrConfig)
 

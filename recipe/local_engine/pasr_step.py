@@ -10,8 +10,7 @@ reference and logs what this returns. The pieces are PASR's everywhere else too:
    (:func:`recipe.scoring.group_scores`); the records go to ``before_update`` (the trainer's
    dump and judge-error stop) before anything is trained, so a stopped step trains nothing;
 3. an update on the refine rollouts (the plain ones are the baseline only) with verl's GRPO
-   and clipped loss (:mod:`recipe.local_engine.policy_update`), the draft's tokens set
-   apart with ``pasr.draft_credit=value`` (:mod:`recipe.draft_credit`).
+   and clipped loss (:mod:`recipe.local_engine.policy_update`).
 """
 
 from __future__ import annotations
@@ -21,16 +20,13 @@ from collections.abc import Callable, Sequence
 from data.examples import Example
 from data.records import REFINE, RolloutRecord
 from prompts import PromptSet
-from recipe.advantages import DRAFT_CLIPPED
-from recipe.draft_credit import CLIPPING_MODE, draft_columns
 from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
-from recipe.local_engine.rollout import THINK_PREFILL, generate_step
+from recipe.local_engine.rollout import generate_step
 from recipe.local_engine.timing import timer
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores, judge_and_record
-from runtime.decoding import decode_response
 from runtime.hf_generate import SamplingParams
 
 
@@ -62,18 +58,9 @@ def pasr_step(
     # A query's refine rollouts are its GRPO group; the mask leaves judge errors out.
     rows = [i for i, r in enumerate(records) if r.variant == REFINE]
     train = [TrainRollout(records[i].query_id, gens[i].prompt_ids, gens[i].response_ids, scores[i]) for i in rows]
-    draft = None
-    if pasr.draft_credit == CLIPPING_MODE:
-        prefill = THINK_PREFILL if rollout.prefill_think else ""
-        draft = draft_columns(
-            [records[i] for i in rows], [gens[i].response_ids for i in rows],
-            lambda ids: decode_response(tokenizer, ids), text_offset=len(prefill),
-        )
     with timer(m, "update"):
         if any(mask[i] for i in rows):
-            batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows], draft=draft)
-            if draft is not None:
-                m[DRAFT_CLIPPED] = float(batch.meta_info.get(DRAFT_CLIPPED, 0))
+            batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows])
             m.update(update_policy(model, ref_model, optimizer, batch, algo, rollout.temperature))
     m.update(step_metrics(records))
     total = sum(v for k, v in m.items() if k.startswith("timing_s/"))

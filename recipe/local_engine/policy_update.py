@@ -15,7 +15,7 @@ with ``skip_zero_adv``, are skipped: they would only add KL gradient.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -66,15 +66,13 @@ def build_batch(
     pad_id: int,
     algo: AlgoConfig,
     mask: Sequence[bool] | None = None,
-    draft: Mapping[str, np.ndarray] | None = None,
 ) -> DataProto:
     """Pack rollouts and attach outcome rewards and GRPO advantages (verl's estimator).
 
     ``mask`` (from :func:`recipe.scoring.group_scores`; all True when None) marks the rows
     trained on: GRPO's group mean and std are taken over those rows only, as the verl engine
     does (:func:`recipe.advantages.advantages_on_trained_rows`), and the others are not in the
-    returned batch (no loss, no compute). ``draft``: the draft columns of ``pasr.draft_credit``
-    (:func:`recipe.draft_credit.draft_columns`, one entry per rollout), which clip the advantages."""
+    returned batch (no loss, no compute)."""
     packed = pack([r.prompt_ids for r in rollouts], [r.response_ids for r in rollouts], pad_id)
     response_mask = packed.response_mask
     token_rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
@@ -95,7 +93,6 @@ def build_batch(
         non_tensors={
             "uid": np.array([r.uid for r in rollouts], dtype=object),
             TRAINED: trained,
-            **(draft or {}),
         },
     )
 

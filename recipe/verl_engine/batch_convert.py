@@ -9,7 +9,6 @@
   ``response_mask`` and the ``pasr_trained`` column (:mod:`recipe.advantages`: a masked row is
   outside its group's GRPO statistics and gets advantage 0), the reward parts as
   ``reward_extra_info``;
-* :func:`write_draft_columns` adds the draft columns of ``pasr.draft_credit=value``;
 * :func:`apply_validation_scores` does the same for validation, with the accuracy as the score;
 * :func:`write_train_scores` / :func:`write_scores` are those two writers without PASR's reward
   parts, for any method's rows (RRR's reflection rows, :mod:`recipe.verl_engine.rrr_rollout`);
@@ -27,7 +26,6 @@ import torch
 
 from data.records import RolloutRecord
 from recipe.advantages import TRAINED
-from recipe.draft_credit import draft_columns
 from recipe.scoring import Rollout
 from runtime.decoding import decode_response
 
@@ -227,18 +225,6 @@ def apply_train_scores(rows, records: Sequence[RolloutRecord], scores: Sequence[
     if not len(rows) == len(records) == len(scores) == len(mask):
         raise ValueError(f"{len(rows)} rows but {len(records)} records, {len(scores)} scores, {len(mask)} mask entries")
     return write_train_scores(rows, scores, mask, _extra_info(records))
-
-
-def write_draft_columns(rows, records: Sequence[RolloutRecord], tokenizer):
-    """``pasr.draft_credit=value``: each refine row's draft tokens and verdict as the non-tensor
-    columns that :func:`recipe.advantages.advantages_on_trained_rows` clips the advantages by
-    (:mod:`recipe.draft_credit`); the text is decoded from the row's ids as the records' was, so
-    no offset. ``rows`` is changed and returned."""
-    if len(rows) != len(records):
-        raise ValueError(f"{len(rows)} rows but {len(records)} records")
-    cols = draft_columns(records, response_token_ids(rows), lambda ids: decode_response(tokenizer, ids))
-    rows.non_tensor_batch = {**rows.non_tensor_batch, **cols}
-    return rows
 
 
 def apply_validation_scores(rows, records: Sequence[RolloutRecord]):

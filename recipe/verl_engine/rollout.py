@@ -37,7 +37,6 @@ import time
 
 from data.records import PLAIN, REFINE
 from prompts import PromptSet, prompt_version
-from recipe.draft_credit import CLIPPING_MODE
 from recipe.metrics import step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores
@@ -45,7 +44,6 @@ from recipe.verl_engine.batch_convert import (
     apply_train_scores,
     apply_validation_scores,
     rollouts_from_rows,
-    write_draft_columns,
 )
 from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
 from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings, zero_spread_fraction
@@ -93,8 +91,6 @@ class PasrRolloutManager(RolloutWrapper):
         self._check_judge_errors(step, records)
         n = layout.refine_rows
         refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
-        if self.cfg.draft_credit == CLIPPING_MODE:
-            refine_out = write_draft_columns(refine_out, records[:n], self.tokenizer)
         score_s = time.perf_counter() - t0
 
         metrics = step_metrics(records)
