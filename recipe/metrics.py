@@ -2,12 +2,15 @@
 
 verl logs its own ``actor/*``, ``critic/*`` and ``timing_s/*`` keys but not reward extra
 info, so PASR's view of a step (is the model refining, does it help) is computed here from the
-same records that are dumped, and merged into the engine's metrics dict.
+same records that are dumped, and merged into the engine's metrics dict. Both engines log the
+same ``pasr/*`` set: :func:`training_step_metrics` (records, scores and mask of the step core,
+:func:`recipe.scoring.group_scores`) and :func:`reward_time_share` (the table in
+docs/design.md, "Metrics"; ``tests/test_verl_metric_parity.py`` compares the two engines' keys).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -121,3 +124,40 @@ def step_metrics(records: Sequence[RolloutRecord], prefix: str = "pasr") -> dict
         m[f"{prefix}/refine_outcome/{name}"] = outcomes.get(name, 0) / len(refine) if refine else 0.0
     m.update(refine_quality_metrics(refine, prefix))
     return m
+
+
+def zero_spread_fraction(scores: Sequence[float], groups: Sequence[object], tol: float = 1e-9) -> float:
+    """The fraction of GRPO groups (rows sharing a group key) whose scores are all equal: GRPO's
+    advantage is the score minus the group mean, so such a group contributes no gradient."""
+    by_group: dict[object, list[float]] = defaultdict(list)
+    for score, group in zip(scores, groups):
+        by_group[group].append(float(score))
+    if not by_group:
+        return 0.0
+    flat = sum(1 for g in by_group.values() if max(g) - min(g) <= tol)
+    return flat / len(by_group)
+
+
+def training_step_metrics(
+    records: Sequence[RolloutRecord], scores: Sequence[float], mask: Sequence[bool], prefix: str = "pasr"
+) -> dict[str, float]:
+    """:func:`step_metrics` and what the update gets from the step, from the step core's
+    ``scores`` and ``mask`` (one entry per record, :func:`recipe.scoring.group_scores`):
+    ``masked_rows`` (refine rows left out for a judge error), ``plain_rows`` (the baseline's
+    rollouts, generated and never trained) and ``zero_spread_groups`` (the share of GRPO groups,
+    a query's trained refine rows, whose scores are all equal: 1 means the step learns nothing)."""
+    refine = [i for i, r in enumerate(records) if r.variant == REFINE]
+    trained = [i for i in refine if mask[i]]
+    m = step_metrics(records, prefix)
+    m[f"{prefix}/masked_rows"] = float(len(refine) - len(trained))
+    m[f"{prefix}/plain_rows"] = float(sum(r.variant == PLAIN for r in records))
+    m[f"{prefix}/zero_spread_groups"] = zero_spread_fraction(
+        [scores[i] for i in trained], [records[i].query_id for i in trained]
+    )
+    return m
+
+
+def reward_time_share(reward_s: float, step_s: float, prefix: str = "pasr") -> dict[str, float]:
+    """The share of a training step's wall time spent judging and scoring its rollouts (what a
+    faster judge could save); ``reward_s`` and ``step_s`` as the engine times them."""
+    return {f"{prefix}/reward_time_share": reward_s / step_s if step_s else 0.0}

@@ -229,7 +229,7 @@ def test_zero_spread_groups_metric_and_loud_warning(train_step, gen_batch, token
 
 
 def test_zero_spread_fraction():
-    from recipe.verl_engine.rollout_wrapper import zero_spread_fraction
+    from recipe.metrics import zero_spread_fraction
 
     assert zero_spread_fraction([1, 1, 0, 2, 3, 3], ["a", "a", "b", "b", "c", "c"]) == pytest.approx(2 / 3)
     assert zero_spread_fraction([], []) == 0.0

@@ -127,6 +127,7 @@ def test_fit_is_rebound_without_touching_verl(verl_mods):
     fit = t.verl_fit()
     assert fit.__globals__["compute_advantage"] is t.pasr_compute_advantage
     assert fit.__globals__["compute_throughout_metrics"] is t.pasr_throughput_metrics
+    assert fit.__globals__["compute_timing_metrics"] is t.pasr_timing_metrics
     assert verl_mods.ray_trainer.compute_advantage is not t.pasr_compute_advantage
     assert fit.__code__ is vars(verl_mods.ray_trainer.RayPPOTrainer)["fit"].__code__
 
@@ -134,6 +135,12 @@ def test_fit_is_rebound_without_touching_verl(verl_mods):
 def test_pinned_fit_throughput_and_loop(verl_mods):
     fit = _source(verl_mods.ray_trainer.RayPPOTrainer.fit)
     assert "metrics.update(compute_throughout_metrics(batch=batch, timing_raw=timing_raw, n_gpus=n_gpus))" in fit
+    # pasr/reward_time_share (pasr_timing_metrics): the rollout's timing (pasr_score) joins
+    # timing_raw, and the timing metrics are computed once the step is timed
+    assert 'timing_raw.update(combined_gen_output.meta_info["timing"])' in fit
+    assert fit.index('steps_duration = timing_raw["step"]') < fit.index(
+        "metrics.update(compute_timing_metrics(batch=batch, timing_raw=timing_raw))"
+    )
     assert 'batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()' in fit
     # the stop check sits in the loader: a step ends (log, global_steps += 1) before the next batch is asked for
     assert fit.count("for batch_dict in self.train_dataloader:") == 1

@@ -24,7 +24,7 @@ from recipe.local_engine.config import AlgoConfig, RolloutConfig
 from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
 from recipe.local_engine.rollout import generate_step
 from recipe.local_engine.timing import timer
-from recipe.metrics import step_metrics
+from recipe.metrics import reward_time_share, training_step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores, judge_and_record
 from runtime.hf_generate import SamplingParams
@@ -62,8 +62,8 @@ def pasr_step(
         if any(mask[i] for i in rows):
             batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows])
             m.update(update_policy(model, ref_model, optimizer, batch, algo, rollout.temperature))
-    m.update(step_metrics(records))
+    m.update(training_step_metrics(records, scores, mask))
     total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
     m["timing_s/step"] = total
-    m["pasr/reward_time_share"] = m["timing_s/reward"] / total if total else 0.0
+    m.update(reward_time_share(m["timing_s/reward"], total))
     return m, records

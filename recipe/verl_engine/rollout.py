@@ -37,7 +37,7 @@ import time
 
 from data.records import PLAIN, REFINE
 from prompts import PromptSet, prompt_version
-from recipe.metrics import step_metrics
+from recipe.metrics import training_step_metrics
 from recipe.pasr_config import PasrConfig
 from recipe.scoring import group_scores
 from recipe.verl_engine.batch_convert import (
@@ -46,7 +46,7 @@ from recipe.verl_engine.batch_convert import (
     rollouts_from_rows,
 )
 from recipe.verl_engine.plain_rollouts import UID, build_combined_batch, split_combined, with_system_prompt
-from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings, zero_spread_fraction
+from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings
 
 COLD_START_HINT = (
     "if pasr/format_pass_rate is 0 the model does not write <think>/<refine>/<answer> from the prompt: "
@@ -93,12 +93,7 @@ class PasrRolloutManager(RolloutWrapper):
         refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
         score_s = time.perf_counter() - t0
 
-        metrics = step_metrics(records)
-        metrics["pasr/masked_rows"] = float(n - sum(mask[:n]))
-        metrics["pasr/plain_rows"] = float(layout.plain_rows)
-        uids = refine_out.non_tensor_batch[UID]
-        trained = [i for i in range(n) if mask[i]]  # GRPO's groups hold the trained rows only
-        metrics["pasr/zero_spread_groups"] = zero_spread_fraction([scores[i] for i in trained], [uids[i] for i in trained])
+        metrics = training_step_metrics(records, scores, mask)  # pasr/reward_time_share: trainer.pasr_timing_metrics
         self._warn_if_nothing_to_learn(step, metrics)
         self._pending_metrics = metrics
 

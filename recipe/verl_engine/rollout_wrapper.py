@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,18 +37,6 @@ from recipe.verl_engine.plain_rollouts import UID, check_row_order
 # trains on (PASR's plain rows, RRR's attempts and retries); added to perf/throughput by
 # recipe.verl_engine.trainer.pasr_throughput_metrics
 UNTRAINED_TOKENS_KEY = "pasr_untrained_token_num"
-
-
-def zero_spread_fraction(scores: Sequence[float], uids: Sequence[object], tol: float = 1e-9) -> float:
-    """The fraction of GRPO groups (rows sharing a uid) whose scores are all equal: GRPO's
-    advantage is the score minus the group mean, so such a group contributes no gradient."""
-    groups: dict[object, list[float]] = defaultdict(list)
-    for score, uid in zip(scores, uids):
-        groups[uid].append(float(score))
-    if not groups:
-        return 0.0
-    flat = sum(1 for g in groups.values() if max(g) - min(g) <= tol)
-    return flat / len(groups)
 
 
 def first_samples(records: Sequence[RolloutRecord], n: int) -> list[RolloutRecord]:

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord
+from recipe.metrics import zero_spread_fraction
 
 # reflection_record: the engines' one reflection record, read by `pasr stats` and the benchmark
 from recipe.rrr_config import RrrConfig
@@ -90,7 +91,7 @@ from recipe.verl_engine.batch_convert import (
     write_train_scores,
 )
 from recipe.verl_engine.plain_rollouts import UID, check_row_order, query_uids, with_messages, with_system_prompt
-from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings, zero_spread_fraction
+from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY, RolloutWrapper, wrapper_settings
 
 
 @dataclass

@@ -13,10 +13,11 @@ rollout installed, nothing copied.
   with no token to train on (an RRR step whose first attempts all succeeded; a step whose every
   row had a judge error) is not sent to the actor: verl's token-mean loss would divide by zero
   tokens (``actor/update_skipped`` = 1, see :func:`nothing_to_train`).
-* ``fit``: verl's own ``fit`` (re-bound, not copied) with four changes around it:
+* ``fit``: verl's own ``fit`` (re-bound, not copied) with five changes around it:
   advantages are estimated over the rows PASR trains on only (:func:`pasr_compute_advantage`,
   the judge-error policy of :mod:`recipe.scoring`), ``perf/throughput`` counts the rows
-  generated in the step but not trained on (:func:`pasr_throughput_metrics`), every dict its
+  generated in the step but not trained on (:func:`pasr_throughput_metrics`), the timing
+  metrics add the local engine's ``pasr/reward_time_share`` (:func:`pasr_timing_metrics`), every dict its
   logger logs is also a line of ``metrics.jsonl`` in ``trainer.default_local_dir``, as the local
   engine writes its own (:func:`metrics_file_tracking`; ``_load_checkpoint`` cuts the file back
   to the step it resumes from; the tensorboard backend writes to ``tensorboard/`` beside it
@@ -55,6 +56,7 @@ from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from recipe.advantages import advantages_on_trained_rows
+from recipe.metrics import reward_time_share
 from recipe.metrics_file import append_metrics, truncate_metrics, use_run_tensorboard_dir
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
@@ -119,6 +121,17 @@ def pasr_throughput_metrics(batch, timing_raw, n_gpus):
     return metrics
 
 
+def pasr_timing_metrics(batch, timing_raw):
+    """verl's ``compute_timing_metrics`` and ``pasr/reward_time_share``, the local engine's
+    metric (:func:`recipe.metrics.reward_time_share`): the PASR rollout's judging and scoring
+    (``timing_s/pasr_score``, timed inside ``timing_s/gen``) over the whole step (``timing_s/step``).
+    fit() times the step only after the rollout returned, so the share is computed here."""
+    metrics = _verl_ray_trainer.compute_timing_metrics(batch=batch, timing_raw=timing_raw)
+    if "pasr_score" in timing_raw:  # a PASR step (an RRR step times its passes under rrr_*)
+        metrics.update(reward_time_share(timing_raw["pasr_score"], timing_raw["step"]))
+    return metrics
+
+
 def pasr_compute_advantage(data, adv_estimator, *args, **kwargs):
     """verl's ``compute_advantage`` (any estimator) on the rows PASR trains on; the rows masked
     for a judge error are outside their group's statistics and get advantage 0, as in the local
@@ -129,13 +142,15 @@ def pasr_compute_advantage(data, adv_estimator, *args, **kwargs):
 
 
 def verl_fit():
-    """verl's ``RayPPOTrainer.fit`` with :func:`pasr_compute_advantage` and
-    :func:`pasr_throughput_metrics` in place of verl's ``compute_advantage`` and
-    ``compute_throughout_metrics`` (re-bound at each call, so it sees verl's module as it is)."""
+    """verl's ``RayPPOTrainer.fit`` with :func:`pasr_compute_advantage`,
+    :func:`pasr_throughput_metrics` and :func:`pasr_timing_metrics` in place of verl's
+    ``compute_advantage``, ``compute_throughout_metrics`` and ``compute_timing_metrics``
+    (re-bound at each call, so it sees verl's module as it is)."""
     return rebind_globals(
         vars(RayPPOTrainer)["fit"],
         compute_advantage=pasr_compute_advantage,
         compute_throughout_metrics=pasr_throughput_metrics,
+        compute_timing_metrics=pasr_timing_metrics,
     )
 
 
