@@ -73,6 +73,8 @@ RENAMED: dict[str, tuple[str, str]] = {
         "verl's name for the same list of Tracking backends (console, tensorboard, wandb, ...), "
         "one key in both engines",
     ),
+    "trainer.project": ("trainer.project_name", "verl's name for the wandb project, one key in both engines"),
+    "trainer.experiment": ("trainer.experiment_name", "verl's name for the wandb run, one key in both engines"),
 }
 
 

@@ -124,8 +124,8 @@ def test_interpolations_resolve_at_load_or_are_refused_by_key(tmp_path, monkeypa
 
     monkeypatch.delenv("PASR_TEST_UNSET", raising=False)
     monkeypatch.setenv("PASR_TEST_SEED", "5")
-    cfg = load_config(preset="tiny", overrides=["trainer.seed=${oc.env:PASR_TEST_SEED}", "trainer.experiment=${data.source}-x"])
-    assert cfg.trainer.seed == 5 and cfg.trainer.experiment == "synthetic-x"
+    cfg = load_config(preset="tiny", overrides=["trainer.seed=${oc.env:PASR_TEST_SEED}", "trainer.experiment_name=${data.source}-x"])
+    assert cfg.trainer.seed == 5 and cfg.trainer.experiment_name == "synthetic-x"
     assert "seed: 5" in to_yaml(cfg) and "${" not in to_yaml(cfg)
     extra = tmp_path / "c.yaml"
     extra.write_text("trainer:\n  run_dir: ${oc.env:PASR_TEST_UNSET}/r\n  steps: ???\nrollout:\n  max_new_tokens: ${oc.env:PASR_TEST_SEED}\n")

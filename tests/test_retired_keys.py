@@ -252,3 +252,57 @@ def test_a_run_saved_with_the_old_logger_key_resumes_with_its_loggers(tmp_path):
     assert _resume_config(run, ["trainer.logger=[]"], force=False).trainer.logger == []
     with pytest.raises(CliError, match="trainer.loggers was renamed trainer.logger"):
         _resume_config(run, ["trainer.loggers=[console]"], force=False)
+
+
+def test_the_wandb_project_and_run_keys_are_verls_in_both_engines(tmp_path, monkeypatch):
+    """The local engine's trainer.project / trainer.experiment are verl's trainer.project_name /
+    trainer.experiment_name: the old keys refused naming the new ones (override, config file,
+    verl's overrides), the new ones given to verl's Tracking as project and run name."""
+    from recipe.local_engine import run_io
+    from recipe.verl_engine.config import compose_config
+
+    for old, new in (("trainer.project", "trainer.project_name"), ("trainer.experiment", "trainer.experiment_name")):
+        message = retired_message(old)
+        assert message.startswith(f"{old} was renamed {new} (") and message.endswith(f"set {new} instead")
+        with pytest.raises(ConfigError) as exc:
+            load_config(overrides=[f"{old}=x"])
+        assert str(exc.value) == message
+        with pytest.raises(ConfigError) as exc:
+            compose_config([f"{old}=x"])
+        assert str(exc.value) == message
+    path = tmp_path / "c.yaml"
+    path.write_text("trainer:\n  project: p\n  experiment: e\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(config_file=str(path))
+    assert str(exc.value) == f"{retired_message('trainer.project')}; {retired_message('trainer.experiment')}"
+
+    cfg = load_config(overrides=["trainer.project_name=proj", "trainer.experiment_name=run-1", "trainer.logger=[console]"])
+    assert compose_config(["trainer.project_name=proj"]).trainer.project_name == "proj"  # verl's own key
+    made = []
+    monkeypatch.setattr("verl.utils.tracking.Tracking", lambda *args, **kwargs: made.append((args, kwargs)))
+    run_io.make_tracking(tmp_path / "run", cfg.trainer)
+    assert made == [(("proj", "run-1"), {"default_backend": ["console"], "config": None})]
+
+
+def test_a_run_saved_with_the_old_wandb_keys_resumes_under_the_new_names(tmp_path):
+    """A config.yaml written before the rename (``trainer.project``, ``trainer.experiment``)
+    resumes with its project and run name; the old keys given again are refused."""
+    from omegaconf import OmegaConf
+
+    from data.cli_errors import CliError
+    from recipe.local_engine.cli import _resume_config
+    from recipe.local_engine.config import to_yaml
+
+    cfg = OmegaConf.create(to_yaml(load_config()))
+    cfg.pop("presets", None)  # a chain of presets was not recorded then
+    for old, new in (("project", "project_name"), ("experiment", "experiment_name")):
+        del cfg.trainer[new]
+        cfg.trainer[old] = f"saved-{old}"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    resumed = _resume_config(run, [], force=False).trainer
+    assert (resumed.project_name, resumed.experiment_name) == ("saved-project", "saved-experiment")
+    assert _resume_config(run, ["trainer.experiment_name=other"], force=False).trainer.experiment_name == "other"
+    with pytest.raises(CliError, match="trainer.project was renamed trainer.project_name"):
+        _resume_config(run, ["trainer.project=x"], force=False)

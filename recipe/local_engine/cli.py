@@ -51,8 +51,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 # size, the phase boundary that the KL reference and the pinned checkpoint hang on), so the run
 # would no longer be one run; --force accepts it anyway.
 RESUMABLE_KEYS = (
-    "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.logger", "trainer.project",
-    "trainer.experiment", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.max_judge_error_rate",
+    "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.logger", "trainer.project_name",
+    "trainer.experiment_name", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.max_judge_error_rate",
     "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
     "pasr.judge.base_url",  # where the judge is served (its model and prompt are what judges); given again with its credentials
 )  # fmt: skip

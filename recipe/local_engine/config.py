@@ -166,8 +166,8 @@ class TrainerConfig:
     eval_plain: bool = True  # evaluations also answer with the plain prompt (the refine reward's baseline)
     seed: int = 0
     run_dir: str = "runs/pasr-local"
-    project: str = "pasr"
-    experiment: str = "local"
+    project_name: str = "pasr"  # the wandb project (verl's key, one name in both engines)
+    experiment_name: str = "local"  # the wandb run name
     # verl Tracking backends: console | tensorboard | wandb | ... (the progress bar is always on;
     # metrics.jsonl is always written); verl's trainer.logger, one key in both engines
     logger: list[str] = field(default_factory=list)

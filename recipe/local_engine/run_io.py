@@ -106,7 +106,7 @@ def make_tracking(run_dir: Path, trainer: TrainerConfig):
     from verl.utils.tracking import Tracking
 
     use_run_tensorboard_dir(run_dir)
-    return Tracking(trainer.project, trainer.experiment, default_backend=loggers, config=None)
+    return Tracking(trainer.project_name, trainer.experiment_name, default_backend=loggers, config=None)
 
 
 # ---------------------------------------------------------------- logging
