@@ -215,9 +215,9 @@ def correct_by_question(run_dir: Path, ids: list[str]) -> dict[str, bool]:
 
 
 def parse_args(argv):
-    from recipe.local_engine.config import LocalTrainConfig
+    from recipe.local_engine.config import load_config
 
-    local = LocalTrainConfig()  # the local engine's defaults: held-out seed, prompts, eval budget, prefill
+    local = load_config()  # pasr train's defaults (the default preset): held-out seed, prompts, eval budget, prefill
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", default=local.model.path, help="the base model (default: the embedded smollm2)")
     p.add_argument("--warmup", required=True, metavar="CKPT", help="the warm-up checkpoint (RUN/checkpoints/step_000160)")

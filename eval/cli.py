@@ -251,11 +251,12 @@ def answer_settings(args) -> tuple[str, str, str]:
     else the paper's prompts without a prefill. Says so on stderr when the run's settings are taken."""
     from eval.backends import local_run_answers
     from recipe.local_engine.rollout import THINK_PREFILL
+    from recipe.pasr_config import PromptsConfig
 
     model = Path(args.model).expanduser()
     run = local_run_answers(model) if model.exists() else None  # a missing path: the backend says so
-    refine = args.refine_prompt or (run.refine_prompt if run else "refine_system")
-    plain = args.plain_prompt or (run.plain_prompt if run else "plain_system")
+    refine = args.refine_prompt or (run.refine_prompt if run else PromptsConfig.refine)
+    plain = args.plain_prompt or (run.plain_prompt if run else PromptsConfig.plain)
     think = {"on": True, "off": False}.get(args.prefill_think, bool(run and run.prefill_think))
     if run is not None:
         taken = [f"{name} {value}" for name, value, given in (

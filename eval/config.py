@@ -15,7 +15,7 @@ from eval.best_of_n import METHOD as BEST_OF_N
 from eval.methods import SELECTS, MethodPrompts, Selection, check_method, check_selection
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.self_refine import MAX_ROUNDS
-from recipe.pasr_config import JudgeConfig
+from recipe.pasr_config import JudgeConfig, PromptsConfig
 from rewards.judge_kinds import JUDGE_KINDS as JUDGE_KINDS_BUILT
 from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 
@@ -55,9 +55,11 @@ class EvalConfig:
     score_prompt: str | None = None  # --select best/score: the self-scoring template (None: self_score)
     # auto: countdown for Countdown datasets, rule otherwise (resolve_judge)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(kind="auto"))
+    # an accuracy counts right answers, so the judge says right or wrong (training's reward judge,
+    # pasr.prompts.judge, scores in [0, 1] as the paper's does)
     judge_prompt: str = "judge_binary"
-    refine_prompt: str = "refine_system"
-    plain_prompt: str = "plain_system"
+    refine_prompt: str = PromptsConfig.refine  # pasr.prompts.*'s defaults: one for training and evaluation
+    plain_prompt: str = PromptsConfig.plain
     rrr_prompts: RrrPromptsConfig = field(default_factory=RrrPromptsConfig)  # reflect-retry, as training's rrr.prompts
     max_reflection_tokens: int = RrrConfig.max_reflection_tokens  # reflect-retry: the reflection pass, as training's
     fallback_last_number: bool = False  # no <answer>/\boxed{}: judge the response's last number

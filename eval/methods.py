@@ -113,13 +113,14 @@ class MethodPrompts:
     @classmethod
     def load(
         cls,
-        refine: str = "refine_system",
-        plain: str = "plain_system",
+        refine: str | None = None,
+        plain: str | None = None,
         judge: str = "judge_binary",
         rrr: RrrPromptsConfig | None = None,
         score: str = SCORE_PROMPT,
     ):
-        """``rrr``: RRR's template names (default: those training uses, ``recipe/rrr_config.py``);
+        """``refine``, ``plain``: None is ``pasr.prompts``'s default (as training's);
+        ``rrr``: RRR's template names (default: those training uses, ``recipe/rrr_config.py``);
         ``score``: the self-scoring template (default ``self_score``)."""
         return cls(
             PromptSet.load(refine=refine, plain=plain, judge=judge),

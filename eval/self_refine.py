@@ -63,12 +63,15 @@ class SelfRefinePrompts:
     @classmethod
     def load(
         cls,
-        plain: str = "plain_system",
+        plain: str | None = None,
         feedback: str = "self_refine_feedback",
         refine: str = "self_refine_refine",
     ) -> "SelfRefinePrompts":
+        """``plain``: the first answer's system prompt; None is ``pasr.prompts.plain``'s default."""
+        from recipe.pasr_config import PromptsConfig
+
         return cls(
-            answer_system=load_prompt(plain),
+            answer_system=load_prompt(plain or PromptsConfig.plain),
             feedback=load_prompt(feedback),
             refine=load_prompt(refine),
             attempt_entry=_load_or_builtin("self_refine_history_attempt"),

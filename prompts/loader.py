@@ -90,8 +90,14 @@ class PromptSet:
     judge: str
 
     @classmethod
-    def load(cls, refine: str = "refine_system", plain: str = "plain_system", judge: str = "judge_continuous"):
-        return cls(refine=load_prompt(refine), plain=load_prompt(plain), judge=load_prompt(judge))
+    def load(cls, refine: str | None = None, plain: str | None = None, judge: str | None = None):
+        """The templates named (a name or a path); one left out is ``pasr.prompts``'s default
+        (:class:`recipe.pasr_config.PromptsConfig`, the one place it is set)."""
+        from recipe.pasr_config import PromptsConfig
+
+        default = PromptsConfig()
+        return cls(refine=load_prompt(refine or default.refine), plain=load_prompt(plain or default.plain),
+                   judge=load_prompt(judge or default.judge))
 
     def refine_chat(self, question: str) -> list[dict[str, str]]:
         return build_chat(self.refine, question)

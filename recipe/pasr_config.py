@@ -210,17 +210,19 @@ def _nested(path: tuple, value: Any) -> Any:
     return value
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (OmegaConf's ``msg`` where it has one), for a
+    one-line config error."""
     return (str(getattr(exc, "msg", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _unresolved(raw: Any, exc: BaseException) -> str:
     """Why the interpolation ``raw`` does not resolve, in words (OmegaConf's, or for an unset
     environment variable what to do about it)."""
-    unset = re.search(r"Environment variable '([^']+)' not found", _first_line(exc))
+    unset = re.search(r"Environment variable '([^']+)' not found", first_line(exc))
     if unset:
         return f"the environment variable {unset[1]} is not set (set it, or give a default: ${{oc.env:{unset[1]},DEFAULT}})"
-    return _first_line(exc)
+    return first_line(exc)
 
 
 def missing_value_problems(section: Any, prefix: str = "") -> list[str]:
@@ -289,7 +291,7 @@ def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig,
             except ConfigKeyError:  # an unknown or retired key: named above
                 continue
             except OmegaConfBaseException as exc:
-                problems.append(f"invalid config key {_dotted(prefix, path)}: {_first_line(exc)}")
+                problems.append(f"invalid config key {_dotted(prefix, path)}: {first_line(exc)}")
     resolved, unresolved = _resolved(merged, prefix)
     problems += unresolved
     return OmegaConf.merge(OmegaConf.structured(schema), resolved), list(dict.fromkeys(problems))

@@ -1,6 +1,7 @@
 """The presets a user starts from: every one loads and validates, ``pasr train --help`` lists
-them all, and ``--preset tiny`` runs the whole pipeline (warm-up, PASR steps, checkpoints,
-evaluations, ``pasr stats``) end to end."""
+them all with the presets each extends, the CPU's reward is the ``cpu`` preset over the one set of
+defaults (the paper's), the chain a config was built from is recorded, and ``--preset tiny`` runs
+the whole pipeline (warm-up, PASR steps, checkpoints, evaluations, ``pasr stats``) end to end."""
 
 from __future__ import annotations
 
@@ -21,9 +22,69 @@ def test_every_preset_loads_and_is_listed_in_help(name, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = capsys.readouterr().out
-    listed = out.split("presets (--preset NAME):", 1)[1].split("\n\n", 1)[0]
+    listed = out.split("presets (--preset NAME; without one: default):", 1)[1].split("\n\n", 1)[0]
     line = next(ln for ln in listed.splitlines() if ln.split() and ln.split()[0] == name)
     assert len(line.split(None, 1)[1]) > 20  # a description from the preset's first comment line
+    over = load_config(preset=name).presets[1:]  # what it extends, as --help shows it
+    assert line.endswith(f" [extends {' -> '.join(over)}]") if over else "[extends" not in line
+
+
+def test_one_set_of_defaults_and_the_cpu_preset_over_it():
+    """pasr.* has one default per key, the paper's, for the local engine, the verl engine and
+    pasr eval; what the CPU needs is the cpu preset, which default (pasr train without --preset)
+    and every other local preset extend, so they train what they trained before."""
+    from eval.config import EvalConfig
+    from recipe.local_engine.config import LocalTrainConfig
+    from recipe.pasr_config import PasrConfig, PromptsConfig
+    from recipe.verl_engine.config import compose_config, pasr_config
+
+    paper = PasrConfig()
+    assert (paper.n_refine, paper.n_plain, paper.tie_value, paper.refine_compare, paper.empty_refine_value) == (
+        8, 8, -0.5, "sign", None)
+    assert LocalTrainConfig().pasr == paper == pasr_config(compose_config([]))
+    assert (EvalConfig(model="m", datasets=["d"], out="o").refine_prompt, EvalConfig(model="m", datasets=["d"], out="o").plain_prompt) == (
+        PromptsConfig.refine, PromptsConfig.plain) == ("refine_system", "plain_system")
+    cpu = load_config(preset="cpu").pasr
+    assert (cpu.n_refine, cpu.n_plain, cpu.tie_value, cpu.refine_compare, cpu.empty_refine_value) == (4, 2, 0.0, "margin", 0.0)
+    assert (cpu.prompts.refine, cpu.prompts.plain) == ("refine_system_short", "plain_system_short")
+    assert load_config().presets == ["default", "cpu"] and load_config().pasr == cpu
+    for name in PRESETS:
+        cfg = load_config(preset=name)
+        assert cfg.presets[0] == name and cfg.presets[-1] == "cpu", name
+        assert cfg.pasr.tie_value == 0.0 and cfg.pasr.refine_compare == "margin", name
+
+
+def test_the_preset_chain_is_recorded_and_checked(tmp_path, monkeypatch):
+    """config.yaml records the chain (a resume reads it back as it is); a --config file may name
+    its preset with extends:, but not beside --preset; presets: is pasr train's to write; an
+    unknown preset in extends: and a circle are one line naming them."""
+    from recipe.local_engine import config as local_config
+    from recipe.local_engine.config import to_yaml
+    from recipe.pasr_config import ConfigError
+
+    saved = tmp_path / "config.yaml"
+    saved.write_text(to_yaml(load_config(preset="tiny")))
+    assert "presets:\n- tiny\n- default\n- cpu\n" in saved.read_text()
+    assert load_config(config_file=str(saved), saved_run=True).presets == ["tiny", "default", "cpu"]
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("extends: demo\ntrainer:\n  steps: 3\n")
+    cfg = load_config(config_file=str(mine))
+    assert cfg.presets == ["demo", "default", "cpu"] and cfg.trainer.steps == 3 and cfg.warmup.steps == 100
+    with pytest.raises(ConfigError, match=f"--preset tiny and {mine}'s extends: demo both name the preset"):
+        load_config(preset="tiny", config_file=str(mine))
+    with pytest.raises(ConfigError, match="presets cannot be set by an override"):
+        load_config(overrides=["presets=[demo]"])
+    mine.write_text("presets: [demo]\n")
+    with pytest.raises(ConfigError, match=f"config file {mine}: presets is what pasr train records"):
+        load_config(config_file=str(mine))
+    monkeypatch.setattr(local_config, "CONFIG_DIR", tmp_path)
+    (tmp_path / "local_a.yaml").write_text("extends: b\n")
+    (tmp_path / "local_b.yaml").write_text("extends: a\n")
+    (tmp_path / "local_c.yaml").write_text("extends: nope\n")
+    with pytest.raises(ConfigError, match=r"preset 'a': extends goes round in a circle \(a -> b -> a\)"):
+        load_config(preset="a")
+    with pytest.raises(ConfigError, match=r"preset 'c' \(.*local_c.yaml\): extends: unknown preset 'nope'"):
+        load_config(preset="c")
 
 
 def _run_tiny(tmp_path: Path, *overrides: str) -> Path:
@@ -98,4 +159,5 @@ def test_rrr_arithmetic_preset_is_the_run_that_learned():
     for cfg in (as_run, preset):
         cfg.trainer.eval_at_start = None
         cfg.trainer.run_dir = None
+        cfg.presets = None  # built from rrr over its overrides, or from rrr_arithmetic
     assert OmegaConf.to_container(preset) == OmegaConf.to_container(as_run)

@@ -150,12 +150,14 @@ def test_the_settings_that_stayed_still_load(override):
 
 
 def _old_run_config(tmp_path, **pasr_extra):
-    """A run's config.yaml as the code before the retirement wrote it: every key spelled out."""
+    """A run's config.yaml as the code before the retirement wrote it: every key spelled out
+    (no preset chain then)."""
     from omegaconf import OmegaConf
 
-    from recipe.local_engine.config import LocalTrainConfig, to_yaml
+    from recipe.local_engine.config import to_yaml
 
-    cfg = OmegaConf.create(to_yaml(LocalTrainConfig()))
+    cfg = OmegaConf.create(to_yaml(load_config()))
+    del cfg["presets"]
     cfg.pasr.train_plain = False
     cfg.pasr.empty_refine_mode = "fixed"
     cfg.pasr.draft_credit = "outcome"
@@ -171,6 +173,8 @@ def test_a_run_saved_before_the_retirement_resumes_with_the_same_settings(tmp_pa
     with pytest.raises(ConfigError, match=LAST_COMMIT):  # as a --config file it is refused ...
         load_config(config_file=str(path))
     saved = load_config(config_file=str(path), saved_run=True)  # ... as the run's own, it resumes
+    assert saved.presets == []  # not recorded then
+    saved.presets = load_config().presets
     assert saved == load_config()  # what the defaults train: the dropped keys held what the code does
 
 

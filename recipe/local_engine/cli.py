@@ -21,24 +21,27 @@ prompts.*), shared with the verl engine; method (pasr | rrr) and rrr.* (recipe/r
 
 
 def preset_list() -> str:
-    """Every preset in recipe/config/ with its file's first comment line, for ``--help``: the
-    list is read from the files, so a new preset is listed without touching this module."""
-    from recipe.local_engine.config import CONFIG_DIR
+    """Every preset in recipe/config/ with its file's first comment line and the presets it
+    extends (``extends:``), for ``--help``: the list is read from the files, so a new preset is
+    listed without touching this module."""
+    from recipe.local_engine.config import CONFIG_DIR, DEFAULT_PRESET, preset_chain
 
     paths = sorted(CONFIG_DIR.glob("local_*.yaml"))
     width = max(len(p.stem.removeprefix("local_")) for p in paths)  # descriptions in one column
-    lines = ["presets (--preset NAME):"]
+    lines = [f"presets (--preset NAME; without one: {DEFAULT_PRESET}):"]
     for path in paths:
+        name = path.stem.removeprefix("local_")
         first = next((ln.lstrip("# ").strip() for ln in path.read_text().splitlines() if ln.startswith("#")), "")
-        lines.append(f"  {path.stem.removeprefix('local_'):<{width}}  {first}")
+        over = [n for n, _ in preset_chain(name)[1:]]
+        lines.append(f"  {name:<{width}}  {first}" + (f" [extends {' -> '.join(over)}]" if over else ""))
     return "\n".join(lines)
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = preset_list() + "\n\n" + EPILOG
-    parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default'; the list below)")
-    parser.add_argument("--config", default=None, help="a YAML file merged over the preset")
+    parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default', or the one --config's extends: names; the list below)")
+    parser.add_argument("--config", default=None, help="a YAML file merged over the preset (a top-level extends: NAME picks the preset)")
     parser.add_argument("--run-dir", default=None, help="run directory (default: trainer.run_dir)")
     parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml and its directory: not with --preset, --config or --run-dir); a finished run is left as it is, or extended by more trainer.steps")
     parser.add_argument("--force", action="store_true", help="with --resume: accept overrides that change what the run trains (see RESUMABLE_KEYS)")
@@ -174,7 +177,7 @@ def run(args) -> int:
         if args.resume:
             run_dir = Path(args.resume)
         else:
-            cfg = load_config(preset=args.preset or "default", config_file=args.config, overrides=args.overrides)
+            cfg = load_config(preset=args.preset, config_file=args.config, overrides=args.overrides)
             run_dir = Path(args.run_dir or cfg.trainer.run_dir)
             check_start(cfg)  # before the run folder exists: a refused start leaves nothing behind
         prepare_run_dir(run_dir, resume=bool(args.resume))

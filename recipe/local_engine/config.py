@@ -1,5 +1,10 @@
-"""Typed config of the local engine. YAML presets live in ``recipe/config/local_*.yaml``; the
-``pasr:`` section is the same :class:`~recipe.pasr_config.PasrConfig` the verl engine uses.
+"""Typed config of the local engine. The ``pasr:`` section is the same
+:class:`~recipe.pasr_config.PasrConfig` the verl engine and ``pasr eval`` use, with the same
+defaults (the paper's). YAML presets live in ``recipe/config/local_*.yaml``; a preset may name
+the preset it is layered over (``extends: NAME``). What a 135M model on a few CPU cores needs
+instead of the paper's reward and group sizes is the preset ``cpu``, which ``default`` (``pasr
+train`` without ``--preset``) and every other local preset extend; the chain a run was built
+from is recorded in its ``config.yaml`` (``presets``).
 
 Every cold-start remedy is a visible key here (``warmup.*``, ``rollout.prefill_think``,
 ``pasr.prompts.refine``): the base SmolLM2 never emits the tags on its own, so with the paper's
@@ -20,7 +25,7 @@ from data.warmup_traces import REFINE_STYLES
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.metrics_file import TRACKING_BACKENDS, logger_problems  # noqa: F401  (TRACKING_BACKENDS: tests patch it here)
 from recipe.pasr_config import (
-    ConfigError, PasrConfig, PromptsConfig, merge_reporting, missing_value_problems, non_finite_problems,
+    ConfigError, PasrConfig, first_line, merge_reporting, missing_value_problems, non_finite_problems,
 )
 from recipe.retired_keys import drop_settings_kept_as_defaults, rename_saved_keys
 from recipe.rrr_config import RrrConfig, judge_problem, method_problem
@@ -65,9 +70,9 @@ class DataConfig:
 
 @dataclass
 class RolloutConfig:
-    # B: 8 queries x (4 refine + 2 plain) = 48 rollouts a step (the prompt passes are shared, so a
-    # query's extra rollouts cost only their responses); 8 groups give the update more than the
-    # one or two with reward spread that 4 queries often had
+    # GRPO groups a step: 8 give the update more than the one or two with reward spread that 4
+    # often had (with the cpu preset's 4 refine + 2 plain rollouts a query, 48 rollouts a step;
+    # a query's prompt passes are shared, so its extra rollouts cost only their responses)
     queries_per_step: int = 8
     max_new_tokens: int = 96
     temperature: float = 0.9
@@ -86,15 +91,13 @@ class RolloutConfig:
 class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
-    # 1e-5: at 2e-5 thirty PASR steps from the column warm-up left greedy accuracy where it was
-    # while first drafts got worse; at 1e-5 (with pasr.draft_credit=value) the same steps gained
-    # (figures: docs/results/learning_signal_history.md)
+    # the RL learning rate: at 2e-5 updates on a few dozen rows wore the small model's arithmetic
+    # down as fast as the reward built refining up (docs/results/learning_signal_history.md)
     lr: float = 1e-5
-    # Linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none).
-    # The RL phase starts a fresh AdamW, whose first updates move every weight by about lr
-    # whatever the gradient's size: on 16 refine rollouts a step that decided in one or two
-    # steps whether the model kept refining at all (benchmarks/learning_signal). With the default
-    # trainer.steps=10 the ramp spans the whole RL phase; longer runs then hold algo.lr.
+    # linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none):
+    # the RL phase starts a fresh AdamW, whose first updates move every weight by about lr
+    # whatever the gradient, and on a few dozen rows a step those decided whether the model kept
+    # refining at all (docs/results/learning_signal_history.md)
     lr_warmup_steps: int = 10
     kl_coef: float = 0.04  # 0 disables the reference model (saves one forward pass a step)
     kl_type: str = "low_var_kl"
@@ -117,16 +120,15 @@ WARMUP_LR_SCHEDULES = ("constant", "cosine")  # warmup.lr_schedule
 class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
 
-    # 160 steps over 400 traces: after 60 steps over 200 the model's checks were no more accurate
-    # than its first values, so refining could not help and PASR trained it away on an AVX2 CPU;
-    # after 160 over 400 a check fixed about twice as often as it broke and PASR kept and spread
-    # refining (figures: docs/results/learning_signal_history.md)
+    # long enough that the warm-up's checks fix more than they break: after a shorter one they
+    # were no more accurate than its first values and PASR trained refining away
+    # (docs/results/learning_signal_history.md)
     steps: int = 160
     batch_size: int = 8
     lr: float = 5e-5
-    # constant | cosine (decayed to zero over warmup.steps, verl's SFT trainer's default). Why
-    # cosine is offered: with a constant 5e-5 where a warm-up ends (accuracy, how its checks fix
-    # and break) moved with the last few batches, and PASR's gain with it (docs/results/demo.md)
+    # constant | cosine (decayed to zero over warmup.steps, verl's SFT trainer's default). cosine:
+    # a warm-up that ends where its batches averaged out, not where the last few pushed it, for
+    # a PASR phase measured against a settled start (docs/results/demo.md)
     lr_schedule: str = "constant"
     n_traces: int = 1280  # one pass over 1280 traces in 160 steps of 8: no trace seen twice
     refine_fraction: float = 0.4  # share of refine-prompt traces that contain a refine step
@@ -134,8 +136,8 @@ class WarmupConfig:
     #   fixes a wrong first value or confirms a right one (see data/warmup_traces.py: worked_check)
     # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
     #   every equation a one-digit fact the small model gets right more often than the whole step
-    #   (data/warmup_traces.py: column_check); the default since it gave PASR a check worth
-    #   learning to trust (docs/results/learning_signal_history.md)
+    #   (data/warmup_traces.py: column_check); the default: its checks are worth learning to
+    #   trust (docs/results/learning_signal_history.md)
     # (fix and restate were retired: recipe/retired_keys.py)
     refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
@@ -153,10 +155,8 @@ class WarmupConfig:
 
 @dataclass
 class TrainerConfig:
-    # PASR (RL) steps after the warm-up. 10: from the default warm-up, greedy accuracy on the
-    # learning-signal benchmark was already about where 20 and 30 steps left it, on three seeds,
-    # with every answer refining, and 10 steps fit that benchmark in the hour on 2 cores
-    # (figures: docs/results/learning_signal.md, benchmarks/results/pasr_steps_seeds.json).
+    # PASR (RL) steps after the warm-up: from the default warm-up, 20 and 30 steps gained no more
+    # than 10 (docs/results/learning_signal.md)
     steps: int = 10
     save_every: int = 10
     keep_last: int = 2
@@ -183,10 +183,6 @@ class TrainerConfig:
         return self.eval_at_start or self.eval_after_warmup or self.eval_at_end
 
 
-def _cpu_prompts() -> PromptsConfig:
-    return PromptsConfig(refine="refine_system_short", plain="plain_system_short")
-
-
 @dataclass
 class LocalTrainConfig:
     method: str = "pasr"  # pasr | rrr (Reflect, Retry, Reward; the rrr: section)
@@ -196,18 +192,13 @@ class LocalTrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    # The CPU reward (benchmarks/learning_signal, docs/results/learning_signal.md): tie 0, since
-    # the paper's -0.5 punishes every refine on a question the small model always (or never)
-    # solves; refine_compare=margin (acc - plain mean), since against a mixed baseline the sign
-    # pays +1 right / -1 wrong, an expected 2q - 1 for a refine right with probability q: on a
-    # model right less than half the time it punishes refining even where refining helps; a
-    # rollout whose refines only restate earns exactly what no refine earns, right or wrong
-    # (empty_refine_value=0.0), so a right worked check earns more than a right restatement.
-    pasr: PasrConfig = field(
-        default_factory=lambda: PasrConfig(n_refine=4, n_plain=2, tie_value=0.0, refine_compare="margin",
-                                           empty_refine_value=0.0, prompts=_cpu_prompts())
-    )
+    # the paper's, as for every engine; the cpu preset (recipe/config/local_cpu.yaml) sets the
+    # reward and group sizes a 135M model on a few cores needs
+    pasr: PasrConfig = field(default_factory=PasrConfig)
     rrr: RrrConfig = field(default_factory=RrrConfig)
+    # the presets this config was layered over, most specific first (--preset NAME and each
+    # preset's extends:); recorded by pasr train in config.yaml, not a setting
+    presets: list[str] = field(default_factory=list)
 
     def problems(self) -> list[str]:
         """Every problem of the config at once, across every section, each naming its key:
@@ -326,6 +317,11 @@ def threads_problem(threads: int) -> str | None:
     return None
 
 
+DEFAULT_PRESET = "default"  # pasr train without --preset
+EXTENDS = "extends"  # a config file's top-level key: the preset it is layered over
+PRESETS = "presets"  # LocalTrainConfig.presets: the chain a config was built from, recorded
+
+
 def preset_path(name: str) -> Path:
     path = CONFIG_DIR / f"local_{name}.yaml"
     if not path.is_file():
@@ -334,52 +330,105 @@ def preset_path(name: str) -> Path:
     return path
 
 
+def _read_layer(path: Path):
+    """The mapping a config file holds; whatever makes it unusable (missing, unreadable, not
+    UTF-8, not YAML, a list, a verl config) is a :class:`ConfigError` naming the file."""
+    import yaml
+    from omegaconf import DictConfig
+
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        layer = OmegaConf.load(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path} is not valid YAML ({getattr(exc, 'problem', None) or first_line(exc)}{where})") from None
+    if not isinstance(layer, DictConfig):
+        raise ConfigError(f"config file {path} must hold a mapping (model:, data:, ...), not a list")
+    if "actor_rollout_ref" in layer or "hydra" in layer:
+        raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
+    return layer
+
+
+def _pop_extends(layer, path: Path) -> str | None:
+    """The preset ``layer`` (read from ``path``) is layered over, taken out of it; a recorded
+    preset chain (``presets:``) is refused: only ``pasr train`` writes it."""
+    if PRESETS in layer:
+        raise ConfigError(f"config file {path}: {PRESETS} is what pasr train records of the presets a run was built "
+                          f"from; name the preset to start from with {EXTENDS}: NAME (or --preset NAME)")
+    if EXTENDS not in layer:
+        return None
+    name = layer.pop(EXTENDS)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"config file {path}: {EXTENDS} must name one preset (a recipe/config/local_<name>.yaml), got {name!r}")
+    return name
+
+
+def preset_chain(name: str) -> list[tuple[str, object]]:
+    """``(name, layer)`` of preset ``name`` and of every preset it extends in turn, most
+    specific first (``demo`` -> ``default`` -> ``cpu``). An unknown name or a cycle is a
+    :class:`ConfigError` naming the chain."""
+    chain: list[tuple[str, object]] = []
+    while name is not None:
+        names = [n for n, _ in chain]
+        if name in names:
+            raise ConfigError(f"preset {names[0]!r}: {EXTENDS} goes round in a circle ({' -> '.join([*names, name])})")
+        try:
+            path = preset_path(name)
+        except ConfigError as exc:
+            if not chain:
+                raise
+            raise ConfigError(f"preset {names[-1]!r} ({preset_path(names[-1])}): {EXTENDS}: {exc}") from None
+        layer = _read_layer(path)
+        chain.append((name, layer))
+        name = _pop_extends(layer, path)
+    return chain
+
+
 def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = (),
                 saved_run: bool = False, validate: bool = True) -> LocalTrainConfig:
-    """Defaults <- preset YAML <- --config YAML <- key=value overrides, validated. Whatever is
+    """Defaults <- presets <- --config YAML <- key=value overrides, validated. The presets are
+    ``preset`` (else the one ``config_file`` names with ``extends:``, else ``default``) and
+    those it extends; the chain is recorded in :attr:`LocalTrainConfig.presets`. Whatever is
     wrong with a file or a value (unreadable, not UTF-8, not YAML, a verl config, a bad
     override, an interpolation that does not resolve, a value the run cannot use) is a
     :class:`ConfigError` that names every bad key at once, in one line.
-    ``saved_run``: ``config_file`` is a run's own ``config.yaml`` (``--resume``), where retired
-    keys still holding what the code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`)
-    and renamed keys take their new names (:func:`recipe.retired_keys.rename_saved_keys`).
+    ``saved_run``: ``config_file`` is a run's own ``config.yaml`` (``--resume``), the whole
+    config with its recorded chain, read over no preset; retired keys still holding what the
+    code does are dropped (:func:`recipe.retired_keys.drop_settings_kept_as_defaults`) and
+    renamed keys take their new names (:func:`recipe.retired_keys.rename_saved_keys`).
     ``validate=False`` skips the value checks (:meth:`LocalTrainConfig.problems`), not the key
     and type checks: a saved run read only to compare it with what resumes it, whose
     machine-bound values (``model.threads``) the resume's overrides may change."""
     import yaml
-    from omegaconf import DictConfig
     from omegaconf.errors import OmegaConfBaseException
 
-    def first_line(exc: BaseException) -> str:
-        return (str(getattr(exc, "msg", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-
-    layers = []
-    for path in ([preset_path(preset)] if preset else []) + ([Path(config_file)] if config_file else []):
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            layer = OmegaConf.load(path)
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise ConfigError(f"config file {path} is not valid YAML ({getattr(exc, 'problem', None) or first_line(exc)}{where})") from None
-        if not isinstance(layer, DictConfig):
-            raise ConfigError(f"config file {path} must hold a mapping (model:, data:, ...), not a list")
-        if "actor_rollout_ref" in layer or "hydra" in layer:
-            raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
-        if saved_run and path == Path(config_file):
-            drop_settings_kept_as_defaults(layer)
-            rename_saved_keys(layer)
-        layers.append(layer)
+    own = _read_layer(Path(config_file)) if config_file else None
+    chain: list[tuple[str, object]] = []
+    if saved_run and own is not None:
+        drop_settings_kept_as_defaults(own)
+        rename_saved_keys(own)
+    else:
+        extends = _pop_extends(own, Path(config_file)) if own is not None else None
+        if preset and extends:
+            raise ConfigError(f"--preset {preset} and {config_file}'s {EXTENDS}: {extends} both name the preset to "
+                              f"start from; keep one")
+        chain = preset_chain(preset or extends or DEFAULT_PRESET)
+    layers = [layer for _, layer in reversed(chain)] + ([own] if own is not None else [])
     problems = []
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"overrides must look like key=value, got: {' '.join(bad)}")
     for override in overrides:
+        if override.partition("=")[0].strip() in (PRESETS, EXTENDS):
+            problems.append(f"{override.partition('=')[0].strip()} cannot be set by an override: name the preset to "
+                            "start from with --preset NAME")
+            continue
         try:
             layers.append(OmegaConf.from_dotlist([override]))
         except (yaml.YAMLError, OmegaConfBaseException) as exc:
@@ -397,6 +446,8 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
         obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:  # not expected: merge_reporting left only good values
         raise ConfigError("; ".join([*problems, f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}"])) from None
+    if chain:
+        obj.presets = [name for name, _ in chain]
     if validate:
         problems += obj.problems()
     if problems:
