@@ -59,6 +59,8 @@ def test_update_moves_probability_towards_the_better_response(tiny):
     after = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
     assert after[0] > before[0] and after[1] < before[1]
     assert metrics["actor/trained_rows"] == 2 and metrics["actor/skipped_rows"] == 2
+    # the gradients are freed once applied: the next step's generation and evaluations do not hold them
+    assert all(q.grad is None for q in model.parameters())
 
 
 def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
@@ -92,6 +94,15 @@ def test_repeated_prompts_run_once_with_the_same_logprobs_and_gradients(tiny_mod
     assert torch.allclose(lp_s, lp_u, atol=1e-10) and (lp_s[batch.response_mask == 0] == 0).all()
     for name in g_u:  # float64 sums in another order: equal to about 1e-7 of the gradient's scale
         torch.testing.assert_close(g_s[name], g_u[name], rtol=1e-6, atol=1e-6 * float(g_u[name].abs().max()), msg=name)
+
+
+def _sgd_noting_gradients(model):
+    """An SGD that moves nothing (lr 0) and notes each parameter's gradient when the update steps
+    (``update_policy`` frees them right after)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    grads = {}
+    opt.register_step_pre_hook(lambda *_: grads.update({n: q.grad.clone() for n, q in model.named_parameters()}))
+    return opt, grads
 
 
 def test_micro_batches_group_rows_of_similar_response_length():
@@ -130,8 +141,9 @@ def test_update_over_one_prompt_pass_gives_the_gradients_of_one_padded_pass(tiny
         with monkeypatch.context() as patch:
             if not shared:
                 patch.setattr(pu.PromptPass, "run", classmethod(lambda cls, body, batch, separate_backward: None))
-            metrics = update_policy(m, ref, torch.optim.SGD(m.parameters(), lr=0.0), data, algo, temperature=0.9)
-        return data.batch["ref_log_prob"], metrics, {n: q.grad for n, q in m.named_parameters()}
+            opt, grads = _sgd_noting_gradients(m)
+            metrics = update_policy(m, ref, opt, data, algo, temperature=0.9)
+        return data.batch["ref_log_prob"], metrics, grads
 
     ref_s, metrics_s, g_s = update(3, shared=True)  # 4 micro-batches of similar lengths, one prompt pass
     ref_u, metrics_u, g_u = update(12, shared=False)  # one padded pass over every row
@@ -209,3 +221,110 @@ def test_warmup_layout_is_chosen_by_cost():
     assert not end_to_end_pays(smollm, *uniform)
     assert not end_to_end_pays(smollm, [[1] * 10, [3] * 10], [[2] * 5] * 2)  # no padding at all: nothing to gain
     assert not end_to_end_pays(smollm, [[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # one prompt: the batch runs it once
+
+
+def _unchunked_token_logprobs(model, predicting, targets, temperature=1.0):
+    """The log-probs as one (rows, vocabulary) block of logits: what the chunked ones must equal."""
+    logits = model.get_output_embeddings()(predicting).float() / temperature
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def test_chunked_logprobs_give_the_unchunked_loss_and_gradients(tiny_model_dir, monkeypatch):
+    """Above ``LOGIT_CHUNK_ROWS`` rows the output layer and log-softmax run over chunks of rows,
+    each chunk's logits recomputed in the backward (logprobs._ChunkedLogprobs): the update's
+    log-probs, reference log-probs, losses and gradients, and the warm-up's loss and gradients in
+    both layouts, are those of one block of logits (float64: equal up to summation order).
+    Chunks of 4 rows: micro-batches of one chunk and of several, the last one short."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp_mod
+    from recipe.local_engine.policy_update import sft_loss
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    algo = LocalTrainConfig().algo
+    algo.kl_coef, algo.max_grad_norm, algo.skip_zero_adv, algo.micro_batch_size = 0.05, 1e9, False, 3
+    groups = {"a": [5, 6, 7, 8, 9], "b": [5, 6, 11, 12]}
+    rolls = [TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [2], float(i % 2))
+             for q in groups for i, n in enumerate((9, 4, 7, 1))]
+    prompts, responses = [r.prompt_ids for r in rolls], [r.response_ids for r in rolls]
+
+    def run():
+        m, ref = copy.deepcopy(model), copy.deepcopy(model)
+        data = build_batch(rolls, 0, algo)
+        opt, grads = _sgd_noting_gradients(m)
+        metrics = update_policy(m, ref, opt, data, algo, temperature=0.9)
+        out = {"ref_log_prob": data.batch["ref_log_prob"], **{k: torch.tensor(metrics[k]) for k in ("actor/pg_loss", "actor/kl_loss")},
+               **{f"update {n}": g for n, g in grads.items()}}
+        for layout in ("end_to_end", "padded"):
+            m.zero_grad()
+            loss = sft_loss(m, prompts, responses, 0, layout=layout)
+            loss.backward()
+            out[f"sft {layout}"] = loss.detach()
+            out.update({f"sft {layout} {n}": q.grad.clone() for n, q in m.named_parameters()})
+        return out
+
+    monkeypatch.setattr(lp_mod, "LOGIT_CHUNK_ROWS", 4)
+    chunked = run()
+    monkeypatch.setattr(lp_mod, "_token_logprobs", _unchunked_token_logprobs)
+    whole = run()
+    assert whole["update model.embed_tokens.weight"].abs().sum() > 0
+    for name in whole:
+        torch.testing.assert_close(chunked[name], whole[name], rtol=1e-6, atol=1e-6 * float(whole[name].abs().max()), msg=name)
+
+
+def test_chunked_logprobs_under_bf16_autocast(tiny_model_dir, monkeypatch):
+    """Under the update's bf16 autocast the chunks compute their logits as the output layer does
+    there (bf16 matmuls), so log-probs and gradients match one block's to bf16 rounding."""
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp_mod
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    monkeypatch.setattr(lp_mod, "LOGIT_CHUNK_ROWS", 4)
+    hidden = torch.randn(11, model.config.hidden_size, dtype=torch.float32, requires_grad=True)
+    targets = torch.randint(0, model.config.vocab_size, (11,))
+
+    def logprobs_and_grads(fn):
+        model.zero_grad()
+        hidden.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lp = fn(model, hidden, targets, 0.9)
+        (lp * torch.arange(1, 12)).sum().backward()
+        return lp.detach(), hidden.grad.clone(), model.get_output_embeddings().weight.grad.clone()
+
+    chunked = logprobs_and_grads(lp_mod._token_logprobs)
+    whole = logprobs_and_grads(_unchunked_token_logprobs)
+    for a, b in zip(chunked, whole):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2 * float(b.abs().max()))
+
+
+def test_logprobs_keep_no_block_of_logits_for_the_backward(tiny_model_dir, monkeypatch):
+    """Between the forward and the backward at most ``LOGIT_CHUNK_ROWS`` rows of logits are held:
+    above it the chunks' logits are recomputed in the backward, one chunk at a time (a block of
+    logits is 200 kB a row for SmolLM2). Counted by the tensors autograd saves for the backward."""
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp_mod
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    vocab, weight = model.config.vocab_size, model.get_output_embeddings().weight
+    monkeypatch.setattr(lp_mod, "LOGIT_CHUNK_ROWS", 4)
+    saved_rows = {}  # storage -> rows, a tensor saved twice counted once
+
+    def pack_hook(t):  # (rows, vocabulary) tensors other than the output layer's weight itself
+        storage = t.untyped_storage().data_ptr()
+        if t.dim() >= 2 and t.shape[-1] == vocab and storage != weight.untyped_storage().data_ptr():
+            saved_rows[storage] = t.numel() // vocab
+        return t
+
+    for lengths, held in (((9, 5, 7, 3), 0), ((2, 1), 3)):  # 24 response tokens: chunks; 3: one block
+        batch = pack([[5, 6, 7]] * (len(lengths) - 1) + [[8, 9]], [[20 + j for j in range(n)] for n in lengths], 0)
+        saved_rows.clear()
+        model.zero_grad()
+        with torch.autograd.graph.saved_tensors_hooks(pack_hook, lambda t: t):
+            lp = response_logprobs(model, batch, temperature=0.9)
+        assert sum(saved_rows.values()) <= held, lengths
+        lp.sum().backward()
+        assert weight.grad.abs().sum() > 0

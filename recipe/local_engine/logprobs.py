@@ -114,13 +114,94 @@ def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0, promp
     return out
 
 
+# At most this many rows of (rows, vocabulary) fp32 logits exist at once: 200 MB for SmolLM2's
+# 49k tokens. Below it the rows' logits are one block, kept for the backward as autograd keeps
+# them; above it (long rows, large micro-batches) they are computed in chunks of this many rows
+# and recomputed in the backward (:class:`_ChunkedLogprobs`), which costs the output layer's
+# matmul once more (about a fifth of its forward and backward on a CPU). A PASR micro-batch of
+# the CPU presets (8 rows of at most 96 tokens) and a warm-up batch (about 460 response tokens)
+# stay below it: there the logits are a tenth of what the transformer body keeps for the
+# backward (about 1.7 MB a token for SmolLM2 in fp32), and chunking them lowered no peak
+# (benchmarks/run_footprint.py, docs/local_engine.md "Memory").
+LOGIT_CHUNK_ROWS = 1024
+
+
 def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Log-probs of ``targets`` from the hidden states that predict them: the output layer and
-    log-softmax over just those rows, in fp32."""
-    logits = model.get_output_embeddings()(predicting).float()
+    log-softmax over just those rows, in fp32, at most ``LOGIT_CHUNK_ROWS`` rows of logits at a
+    time (without autograd, chunk after chunk; with it, :class:`_ChunkedLogprobs`)."""
+    head = model.get_output_embeddings()
+    n = predicting.shape[0]
+    if n > LOGIT_CHUNK_ROWS and torch.is_grad_enabled() and head.bias is None:
+        return _ChunkedLogprobs.apply(predicting, head.weight, targets, temperature, LOGIT_CHUNK_ROWS)
+    pieces = [_block_logprobs(head(predicting[s : s + LOGIT_CHUNK_ROWS]), targets[s : s + LOGIT_CHUNK_ROWS], temperature)
+              for s in range(0, max(n, 1), LOGIT_CHUNK_ROWS)]
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+
+
+def _block_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+class _ChunkedLogprobs(torch.autograd.Function):
+    """:func:`_token_logprobs` of many rows with one chunk of logits at a time, forward and backward.
+
+    The forward keeps only each row's log-normaliser; the backward recomputes a chunk's logits
+    (in the dtype the forward used: bf16 under autocast, as the output layer runs there) and
+    turns them into the log-softmax's gradient, ``(onehot(target) - softmax) * g / temperature``,
+    for the hidden states and the weight. Exact: the same logits, normalised by the same
+    log-sum-exp."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, temperature: float, chunk: int):
+        dtype = _matmul_dtype(hidden)
+        w = weight.to(dtype)
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(out)
+        with torch.autocast(hidden.device.type, enabled=False):
+            for s in range(0, hidden.shape[0], chunk):
+                logits = _chunk_logits(hidden[s : s + chunk], w, dtype, temperature)
+                lse[s : s + chunk] = torch.logsumexp(logits, dim=-1)
+                out[s : s + chunk] = logits.gather(-1, targets[s : s + chunk, None]).squeeze(-1) - lse[s : s + chunk]
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, weight, targets, lse = ctx.saved_tensors
+        dtype, chunk = ctx.dtype, ctx.chunk
+        w = weight.to(dtype)
+        grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
+        with torch.autocast(hidden.device.type, enabled=False):
+            for s in range(0, hidden.shape[0], chunk):
+                h, g = hidden[s : s + chunk], grad[s : s + chunk, None].float()
+                d_logits = _chunk_logits(h, w, dtype, ctx.temperature).sub_(lse[s : s + chunk, None]).exp_().mul_(-g)
+                d_logits.scatter_add_(-1, targets[s : s + chunk, None], g)
+                if ctx.temperature != 1.0:
+                    d_logits /= ctx.temperature
+                d_logits = d_logits.to(dtype)
+                if grad_hidden is not None:
+                    grad_hidden[s : s + chunk] = d_logits @ w
+                if grad_weight is not None:
+                    grad_weight += (d_logits.t() @ h.to(dtype)).to(grad_weight.dtype)
+        return grad_hidden, grad_weight, None, None, None
+
+
+def _matmul_dtype(hidden: torch.Tensor) -> torch.dtype:
+    """The dtype the output layer computes in: autocast's where it is on (bf16), else the input's."""
+    device = hidden.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+
+
+def _chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype, temperature: float) -> torch.Tensor:
+    """fp32 logits of ``hidden`` rows, computed in ``dtype`` as the output layer computes them."""
+    logits = (hidden.to(dtype) @ weight.t()).float()
+    return logits.div_(temperature) if temperature != 1.0 else logits
 
 
 def _shared_prompt_hidden(body, batch: PackedBatch, width: int | None = None) -> torch.Tensor | None:

@@ -257,6 +257,9 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
         require_finite(grad_norm, "the policy loss's gradient norm")  # clipping by a NaN norm makes every weight NaN
         optimizer.step()
+        # freed now, not at the next update's start: the next step's generation, evaluations and
+        # checkpoints would otherwise hold a second copy of the weights' size (SmolLM2: 0.54 GB)
+        optimizer.zero_grad(set_to_none=True)
         metrics.setdefault("actor/grad_norm", []).append(float(grad_norm))
     out = {k: float(np.mean(v)) if k != "actor/pg_loss" and k != "actor/kl_loss" else float(np.sum(v)) for k, v in metrics.items()}
     out["actor/trained_rows"] = float(len(data))
