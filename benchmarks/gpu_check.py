@@ -269,7 +269,9 @@ def warmup_checkpoint(args, cfg, root: Path) -> Path:
     """The model verl starts from: ``--warmup-model``, or the check's own warm-up's last step."""
     if args.warmup_model:
         return Path(args.warmup_model).resolve()
-    return root / "warmup" / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    from recipe.step_files import step_name
+
+    return root / "warmup" / "checkpoints" / step_name(cfg.warmup.steps)
 
 
 def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:

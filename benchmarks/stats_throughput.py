@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from data.records import RolloutRecord
+from recipe.step_files import rollout_dump
 
 FILLER = ("First compute the cost of the apples. Each bag holds {a} apples and there are {b} bags, so "
           "{a} * {b} = {c} apples in total. Then the farmer sells {d} of them at the market, which leaves "
@@ -57,7 +58,7 @@ def write_dump(root: Path, n: int, steps: int = 20, seed: int = 0) -> int:
     (root / "rollouts").mkdir(parents=True, exist_ok=True)
     for step in range(steps):
         count = per_step if step < steps - 1 else n - written
-        with (root / "rollouts" / f"step_{step:06d}.jsonl").open("w", encoding="utf-8") as fh:
+        with rollout_dump(root / "rollouts", step).open("w", encoding="utf-8") as fh:
             for i in range(count):
                 variant = "refine" if i % 3 else "plain"
                 text, n_ref, ok, reason, gold = _response(rng, variant)

@@ -150,7 +150,9 @@ def can_reuse_warmup(requested: bool, warmup_dir: Path, cfg) -> bool:
 
 
 def warmup_checkpoint(warmup_dir: Path, cfg) -> Path:
-    return warmup_dir / "checkpoints" / f"step_{cfg.warmup.steps:06d}"
+    from recipe.step_files import step_name
+
+    return warmup_dir / "checkpoints" / step_name(cfg.warmup.steps)
 
 
 def warmup_stage(cfg, warmup_dir: Path, reuse: bool) -> tuple[str, float | None]:

@@ -92,7 +92,7 @@ class HFBackend:
         self,
         model: str,
         batch_size: int = 32,
-        dtype: str = "auto",  # auto: measured on CPU (runtime/cpu_dtype.py), bfloat16 on an accelerator
+        dtype: str = "auto",  # auto: measured on the device, as training decides it (runtime/cpu_dtype.py)
         device: str = "auto",  # auto | cpu | cuda (runtime.model_loading.resolve_device)
         threads: int | None = None,
         attention: str = "grouped",
@@ -127,19 +127,13 @@ class HFBackend:
         They change answers (greedy answers differed on 19 of 40 questions between fp32 and bf16),
         so ``pasr eval`` keeps them in its resume fingerprint; :meth:`load` uses them."""
         if self._decided is None:
-            threads = None
-            if self.device == "cpu" or self.threads:
-                # On a shared or small CPU box, fewer torch threads than cores can be much faster:
-                # oversubscribed OpenMP threads spin-wait on each other. Unset (or 0) on the CPU: the
-                # same probe as the local engine's model.threads=0 (runtime.cpu_dtype.set_threads)
-                from runtime.cpu_dtype import set_threads
+            # the rule training's model.threads / model.rollout_dtype follow (runtime.cpu_dtype)
+            from runtime.cpu_dtype import decide_threads, resolve_dtype
 
-                threads = set_threads(self.threads)
+            threads = decide_threads(self.threads, self.device)
             dtype = self.dtype
             if dtype in (None, "auto"):
-                from runtime.cpu_dtype import resolve_dtype
-
-                dtype = resolve_dtype("auto").dtype if self.device == "cpu" else "bfloat16"
+                dtype = resolve_dtype("auto", device=self.device).dtype
                 print(f"hf backend: {dtype} on {self.device} (--dtype to choose)", file=sys.stderr)
             self._decided = {"device": self.device, "dtype": dtype, "threads": threads}
         return dict(self._decided)

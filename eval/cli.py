@@ -141,7 +141,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                    help="start every answer under the refine and plain prompts with <think> already in the "
                    "prompt, as pasr train's rollout.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
                    "local run that trained so (its config.yaml says), off otherwise")  # fmt: skip
-    g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows this CPU runs it faster, else float32) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
+    g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows the CPU or GPU that computes runs it faster, else float32; training's rule too) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=thread_count, metavar="N",
                    help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
                    "else 1, as pasr train's model.threads=0; on a busy shared CPU, 1 can be several times faster)")  # fmt: skip

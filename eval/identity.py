@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recipe.step_files import step_of
+
 # files whose content decides answers: weights (local, HF, verl FSDP shards), config, tokenizer
 _MODEL_FILES = re.compile(
     r"^(model.*\.safetensors|(pytorch_)?model.*\.bin|model_world_size_\d+_rank_\d+\.pt|.*\.gguf|"
@@ -28,7 +30,6 @@ _MODEL_FILES = re.compile(
 )
 _WHOLE_FILE = 8 * 1024**2  # files up to this size are hashed whole
 _BLOCK = 1024**2  # larger ones: their size and four blocks of this size spread over the file
-_STEP_DIR = re.compile(r"^(?:step|global_step)_(\d+)$")
 
 
 class ModelIdentityError(ValueError):
@@ -91,14 +92,13 @@ def _step_of(folder: Path) -> int | None:
             return step
     except (OSError, ValueError, AttributeError):
         pass
-    m = _STEP_DIR.match(folder.name)
-    return int(m.group(1)) if m else None
+    return step_of(folder.name)
 
 
 def _verl_identity(spec: str, local: Path, actor: Path) -> ModelIdentity:
     from runtime.hf_export import TRACKER
 
-    step_dir = next((p for p in (actor, *actor.parents) if _STEP_DIR.match(p.name)), None)
+    step_dir = next((p for p in (actor, *actor.parents) if step_of(p.name) is not None), None)
     step = _step_of(step_dir) if step_dir is not None else None
     run = step_dir.parent if step_dir is not None else None
     note = None

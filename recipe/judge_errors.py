@@ -5,10 +5,9 @@ Per rollout, a failed judge leaves ``acc=None`` and the rollout is masked, never
 (:mod:`recipe.scoring`). That alone lets a judge that always fails look like a model that is
 always wrong: every row masked, nothing learnt, accuracy read as 0. So:
 
-* a training step whose judge failed on more than ``max_judge_error_rate`` of its rollouts
-  stops the run after its records are dumped (:func:`check_judge_error_rate`), instead of
-  training on the few judged rows; the local engine's ``trainer.max_judge_error_rate`` and the
-  verl engine's ``pasr_verl.max_judge_error_rate`` (default 0.2, in [0, 1]: 1.0 never stops);
+* a training step whose judge failed on more than ``pasr.max_judge_error_rate`` of its
+  rollouts stops the run after its records are dumped (:func:`check_judge_errors`, both
+  engines), instead of training on the few judged rows (default 0.2, in [0, 1]: 1.0 never stops);
 * an evaluation's accuracy is over its judged samples only (:func:`judged_accuracy`, None when
   none was judged, never 0), reported with the error count beside it;
 * any failure is announced on stderr (:func:`judge_error_warning`): a number in a metrics file
@@ -17,6 +16,7 @@ always wrong: every row masked, nothing learnt, accuracy read as 0. So:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from statistics import fmean
@@ -25,6 +25,7 @@ from data.records import REFLECTION, RolloutRecord
 from rewards.judges.redact import redact_url
 
 DEFAULT_MAX_JUDGE_ERROR_RATE = 0.2
+SETTING = "pasr.max_judge_error_rate"  # the key, one for both engines
 
 
 class JudgeErrorRateExceeded(RuntimeError):
@@ -52,22 +53,25 @@ def judged_accuracy(scores: Iterable[float | bool | None]) -> float | None:
     return fmean(judged) if judged else None
 
 
-def check_judge_error_rate(
-    records: Sequence[RolloutRecord], max_rate: float, *, step: int, setting: str, judge, records_at: Path | str,
+def check_judge_errors(
+    records: Sequence[RolloutRecord], max_rate: float, *, step: int, judge, records_at: Path | str,
     resume: str = "resume from the last checkpoint",
 ) -> None:
-    """Raise :class:`JudgeErrorRateExceeded` when the judge failed on more than ``max_rate`` of
-    the judged ``records`` of training step ``step``. ``setting`` names the config key,
-    ``judge`` is the ``pasr.judge`` section, ``records_at`` where the step's records are (call
-    this after dumping them) and ``resume`` how to carry on once the judge is fixed."""
+    """The judge-error stop of training step ``step``, the same in both engines (call it after
+    dumping the step's ``records``): raise :class:`JudgeErrorRateExceeded` when the judge failed
+    on more than ``max_rate`` (``pasr.max_judge_error_rate``) of the judged records, else warn on
+    stderr when it failed on any. ``judge`` is the ``pasr.judge`` section, ``records_at`` where
+    the step's records are and ``resume`` how to carry on once the judge is fixed."""
     judged = judged_records(records)
     failed = [r for r in judged if r.acc is None]
     rate = len(failed) / len(judged) if judged else 0.0
     if rate <= max_rate:
+        if warning := judge_error_warning(records, f"step {step}"):
+            print(warning, file=sys.stderr, flush=True)
         return
     raise JudgeErrorRateExceeded(
         f"step {step}: the judge failed on {len(failed)} of {len(judged)} rollouts ({rate:.0%}), more than "
-        f"{setting}={max_rate:g}; first error: {failed[0].judge_error!r}. "
+        f"{SETTING}={max_rate:g}; first error: {failed[0].judge_error!r}. "
         f"Judge: kind={judge.kind} base_url={redact_url(str(judge.base_url))} model={judge.model}. The step's records: {records_at}. "
         f"Stopping instead of training on masked rows; fix the judge and {resume}"
     )

@@ -17,9 +17,8 @@ from statistics import fmean
 from typing import NamedTuple
 
 from data.records import PLAIN, REFINE, RolloutRecord
+from rewards.refine import OUTCOMES
 from rewards.refine_quality import RefineQuality, assess_refines, is_correct
-
-OUTCOMES = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
 
 
 def _mean(values) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, SETTING as MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.retired_keys import is_retired_key, retired_settings
 from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.pasr import RewardWeights
@@ -72,6 +73,10 @@ class PasrConfig:
     # w_f, w_a, w_r of reward = w_f * format + w_a * acc + w_r * refine
     weights: RewardWeights = field(default_factory=lambda: RewardWeights(format=1.0, acc=1.0, refine=1.0))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    # stop the run when the judge failed on more than this fraction of a training step's
+    # rollouts (after dumping them) instead of training on masked rows; 1.0 never stops
+    # (recipe/judge_errors.py)
+    max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
 
     def problems(self) -> list[str]:
@@ -100,6 +105,8 @@ class PasrConfig:
             problems.append(f"pasr.judge.retries must be >= 0, got {self.judge.retries}")
         if not self.judge.timeout_s > 0:
             problems.append(f"pasr.judge.timeout_s must be > 0, got {self.judge.timeout_s}")
+        if problem := max_judge_error_rate_problem(MAX_JUDGE_ERROR_RATE, self.max_judge_error_rate):
+            problems.append(problem)
         problems += prompt_problems(self.prompts, "pasr.prompts")
         default_judge_prompt = PromptsConfig.judge
         if self.judge.kind in JUDGE_KINDS and self.judge.kind not in LLM_JUDGE_KINDS and self.prompts.judge != default_judge_prompt:

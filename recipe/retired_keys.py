@@ -73,6 +73,14 @@ RENAMED: dict[str, tuple[str, str]] = {
         "verl's name for the same list of Tracking backends (console, tensorboard, wandb, ...), "
         "one key in both engines",
     ),
+    "trainer.max_judge_error_rate": (
+        "pasr.max_judge_error_rate",
+        "the judge-error stop, one key in the pasr section both engines read",
+    ),
+    "pasr_verl.max_judge_error_rate": (
+        "pasr.max_judge_error_rate",
+        "the judge-error stop, one key in the pasr section both engines read",
+    ),
     "trainer.project": ("trainer.project_name", "verl's name for the wandb project, one key in both engines"),
     "trainer.experiment": ("trainer.experiment_name", "verl's name for the wandb run, one key in both engines"),
 }

@@ -1,13 +1,21 @@
-"""Pick the CPU compute dtype (and thread count) by measuring, not by preset.
+"""What ``auto`` means for the compute dtype and the torch threads: one rule, decided here, for
+training (the local engine) and evaluation (``pasr eval --backend hf``), on a CPU and on a GPU.
 
-bf16 is only fast on CPUs that have bf16 matmul instructions (AVX512-BF16, AMX). Elsewhere
-PyTorch emulates it: on an AVX2-only x86 a 512x576 @ 576x1536 matmul took 729 ms in bf16 and
-11 ms in fp32 (64x slower), which turned a 30-minute demo into a 7-hour one. So the local
-engine and ``pasr eval --backend hf`` time one matmul of the model's shape in both dtypes at
-start-up (about a tenth of a second) and use bf16 only where it actually wins.
+**dtype**: bf16 where a bf16 matmul runs at least :data:`MIN_SPEEDUP` times as fast as fp32 on
+the device that computes, measured there at start-up (:func:`resolve_dtype`). bf16 is only fast
+on CPUs with bf16 matmul instructions (AVX512-BF16, AMX); elsewhere PyTorch emulates it: on an
+AVX2-only x86 a 512x576 @ 576x1536 matmul took 729 ms in bf16 and 11 ms in fp32 (64x slower),
+which turned a 30-minute demo into a 7-hour one. On a GPU with bf16 tensor cores the probe
+(a matmul large enough to be bound by its arithmetic, :data:`GPU_MATMUL_SHAPE`) picks bf16, as
+verl computes (vLLM samples in bf16, FSDP trains bf16 over fp32 masters); on one without them,
+fp32. Training keeps fp32 master weights either way (``model.dtype``): ``auto`` decides the
+rollouts' dtype and the update's autocast. A probe takes about a tenth of a second.
 
-``model.rollout_dtype`` / ``algo.bf16_autocast`` (train) and ``--dtype`` (eval) still override
-the choice; ``auto`` (train) or no flag (eval) asks for the measurement.
+**threads**: a count given is used; left to ``auto`` on a CPU, all cores only where a probe
+shows they beat one (:func:`set_threads`); on a GPU, torch's own default (the CPU only feeds it).
+
+``model.rollout_dtype`` / ``algo.bf16_autocast`` / ``model.threads`` (train) and ``--dtype`` /
+``--threads`` (eval) still override the choice; ``auto`` or no flag asks for the measurement.
 """
 
 from __future__ import annotations
@@ -24,14 +32,18 @@ AUTO = "auto"
 MIN_SPEEDUP = 1.3
 # A SmolLM2-135M MLP projection for a batch of rollouts: the shape that dominates a step.
 MATMUL_SHAPE = (512, 576, 1536)
+# On a GPU the shape above takes microseconds in either dtype (kernel launches, not arithmetic):
+# a matmul this large measures what the GPU's tensor cores do with each dtype.
+GPU_MATMUL_SHAPE = (4096, 4096, 4096)
 
 
 @dataclass(frozen=True)
 class DtypeChoice:
     dtype: str  # float32 | bfloat16
     bf16_speedup: float  # fp32 time / bf16 time of the probe matmul (> 1: bf16 is faster)
-    capability: str  # torch.backends.cpu.get_cpu_capability(), e.g. AVX2, AVX512
+    capability: str  # torch.backends.cpu.get_cpu_capability() (AVX2, AVX512), or the GPU's name
     measured: bool = True
+    device: str = "cpu"  # where it was measured: cpu | cuda
 
     @property
     def use_bf16(self) -> bool:
@@ -39,9 +51,9 @@ class DtypeChoice:
 
     def describe(self) -> str:
         if not self.measured:  # forced: there is no speed-up to report (it is NaN)
-            return f"cpu dtype: {self.dtype} (forced, not measured; capability {self.capability})"
-        return (f"cpu dtype: {self.dtype} (bf16 matmul {self.bf16_speedup:.2f}x the speed of fp32 on this CPU,"
-                f" capability {self.capability}; bf16 needs >= {MIN_SPEEDUP}x)")
+            return f"{self.device} dtype: {self.dtype} (forced, not measured; capability {self.capability})"
+        return (f"{self.device} dtype: {self.dtype} (bf16 matmul {self.bf16_speedup:.2f}x the speed of fp32 on this "
+                f"{'GPU' if self.device == 'cuda' else 'CPU'}, capability {self.capability}; bf16 needs >= {MIN_SPEEDUP}x)")
 
 
 def cpu_capability() -> str:
@@ -51,27 +63,50 @@ def cpu_capability() -> str:
         return "unknown"
 
 
-def time_matmul(dtype: torch.dtype, shape: tuple[int, int, int] = MATMUL_SHAPE, reps: int = 3) -> float:
-    """Best-of-``reps`` seconds for one ``(m x k) @ (k x n)`` matmul in ``dtype``, after a warm-up."""
+def time_matmul(dtype: torch.dtype, shape: tuple[int, int, int] = MATMUL_SHAPE, reps: int = 3, device: str = "cpu") -> float:
+    """Best-of-``reps`` seconds for one ``(m x k) @ (k x n)`` matmul in ``dtype`` on ``device``,
+    after a warm-up."""
     m, k, n = shape
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(m, k, generator=gen).to(dtype)
-    b = torch.randn(k, n, generator=gen).to(dtype)
+    a = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=gen).to(device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
     torch.mm(a, b)  # warm-up: kernel selection, page faults
+    sync()
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()
         torch.mm(a, b)
+        sync()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def choose_cpu_dtype(timer: Callable[[torch.dtype], float] = time_matmul) -> DtypeChoice:
-    """bfloat16 where a bf16 matmul is at least :data:`MIN_SPEEDUP` times faster than fp32,
-    else float32. ``timer`` is injectable so tests can play any CPU."""
-    fp32, bf16 = timer(torch.float32), timer(torch.bfloat16)
+def _choose(timer: Callable[[torch.dtype], float], capability: str, device: str) -> DtypeChoice:
+    """bfloat16 where ``timer``'s bf16 matmul is at least :data:`MIN_SPEEDUP` times faster than
+    its fp32 one, else float32 (also where bf16 does not run at all)."""
+    fp32 = timer(torch.float32)
+    try:
+        bf16 = timer(torch.bfloat16)
+    except RuntimeError:  # a device without bf16 kernels
+        bf16 = float("inf")
     speedup = fp32 / bf16 if bf16 > 0 else 0.0
-    return DtypeChoice("bfloat16" if speedup >= MIN_SPEEDUP else "float32", speedup, cpu_capability())
+    return DtypeChoice("bfloat16" if speedup >= MIN_SPEEDUP else "float32", speedup, capability, device=device)
+
+
+def choose_cpu_dtype(timer: Callable[[torch.dtype], float] = time_matmul) -> DtypeChoice:
+    """The rule on this CPU (the module docstring). ``timer`` is injectable so tests can play any CPU."""
+    return _choose(timer, cpu_capability(), "cpu")
+
+
+def choose_gpu_dtype(timer: Callable[[torch.dtype], float] | None = None) -> DtypeChoice:
+    """The same rule on the GPU torch uses, with :data:`GPU_MATMUL_SHAPE` (``timer`` injectable)."""
+    timer = timer or (lambda dtype: time_matmul(dtype, GPU_MATMUL_SHAPE, device="cuda"))
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "unknown GPU"
+    choice = _choose(timer, name, "cuda")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the probe's matrices
+    return choice
 
 
 @lru_cache(maxsize=1)
@@ -80,12 +115,21 @@ def measured_cpu_dtype() -> DtypeChoice:
     return choose_cpu_dtype()
 
 
-def resolve_dtype(requested: str | None, measure: Callable[[], DtypeChoice] | None = None) -> DtypeChoice:
-    """The dtype to use for ``requested``: an explicit float32/bfloat16/float16 is kept as given
-    (not measured); ``auto`` or None is measured (:func:`measured_cpu_dtype` by default)."""
+@lru_cache(maxsize=1)
+def measured_gpu_dtype() -> DtypeChoice:
+    """:func:`choose_gpu_dtype`, measured once per process."""
+    return choose_gpu_dtype()
+
+
+def resolve_dtype(requested: str | None, measure: Callable[[], DtypeChoice] | None = None, device: str = "cpu") -> DtypeChoice:
+    """The compute dtype for ``requested`` on ``device`` (cpu | cuda): an explicit
+    float32/bfloat16/float16 is kept as given (not measured); ``auto`` or None is measured there
+    (:func:`measured_cpu_dtype`, :func:`measured_gpu_dtype`), the one rule of training and
+    evaluation (module docstring)."""
     if requested not in (None, AUTO):
-        return DtypeChoice(requested, float("nan"), cpu_capability(), measured=False)
-    return (measure or measured_cpu_dtype)()
+        capability = cpu_capability() if device == "cpu" else device
+        return DtypeChoice(requested, float("nan"), capability, measured=False, device=device)
+    return (measure or (measured_cpu_dtype if device == "cpu" else measured_gpu_dtype))()
 
 
 def time_threads(n: int, shape: tuple[int, int, int] = MATMUL_SHAPE, reps: int = 3) -> float:
@@ -120,9 +164,17 @@ def choose_threads(
 
 def set_threads(requested: int | None, timer: Callable[[int], float] = time_threads) -> int:
     """Set torch's intra-op threads: ``requested`` when given (> 0), else the probe's choice
-    (:func:`choose_threads` over the cores torch sees). The one place every CPU path decides
-    it: the local engine (``model.threads``), ``pasr eval``'s hf backend (``--threads``) and the
-    benchmarks. Returns the number set."""
+    (:func:`choose_threads` over the cores torch sees). Returns the number set."""
     n = requested if requested and requested > 0 else choose_threads(torch.get_num_threads(), timer)
     torch.set_num_threads(n)
     return n
+
+
+def decide_threads(requested: int | None, device: str) -> int | None:
+    """The thread rule of training (``model.threads``) and evaluation (``--threads``): a count
+    given is set; left to ``auto`` (None or 0) the probe decides on a CPU (:func:`set_threads`),
+    and on a GPU torch keeps its own default (None: the CPU only feeds the GPU there). Returns
+    the count set, or None."""
+    if device == "cpu" or (requested and requested > 0):
+        return set_threads(requested)
+    return None

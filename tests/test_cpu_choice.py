@@ -1,5 +1,6 @@
-"""CPU dtype and thread choice by measurement (timings mocked: tests play any CPU), the device
-choice (model.device), and the trainer honouring an explicit override."""
+"""dtype and thread choice by measurement (timings mocked: tests play any CPU or GPU), one rule
+for training and pasr eval, the device choice (model.device), and the trainer honouring an
+explicit override."""
 
 from __future__ import annotations
 
@@ -133,20 +134,28 @@ def test_device_is_validated(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("rollout_dtype", "autocast", "want_dtype", "want_autocast"),
+    ("rollout_dtype", "autocast", "measured", "want_dtype", "want_autocast"),
     [
-        ("auto", None, "float32", False),  # auto on a GPU: the master dtype, no autocast
-        ("bfloat16", True, "bfloat16", True),  # explicit settings still win
+        ("auto", None, "bfloat16", "bfloat16", True),  # bf16 tensor cores: bf16 rollouts and update autocast
+        ("auto", None, "float32", "float32", False),  # a GPU without them: fp32
+        ("float32", False, "bfloat16", "float32", False),  # explicit settings still win
     ],
 )
-def test_gpu_skips_the_cpu_probe(monkeypatch, tmp_path, rollout_dtype, autocast, want_dtype, want_autocast):
+def test_auto_on_a_gpu_is_one_rule_for_training_and_eval(monkeypatch, tmp_path, rollout_dtype, autocast, measured,
+                                                        want_dtype, want_autocast):  # fmt: skip
+    """``auto`` on a GPU is measured there, by the same function for the trainer's rollouts and
+    update and for pasr eval's hf backend (it was fp32 for training and bf16 for eval, unmeasured);
+    threads left to auto keep torch's default there, in both. The CPU probe does not run."""
+    from eval.backends import build_backend
     from recipe.local_engine.config import load_config
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    def probe():
+    def cpu_probe():
         raise AssertionError("the CPU matmul probe ran for a GPU run")
 
-    monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", probe)
+    monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", cpu_probe)
+    monkeypatch.setattr(cpu_dtype, "measured_gpu_dtype", lambda: DtypeChoice(measured, 5.0, "TEST GPU", device="cuda"))
+    monkeypatch.setattr(cpu_dtype, "set_threads", lambda n, *a: pytest.fail("threads set on a GPU left to auto"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, played on the CPU
     overrides = ["model.device=cuda", f"model.rollout_dtype={rollout_dtype}"]
     overrides += [] if autocast is None else [f"algo.bf16_autocast={autocast}"]
@@ -154,6 +163,26 @@ def test_gpu_skips_the_cpu_probe(monkeypatch, tmp_path, rollout_dtype, autocast,
     trainer._choose_dtypes()
     assert trainer.device == "cuda"
     assert trainer.rollout_dtype == want_dtype and trainer.algo.bf16_autocast is want_autocast
+    if rollout_dtype == "auto":
+        decided = build_backend("hf", "smollm2", device="auto").decide()
+        assert decided == {"device": "cuda", "dtype": measured, "threads": None}  # training's choice
+
+
+def test_the_gpu_probe_measures_the_gpu():
+    """bf16 where a large bf16 matmul beats fp32 by MIN_SPEEDUP, fp32 where it does not or cannot run."""
+    from runtime.cpu_dtype import GPU_MATMUL_SHAPE, choose_gpu_dtype
+
+    assert choose_gpu_dtype(_timer(0.0027, 0.00025)).dtype == "bfloat16"  # tensor cores: ~10x
+    assert choose_gpu_dtype(_timer(0.010, 0.012)).dtype == "float32"  # emulated bf16
+
+    def no_bf16(dtype):
+        if dtype == torch.bfloat16:
+            raise RuntimeError("no bf16 kernel")
+        return 0.01
+
+    choice = choose_gpu_dtype(no_bf16)
+    assert choice.dtype == "float32" and choice.device == "cuda" and "cuda dtype: float32" in choice.describe()
+    assert min(GPU_MATMUL_SHAPE) >= 4096  # bound by arithmetic, not by the kernel launch
 
 
 class _OnDevice:

@@ -41,7 +41,7 @@ def test_a_local_runs_config_yaml_keeps_no_url_credentials_and_its_resume_asks_f
 
 def test_the_judge_error_stop_message_hides_url_credentials():
     from data.records import RolloutRecord
-    from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_error_rate
+    from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_errors
     from recipe.pasr_config import JudgeConfig
 
     record = RolloutRecord(
@@ -51,7 +51,7 @@ def test_the_judge_error_stop_message_hides_url_credentials():
     )  # fmt: skip
     judge = JudgeConfig(kind="openai", base_url=URL, model="j")
     with pytest.raises(JudgeErrorRateExceeded) as exc:
-        check_judge_error_rate([record], 0.2, step=1, setting="trainer.max_judge_error_rate", judge=judge, records_at="x")
+        check_judge_errors([record], 0.2, step=1, judge=judge, records_at="x")
     assert PASSWORD not in str(exc.value) and "base_url=http://[REDACTED]@judge.invalid:8000/v1" in str(exc.value)
 
 

@@ -1,5 +1,5 @@
 """Judge errors on the local engine (issue 34): failed rows are counted and not trained,
-``trainer.max_judge_error_rate`` is validated, a step over it stops before its update, a judge that
+``pasr.max_judge_error_rate`` is validated, a step over it stops before its update, a judge that
 always fails stops ``pasr train`` with one line, and the summary shows the errors."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path):
     cfg = load_config(overrides=[
         f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
         "pasr.n_refine=3", "pasr.n_plain=2", "rollout.max_new_tokens=4", "algo.skip_zero_adv=false",
-        "trainer.max_judge_error_rate=0.5",  # 4 errors in 10 rollouts: trained around, not a stop
+        "pasr.max_judge_error_rate=0.5",  # 4 errors in 10 rollouts: trained around, not a stop
     ])
     trainer = LocalPasrTrainer(cfg, tmp_path / "run")
     trainer.setup()
@@ -68,15 +68,15 @@ class BrokenJudge:
 
 
 def test_max_judge_error_rate_is_validated():
-    assert load_config().trainer.max_judge_error_rate == 0.2
-    assert load_config(overrides=["trainer.max_judge_error_rate=1"]).trainer.max_judge_error_rate == 1.0
+    assert load_config().pasr.max_judge_error_rate == 0.2
+    assert load_config(overrides=["pasr.max_judge_error_rate=1"]).pasr.max_judge_error_rate == 1.0
     for bad in ("1.5", "-0.1", "nan", "inf"):
-        with pytest.raises(ConfigError, match=r"trainer.max_judge_error_rate"):
-            load_config(overrides=[f"trainer.max_judge_error_rate={bad}"])
+        with pytest.raises(ConfigError, match=r"pasr.max_judge_error_rate"):
+            load_config(overrides=[f"pasr.max_judge_error_rate={bad}"])
     for bad in (1.5, float("nan")):  # NaN compares false to everything: it would never stop a run
         cfg = LocalTrainConfig()
-        cfg.trainer.max_judge_error_rate = bad
-        with pytest.raises(ConfigError, match=r"trainer.max_judge_error_rate"):
+        cfg.pasr.max_judge_error_rate = bad
+        with pytest.raises(ConfigError, match=r"pasr.max_judge_error_rate"):
             cfg.validate()
     from recipe.judge_errors import max_judge_error_rate_problem
 
@@ -100,7 +100,7 @@ def test_a_step_over_the_judge_error_limit_stops_before_its_update(tiny_model_di
     trainer.optimizer = trainer._make_optimizer("pasr")
     before = [p.detach().clone() for p in trainer.model.parameters()]
     with pytest.raises(JudgeErrorRateExceeded, match=r"step 1: the judge failed on 6 of 6 rollouts \(100%\), more than "
-                       r"trainer.max_judge_error_rate=0.2; first error: .*unparsable_score"):
+                       r"pasr.max_judge_error_rate=0.2; first error: .*unparsable_score"):
         trainer.pasr_step(1)
     assert len((tmp_path / "run" / "rollouts" / "step_000001.jsonl").read_text().splitlines()) == 6
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))

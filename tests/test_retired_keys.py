@@ -310,3 +310,37 @@ def test_a_run_saved_with_the_old_wandb_keys_resumes_under_the_new_names(tmp_pat
     assert _resume_config(run, ["trainer.experiment_name=other"], force=False).trainer.experiment_name == "other"
     with pytest.raises(CliError, match="trainer.project was renamed trainer.project_name"):
         _resume_config(run, ["trainer.project=x"], force=False)
+
+
+def test_the_judge_error_rate_is_one_key_in_both_engines(tmp_path):
+    """pasr.max_judge_error_rate is the judge-error stop of both engines; the local engine's
+    trainer.max_judge_error_rate and the verl engine's pasr_verl.max_judge_error_rate are refused
+    naming it, and a run saved with the old local key resumes with its value."""
+    from omegaconf import OmegaConf
+
+    from data.cli_errors import CliError
+    from recipe.local_engine.cli import _resume_config
+    from recipe.local_engine.config import to_yaml
+    from recipe.verl_engine.config import compose_config, pasr_config
+
+    for old in ("trainer.max_judge_error_rate", "pasr_verl.max_judge_error_rate"):
+        message = retired_message(old)
+        assert message.startswith(f"{old} was renamed pasr.max_judge_error_rate (")
+        with pytest.raises(ConfigError) as exc:
+            load_config(overrides=[f"{old}=0.5"])
+        assert message in str(exc.value)  # (the local engine has no pasr_verl section either)
+        with pytest.raises(ConfigError) as exc:
+            compose_config([f"{old}=0.5"])
+        assert str(exc.value) == message
+    assert load_config(overrides=["pasr.max_judge_error_rate=0.5"]).pasr.max_judge_error_rate == 0.5
+    assert pasr_config(compose_config(["pasr.max_judge_error_rate=0.5"])).max_judge_error_rate == 0.5
+    cfg = OmegaConf.create(to_yaml(load_config()))
+    del cfg.pasr["max_judge_error_rate"]
+    cfg.trainer.max_judge_error_rate = 0.7  # as pasr train wrote it before the rename
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    assert _resume_config(run, [], force=False).pasr.max_judge_error_rate == 0.7
+    assert _resume_config(run, ["pasr.max_judge_error_rate=0.3"], force=False).pasr.max_judge_error_rate == 0.3
+    with pytest.raises(CliError, match="trainer.max_judge_error_rate was renamed pasr.max_judge_error_rate"):
+        _resume_config(run, ["trainer.max_judge_error_rate=0.3"], force=False)

@@ -120,12 +120,20 @@ def test_pasr_trainer_yaml_states_only_deltas_over_verls_defaults():
 
 
 def test_max_judge_error_rate_is_validated():
+    """pasr.max_judge_error_rate, the local engine's key too; pasr_verl.max_judge_error_rate, its
+    old name here, is refused naming it."""
     from recipe.pasr_config import ConfigError
-    from recipe.verl_engine.config import engine_config
+    from recipe.retired_keys import retired_message
+    from recipe.verl_engine.config import compose_config, pasr_config
 
-    assert engine_config(_compose()).max_judge_error_rate == 0.2
-    with pytest.raises(ConfigError, match=r"max_judge_error_rate must be in \[0, 1\]"):
-        engine_config(_compose(["pasr_verl.max_judge_error_rate=1.5"]))
+    assert pasr_config(_compose()).max_judge_error_rate == 0.2
+    assert pasr_config(_compose(["pasr.max_judge_error_rate=1"])).max_judge_error_rate == 1.0
+    with pytest.raises(ConfigError, match=r"pasr.max_judge_error_rate must be in \[0, 1\]"):
+        pasr_config(_compose(["pasr.max_judge_error_rate=1.5"]))
+    with pytest.raises(ConfigError) as exc:
+        compose_config(["pasr_verl.max_judge_error_rate=0.5"])
+    assert str(exc.value) == retired_message("pasr_verl.max_judge_error_rate")
+    assert "was renamed pasr.max_judge_error_rate" in str(exc.value)
 
 
 # --------------------------------------------------------------------------- preflight

@@ -187,19 +187,25 @@ def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
 
 
 # --------------------------------------------------------------------------- judge errors, no spread (11.3, 11.7)
-def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, tokenizer, prompts, verl_mods, tmp_path):
+def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys):
+    """The stop the local engine takes too (recipe.judge_errors.check_judge_errors): past
+    pasr.max_judge_error_rate the step is dumped and the run stops naming the key; below it, a
+    warning on stderr."""
     from data.records import iter_records
     from recipe.verl_engine.rollout_wrapper import JudgeErrorRateExceeded
 
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
     manager = _manager(inner, tokenizer, prompts, tmp_path, max_judge_error_rate=0.05)  # 1 error in 18 rows
     try:
-        with pytest.raises(JudgeErrorRateExceeded, match=r"step 5: the judge failed on 1 of 18 rollouts \(6%\).*'judge unavailable'"):
+        with pytest.raises(JudgeErrorRateExceeded, match=r"step 5: the judge failed on 1 of 18 rollouts \(6%\), more than "
+                           r"pasr.max_judge_error_rate=0.05; first error: 'judge unavailable'"):
             manager.generate_sequences(_train_gen_batch(gen_batch, 3))
         assert manager.pop_metrics() == {}  # nothing to train on, nothing logged
         assert len(list(iter_records(tmp_path / "rollouts" / "step_000005.jsonl"))) == 18  # dumped for inspection
         manager.max_judge_error_rate = 0.06
+        capsys.readouterr()
         assert len(manager.generate_sequences(_train_gen_batch(gen_batch, 3))) == 9
+        assert "WARNING: the judge failed on 1 of 18 rollouts of step 5" in capsys.readouterr().err
     finally:
         manager.close()
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from eval.stats import plot_style as ps
 from eval.stats.runs import display
+from rewards.refine import COMPARED_OUTCOMES, OUTCOMES as OUTCOME_ORDER
 
 MAX_GROUPS_PER_PLOT = 8
 MAX_METRIC_PANELS = 15  # room for every preferred metric below
@@ -37,15 +38,13 @@ PREFERRED_METRICS = (
 )
 OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
                   "refine_lengths.png", "refine_outcomes.png")
-OUTCOME_ORDER = ("better", "worse", "tie", "empty", "none", "no_baseline", "judge_error")
-COMPARED_OUTCOMES = ("better", "worse", "tie", "empty")  # a refine that was paid against a baseline
 OVERLAY_PLOT = "runs_overlay.png"
 # metrics.jsonl keys whose values are rates in [0, 1] (at least MIN_RATE_SPAN of axis); any other
 # value gets MIN_REL_SPAN of its largest magnitude (1 when it is 0)
 RATE_KEY = re.compile(r"rate|acc|ratio|share|frac|outcome/")
 MIN_RATE_SPAN = 0.1
 MIN_REL_SPAN = 0.2
-REWARD_AXIS = (-1.0, 1.0)  # the refine reward of every compare mode (sign, margin, draft) is in [-1, 1]
+REWARD_AXIS = (-1.0, 1.0)  # the refine reward of every compare mode (sign, margin; a run's old draft) is in [-1, 1]
 
 Figures = Iterator[tuple[str, Any]]  # (file name, matplotlib figure)
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewards.refine import BETTER, EMPTY, NO_BASELINE, NONE, TIE, WORSE
+
 CONFIG_NAME = "config.yaml"  # the local engine's resolved config (recipe.local_engine.run_io)
 SUMMARY_NAME = "summary.json"  # pasr eval (eval.summary.SUMMARY_JSON)
 
@@ -61,10 +63,10 @@ class RewardMode:
     def pays(self) -> dict[str, str]:
         """What each refine outcome earned (``margin``/``draft``: better and worse earn the difference)."""
         diff = self.compare != "sign"
-        out = {"better": "+diff" if diff else "+1", "worse": "-diff" if diff else "-1", "tie": _num(self.tie_value),
-               "none": "0", "no_baseline": "0"}
+        out = {BETTER: "+diff" if diff else "+1", WORSE: "-diff" if diff else "-1", TIE: _num(self.tie_value),
+               NONE: "0", NO_BASELINE: "0"}
         if self.empty_value is not None:
-            out["empty"] = _num(self.empty_value)
+            out[EMPTY] = _num(self.empty_value)
         return out
 
     def basis(self) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from data.atomic_write import naming_full_disk, replace_text
+from recipe.step_files import STEP_GLOB, step_name
 from runtime.model_loading import LATEST, checkpoint_named_by
 
 OPTIMIZER = "optimizer.pt"  # the optimizer state, in the newest checkpoint only
@@ -53,8 +54,8 @@ def save_checkpoint(
     between the two used to leave the checkpoint unpinned, and the resumed run pruned it. A
     failed write (a full disk: :class:`~data.atomic_write.DiskFullError`) leaves no part of it
     behind and ``latest`` where it was."""
-    final = ckpt_root / f"step_{step:06d}"
-    tmp = ckpt_root / f".tmp_step_{step:06d}"
+    final = ckpt_root / step_name(step)
+    tmp = ckpt_root / f".tmp_{step_name(step)}"
     try:
         with naming_full_disk(final):
             ckpt_root.mkdir(parents=True, exist_ok=True)
@@ -92,10 +93,10 @@ def prune(ckpt_root: Path, keep_last: int) -> None:
     pinned = _pinned(ckpt_root)
     if any(name > latest.name for name in pinned):
         _write_pins(ckpt_root, {name for name in pinned if name <= latest.name})
-    steps = sorted(ckpt_root.glob("step_*"))
+    steps = sorted(ckpt_root.glob(STEP_GLOB))
     newer = [p for p in steps if p.name > latest.name]
     unpinned = [p for p in steps if p.name not in pinned and p not in newer]
-    for stale in newer + unpinned[:-keep_last] + sorted(ckpt_root.glob(".tmp_step_*")):
+    for stale in newer + unpinned[:-keep_last] + sorted(ckpt_root.glob(f".tmp_{STEP_GLOB}")):
         shutil.rmtree(stale, ignore_errors=True)
     for older in steps:
         if older.name < latest.name and older.is_dir():

@@ -55,7 +55,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 # would no longer be one run; --force accepts it anyway.
 RESUMABLE_KEYS = (
     "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.logger", "trainer.project_name",
-    "trainer.experiment_name", "trainer.dump_rollouts", "trainer.eval_at_end", "trainer.max_judge_error_rate",
+    "trainer.experiment_name", "trainer.dump_rollouts", "trainer.eval_at_end", "pasr.max_judge_error_rate",
     "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
     "pasr.judge.base_url",  # where the judge is served (its model and prompt are what judges); given again with its credentials
 )  # fmt: skip

@@ -22,7 +22,6 @@ from omegaconf import OmegaConf
 
 from data.generated_sets import DEFAULT_DATA_SEED
 from data.warmup_traces import REFINE_STYLES
-from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.metrics_file import TRACKING_BACKENDS, logger_problems  # noqa: F401  (TRACKING_BACKENDS: tests patch it here)
 from recipe.pasr_config import (
     ConfigError, PasrConfig, first_line, merge_reporting, missing_value_problems, non_finite_problems,
@@ -41,20 +40,22 @@ class ModelConfig:
     dtype: str = "float32"  # master weights the optimizer updates (keep float32: bf16 drops small updates)
     # auto | float32 | bfloat16. The bf16 path: generation runs on a bf16 copy of the policy,
     # synced after every update, the way verl samples with a bf16 vLLM and trains fp32 FSDP
-    # weights. ``auto`` times a matmul at start-up and picks bf16 only where this CPU runs it
-    # faster (with AVX512-BF16/AMX; far *slower* on AVX2-only x86, figures in docs/local_engine.md,
-    # "CPU dtype and threads"): runtime/cpu_dtype.py.
+    # weights. ``auto`` times a matmul at start-up on the device that computes and picks bf16
+    # only where it runs faster there (a GPU with bf16 tensor cores, a CPU with AVX512-BF16/AMX;
+    # far *slower* on AVX2-only x86): the rule pasr eval's --dtype auto follows too,
+    # runtime/cpu_dtype.py (docs/local_engine.md, "CPU dtype and threads")
     rollout_dtype: str = "auto"
-    # torch intra-op threads; 0 = measure at start-up: all cores if a probe matmul runs faster on
-    # them than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait)
+    # torch intra-op threads; 0 = auto: on the CPU all cores if a probe matmul runs faster on them
+    # than on one (an idle machine), else one (a busy core makes OpenMP threads spin-wait); on a
+    # GPU torch's default (runtime/cpu_dtype.py: decide_threads, pasr eval's --threads too)
     threads: int = 0
     # grouped | sdpa. grouped: grouped-query attention without copying the KV cache to every
     # query head (runtime/gqa_attention.py); same tokens, and the copy that transformers' SDPA
     # path makes under a padding mask is most of a batched decode step on CPU
     attention: str = "grouped"
     # auto | cpu | cuda: where the policy, its KL reference and every tensor fed to them live.
-    # auto takes the GPU when torch sees one (the CPU dtype probe is then skipped: rollout_dtype
-    # auto keeps the master dtype there, bf16_autocast unset is off; threads still set the CPU's)
+    # auto takes the GPU when torch sees one (rollout_dtype and bf16_autocast left to auto are
+    # then measured on it)
     device: str = "auto"
 
 
@@ -172,10 +173,6 @@ class TrainerConfig:
     # metrics.jsonl is always written); verl's trainer.logger, one key in both engines
     logger: list[str] = field(default_factory=list)
     dump_rollouts: bool = True
-    # stop the run when the judge failed on more than this fraction of an RL step's rollouts,
-    # after dumping them, instead of training on masked rows; 1.0 never stops (recipe/judge_errors.py;
-    # the verl engine's pasr_verl.max_judge_error_rate)
-    max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
 
     @property
     def evaluates(self) -> bool:
@@ -239,8 +236,6 @@ class LocalTrainConfig:
         for name in ("save_every", "keep_last"):
             if getattr(self.trainer, name) < 1:
                 problems.append(f"trainer.{name} must be >= 1, got {getattr(self.trainer, name)}")
-        if problem := max_judge_error_rate_problem("trainer.max_judge_error_rate", self.trainer.max_judge_error_rate):
-            problems.append(problem)
         # Everything below used to fail only when first used, some of it after the warm-up had
         # run for minutes (or, for a negative temperature, not at all: it meant greedy).
         r, a, w, d = self.rollout, self.algo, self.warmup, self.data

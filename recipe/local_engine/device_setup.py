@@ -1,9 +1,9 @@
 """How the local trainer runs on this machine: torch threads, the attention implementation,
 the rollout dtype and update autocast, and the model that generates.
 
-Each choice is the config's where it names one; ``0`` threads and ``auto`` dtypes are measured
-on this CPU (:mod:`runtime.cpu_dtype`), and on a GPU the CPU probe is skipped. The choices are
-printed to stderr, since they decide what a step costs.
+Each choice is the config's where it names one; ``0`` threads and ``auto`` dtypes follow the one
+rule training and ``pasr eval`` share (:mod:`runtime.cpu_dtype`: measured on the device that
+computes). The choices are printed to stderr, since they decide what a step costs.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import torch
 from recipe.local_engine.config import AlgoConfig, ModelConfig
 
 
-def choose_threads(threads: int) -> None:
-    """``model.threads`` torch threads, or (0) all cores only where a probe shows they help."""
-    from runtime.cpu_dtype import set_threads
+def choose_threads(threads: int, device: str) -> None:
+    """``model.threads`` torch threads, or (0) :func:`runtime.cpu_dtype.decide_threads`'s choice."""
+    from runtime.cpu_dtype import decide_threads
 
-    set_threads(threads)
+    decide_threads(threads, device)
 
 
 def choose_attention(model, attention: str) -> str:
@@ -36,9 +36,10 @@ def choose_attention(model, attention: str) -> str:
 
 
 def choose_dtypes(m: ModelConfig, a: AlgoConfig, device: str) -> tuple[str, AlgoConfig]:
-    """Rollout dtype and update autocast: as configured, or measured on this CPU (``auto``).
-    On a GPU the CPU probe says nothing: ``auto`` keeps the master dtype and no autocast
-    (a 135M model's GPU steps are bound by kernel launches, not by matmul precision).
+    """Rollout dtype and update autocast: as configured, or (``auto``) the compute dtype
+    :func:`runtime.cpu_dtype.resolve_dtype` measures on ``device``, as ``pasr eval`` decides
+    its own: bf16 rollouts on a copy and bf16 autocast in the update where bf16 is measurably
+    faster there, the master weights staying ``model.dtype``.
 
     Returns the rollout dtype and ``a`` with ``bf16_autocast`` resolved (the config itself,
     and config.yaml, keep what was asked)."""
@@ -46,7 +47,7 @@ def choose_dtypes(m: ModelConfig, a: AlgoConfig, device: str) -> tuple[str, Algo
 
     auto = m.rollout_dtype == AUTO or a.bf16_autocast is None
     on_cpu = device == "cpu"
-    choice = resolve_dtype(AUTO) if auto and on_cpu else None
+    choice = resolve_dtype(AUTO, device=device) if auto else None
     auto_dtype, auto_bf16 = (choice.dtype, choice.use_bf16) if choice is not None else (m.dtype, False)
     rollout_dtype = auto_dtype if m.rollout_dtype == AUTO else m.rollout_dtype
     algo = dataclasses.replace(a, bf16_autocast=auto_bf16 if a.bf16_autocast is None else a.bf16_autocast)

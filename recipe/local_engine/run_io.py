@@ -33,6 +33,7 @@ from recipe.judge_errors import judge_error_warning
 from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
 from recipe.metrics_file import append_metrics, metric_lines, truncate_metrics, use_run_tensorboard_dir
 from recipe.run_lock import LOCK_FILE
+from recipe import step_files
 
 DATA_SPLIT = "data_split.json"
 
@@ -93,8 +94,8 @@ def truncate_after(run_dir: Path, step: int) -> None:
         for name in ("rollouts", "eval", "checkpoints", "tensorboard"):
             shutil.rmtree(run_dir / name, ignore_errors=True)
         return
-    for dump in (run_dir / "rollouts").glob("step_*.jsonl"):
-        if int(dump.stem.split("_")[1]) > step:
+    for dump in (run_dir / "rollouts").glob(f"{step_files.STEP_GLOB}.jsonl"):
+        if (step_files.step_of(dump.stem) or 0) > step:
             dump.unlink()
 
 
@@ -123,7 +124,8 @@ def previous_evals(run_dir: Path) -> dict[str, dict]:
 
 
 def rollout_dump(run_dir: Path, step: int) -> Path:
-    return run_dir / "rollouts" / f"step_{step:06d}.jsonl"
+    """Step ``step``'s rollout dump in the run (:func:`recipe.step_files.rollout_dump`)."""
+    return step_files.rollout_dump(run_dir / "rollouts", step)
 
 
 def dump_rollouts(run_dir: Path, trainer: TrainerConfig, step: int, records) -> None:

@@ -31,7 +31,7 @@ import torch
 from data.examples import DatasetError, Example
 from data.heldout_split import describe as describe_split, split_train_heldout
 from prompts import PromptSet, prompt_version
-from recipe.judge_errors import check_judge_error_rate
+from recipe.judge_errors import check_judge_errors
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
@@ -40,6 +40,7 @@ from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
+from recipe.step_files import step_name
 from runtime.hf_generate import SamplingParams
 from runtime.model_loading import resolve_device
 
@@ -116,7 +117,7 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         self._load_data()  # first: data the run cannot use fails before the model loads
-        device_setup.choose_threads(cfg.model.threads)
+        device_setup.choose_threads(cfg.model.threads, self.device)
         torch.manual_seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -283,7 +284,7 @@ class LocalPasrTrainer:
         else:  # resumed mid-phase: reload the start of the phase
             from transformers import AutoModelForCausalLM
 
-            start = self.ckpt_root / f"step_{self.cfg.warmup.steps:06d}" if self.cfg.warmup.steps else Path(self.model_path)
+            start = self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
             self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(self.device)
             from runtime.gqa_attention import use_attention
 
@@ -325,21 +326,15 @@ class LocalPasrTrainer:
         return m
 
     def _dump_and_check(self, step: int, records) -> None:
-        """Step ``step``'s rollouts dumped, then its judge errors checked."""
+        """Step ``step``'s rollouts dumped, then its judge errors checked, as the verl engine
+        checks them (:func:`recipe.judge_errors.check_judge_errors`)."""
         run_io.dump_rollouts(self.run_dir, self.cfg.trainer, step, records)
-        self._check_judge_errors(step, records)
-
-    def _check_judge_errors(self, step: int, records) -> None:
-        """The verl engine's judge-error stop (:func:`recipe.judge_errors.check_judge_error_rate`,
-        ``trainer.max_judge_error_rate``), after the step's dump; below the limit, a warning
-        when the judge failed at all."""
-        check_judge_error_rate(
-            records, self.cfg.trainer.max_judge_error_rate, step=step, setting="trainer.max_judge_error_rate",
-            judge=self.cfg.pasr.judge, resume=f"resume: pasr train --resume {self.run_dir}",
+        check_judge_errors(
+            records, self.cfg.pasr.max_judge_error_rate, step=step, judge=self.cfg.pasr.judge,
+            resume=f"resume: pasr train --resume {self.run_dir}",
             records_at=run_io.rollout_dump(self.run_dir, step) if self.cfg.trainer.dump_rollouts
             else "not dumped (trainer.dump_rollouts=false)",
         )
-        run_io.warn_judge_errors(records, f"step {step}")
 
     # ---------------------------------------------------------------- loop
     def _phase(self, step: int) -> str:

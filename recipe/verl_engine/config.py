@@ -39,7 +39,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.metrics_file import logger_problems
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
 from recipe.retired_keys import retired_overrides
@@ -59,14 +58,9 @@ class VerlEngineConfig:
     dump_validation: bool = True  # also dump validation rollouts (val_step_NNNNNN.jsonl)
     check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
-    # stop the run when more than this fraction of a step's rollouts (refine + plain) had a judge
-    # error, instead of training on masked rows; 1.0 never stops
-    max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
 
     def validate(self) -> "VerlEngineConfig":
         refuse_non_finite(self, "pasr_verl")
-        if problem := max_judge_error_rate_problem("pasr_verl.max_judge_error_rate", self.max_judge_error_rate):
-            raise ConfigError(problem)
         return self
 
 

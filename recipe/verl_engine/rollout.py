@@ -23,7 +23,7 @@ into several batches (``data.val_batch_size``); ``val_step_NNNNNN.jsonl`` holds 
 
 Two conditions stop or flag a step instead of letting it train silently on nothing:
 
-* more than ``pasr_verl.max_judge_error_rate`` of its rollouts had a judge error: the run stops
+* more than ``pasr.max_judge_error_rate`` of its rollouts had a judge error: the run stops
   (:class:`.rollout_wrapper.JudgeErrorRateExceeded`) after dumping the step, rather than training on masked rows;
 * no refine group has any reward spread (``pasr/zero_spread_groups`` = 1): every GRPO advantage
   is 0 and the step learns nothing. Typical of a base model that never writes the PASR format
@@ -87,8 +87,7 @@ class PasrRolloutManager(RolloutWrapper):
         records = self._judge_and_record(rollouts, step)
         scores, mask = group_scores(records, self.cfg)
         self.last_records = records
-        self._dump(f"step_{step:06d}.jsonl", records)
-        self._check_judge_errors(step, records)
+        self._dump_and_check(step, records)
         n = layout.refine_rows
         refine_out = apply_train_scores(refine_out, records[:n], scores[:n], mask[:n])
         score_s = time.perf_counter() - t0

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from data.records import RolloutRecord, write_records
-from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_error_rate  # noqa: F401  (raised here; callers import it from this module)
+from recipe.judge_errors import JudgeErrorRateExceeded, check_judge_errors  # noqa: F401  (raised here; callers import it from this module)
 from recipe.pasr_config import JudgeConfig
 from recipe.scoring import judge_and_record_async
+from recipe.step_files import rollout_dump, validation_dump
 from recipe.verl_engine.plain_rollouts import UID, check_row_order
 
 # meta_info of a step's output: prompt + response tokens the step generated outside the rows it
@@ -142,19 +143,16 @@ class RolloutWrapper:
             )
         )
 
-    def _check_judge_errors(self, step: int, records) -> None:
-        """Stop the run (after the step's dump) when more than ``max_judge_error_rate`` of the
-        judged ``records`` have no score, rather than training on masked rows (the policy both
-        engines share: :func:`recipe.judge_errors.check_judge_error_rate`)."""
-        where = self.rollout_dir / f"step_{step:06d}.jsonl" if self.rollout_dir else "not dumped (pasr_verl.rollout_dir=null)"
-        check_judge_error_rate(
-            records, self.max_judge_error_rate, step=step, setting="pasr_verl.max_judge_error_rate",
-            judge=self.judge_config, records_at=where,
-        )
-
-    def _dump(self, name: str, records, append: bool = False) -> None:
+    def _dump_and_check(self, step: int, records, judged=None) -> None:
+        """Training step ``step``'s ``records`` dumped, then its judge errors checked over
+        ``judged`` (default: the records), the stop both engines share
+        (:func:`recipe.judge_errors.check_judge_errors`): the run stops rather than train on
+        masked rows."""
+        where = rollout_dump(self.rollout_dir, step) if self.rollout_dir else "not dumped (pasr_verl.rollout_dir=null)"
         if self.rollout_dir is not None:
-            write_records(self.rollout_dir / name, records, append=append)
+            write_records(where, records, append=False)
+        check_judge_errors(records if judged is None else judged, self.max_judge_error_rate, step=step,
+                           judge=self.judge_config, records_at=where)
 
     def _dump_validation(self, step: int, records) -> None:
         """Each question's ``val_n`` samples of one validation batch (padding copies left out):
@@ -163,7 +161,8 @@ class RolloutWrapper:
             return
         first_batch = step != self._val_step
         self._val_step = step
-        self._dump(f"val_step_{step:06d}.jsonl", first_samples(records, self.val_n), append=not first_batch)
+        if self.rollout_dir is not None:
+            write_records(validation_dump(self.rollout_dir, step), first_samples(records, self.val_n), append=not first_batch)
 
     def close(self) -> None:
         close = getattr(self.judge, "close", None) or getattr(self.judge, "aclose", None)
@@ -176,7 +175,8 @@ class RolloutWrapper:
 
 def wrapper_settings(config) -> dict[str, Any]:
     """The :class:`RolloutWrapper` arguments every method takes from a composed config: the judge
-    (``pasr.judge``, shared by both methods), run id, dumps, padding and the judge-error limit."""
+    (``pasr.judge``, shared by both methods), run id, dumps, padding and the judge-error limit
+    (``pasr.max_judge_error_rate``)."""
     from rewards.judges import build_judge
 
     from recipe.verl_engine.config import engine_config, pasr_config
@@ -191,5 +191,5 @@ def wrapper_settings(config) -> dict[str, Any]:
         size_divisor=int(config.actor_rollout_ref.rollout.agent.num_workers),
         dump_validation=engine.dump_validation,
         val_n=int(config.actor_rollout_ref.rollout.val_kwargs.n),
-        max_judge_error_rate=engine.max_judge_error_rate,
+        max_judge_error_rate=cfg.max_judge_error_rate,
     )

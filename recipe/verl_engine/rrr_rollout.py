@@ -201,8 +201,7 @@ class RrrRolloutManager(RolloutWrapper):
         ex = self._exchange(queries, n, step)
 
         self.last_records = ex.records
-        self._dump(f"step_{step:06d}.jsonl", ex.records)
-        self._check_judge_errors(step, ex.attempt_records + ex.retry_records)
+        self._dump_and_check(step, ex.records, judged=ex.attempt_records + ex.retry_records)
         out, scores, mask = self._training_rows(ex, n)
         check_row_order(out, gen_batch.non_tensor_batch[UID])
         self._pending_metrics = self._metrics(ex, out, scores, mask, n)
