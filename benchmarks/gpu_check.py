@@ -45,13 +45,11 @@ VERL_DRIVER = "recipe.main_pasr"
 # --------------------------------------------------------------------------- settings
 def local_common(args) -> list[str]:
     """Overrides every local-engine run of the check shares (warm-up, parity run, evaluations).
-
-    ``rollout.prefill_think=false``: the local engine starts refine rollouts with ``<think>`` as a
-    cold-start aid, and its warm-up then puts ``<think>`` in the prompt; verl's agent loop
-    generates from the chat template with no assistant prefill, so the warm-up must teach the
-    model to write ``<think>`` itself, and every evaluation here generates without it too."""
+    The ``<think>`` prefill (``pasr.prefill_think``) is the preset's, and :func:`verl_overrides`
+    gives verl the same: both engines put it in the prompt, so the warm-up, both RL phases and
+    every evaluation here prompt the model alike."""
     qps = [] if not args.queries_per_step else [f"rollout.queries_per_step={args.queries_per_step}"]
-    return ["rollout.prefill_think=false", f"model.device={args.device}", f"data.eval_size={args.eval_size}", *qps,
+    return [f"model.device={args.device}", f"data.eval_size={args.eval_size}", *qps,
             f"trainer.seed={args.seed}", f"warmup.seed={args.seed}", "trainer.eval_plain=false",
             "trainer.dump_rollouts=true", *args.local_override]
 
@@ -92,7 +90,7 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
 
     Same as the local engine: the data (synthetic arithmetic, its train seed), queries per step,
     group sizes (``pasr.n_refine`` refine + ``pasr.n_plain`` plain rollouts), temperature, response
-    budget, every ``pasr.*`` reward setting and prompt, the RL learning rate and its linear ramp,
+    budget, every ``pasr.*`` reward setting and prompt, the ``<think>`` prefill, the RL learning rate and its linear ramp,
     AdamW without weight decay, KL (low-var, 0.04), clip 0.2, grad-norm clip, one optimizer step
     per RL step (the mini-batch is the whole batch), GRPO with std normalisation.
     Where they differ, by verl's design: rollouts sample from vLLM in bf16 (the local engine
@@ -147,6 +145,7 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"pasr.weights.format={p.weights.format}", f"pasr.weights.acc={p.weights.acc}",
         f"pasr.weights.refine={p.weights.refine}",
         f"pasr.prompts.refine={p.prompts.refine}", f"pasr.prompts.plain={p.prompts.plain}",
+        f"pasr.prefill_think={str(p.prefill_think).lower()}",
         f"pasr.judge.kind={p.judge.kind}",
         "pasr_verl.dump_validation=false",
         "trainer.n_gpus_per_node=1", "trainer.nnodes=1", "trainer.total_epochs=1",

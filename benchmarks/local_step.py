@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         torch.manual_seed(0)
         t0 = time.perf_counter()
         gens = generate_step(model, tok, queries, trainer.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain, params,
-                             cfg.rollout.gen_batch_size, cfg.rollout.prefill_think)
+                             cfg.rollout.gen_batch_size, cfg.pasr.prefill_think)
         engine_s = time.perf_counter() - t0
         engine_tokens = sum(len(g.response_ids) for g in gens)
         ids, mask = pad_around_prefixes([g.prompt_ids for g in gens], tok.pad_token_id, [0] * len(gens))  # left padding

@@ -44,7 +44,7 @@ are evaluated as the local engine evaluates the checkpoints it trains:
   evaluated as a file (ids ``synthetic-heldout:<index>``; the same questions, in the same order, as
   the local engine's held-out set);
 * **the prompts and the ``<think>`` prefill**: the local engine's CPU prompts
-  (``refine_system_short``, ``plain_system_short``) and, as its ``rollout.prefill_think``, every
+  (``refine_system_short``, ``plain_system_short``) and, as its ``pasr.prefill_think``, every
   answer under either prompt starts with ``<think>`` already in the prompt (not counted as an
   output token). Passes under other prompts (Self-Refine's feedback and refine, scoring, RRR's
   attempt, reflection and retry) get no prefill, as the local engine gives RRR none.

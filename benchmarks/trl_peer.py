@@ -20,11 +20,11 @@ def trl_step(cfg, subject: dict, steps: int) -> dict:
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from recipe.local_engine.rollout import THINK_PREFILL
+    from prompts import THINK_PREFILL
     from runtime.hf_generate import render_prompts
 
     tok, prompts = subject["tokenizer"], subject["prompts"]
-    prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""
+    prefill = THINK_PREFILL if cfg.pasr.prefill_think else ""
     queries = subject["train"][: cfg.rollout.queries_per_step * steps]
     rendered = render_prompts(tok, [prompts.refine_chat(q.question) for q in queries], prefill)
     texts = [tok.decode(ids) for ids in rendered]

@@ -179,7 +179,7 @@ class HFBackend:
 
     def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
         """``prefill``: text that starts every response, as the local engine's ``<think>``
-        (``rollout.prefill_think``): appended to the prompt, so its tokens are not counted, and
+        (``pasr.prefill_think``): appended to the prompt, so its tokens are not counted, and
         the text returned begins with it. ``pasr eval`` itself passes none."""
         from runtime.hf_generate import SamplingParams, generate_chats
 
@@ -298,7 +298,7 @@ class VLLMBackend:
 @dataclass(frozen=True)
 class LocalRunAnswers:
     """How a local ``pasr train`` run had its model answer: the ``<think>`` prefill
-    (``rollout.prefill_think``) and the refine and plain prompts (``pasr.prompts.*``)."""
+    (``pasr.prefill_think``) and the refine and plain prompts (``pasr.prompts.*``)."""
 
     prefill_think: bool
     refine_prompt: str
@@ -323,8 +323,11 @@ def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
     from recipe.local_engine.config import LocalTrainConfig
 
     default = LocalTrainConfig()  # a key the file leaves out has the local engine's default
-    prompts = (saved.get("pasr") or {}).get("prompts") or {}
-    return LocalRunAnswers(bool(saved["rollout"].get("prefill_think", default.rollout.prefill_think)),
+    pasr = saved.get("pasr") or {}
+    prompts = pasr.get("prompts") or {}
+    # a run saved before the key moved to pasr.prefill_think (recipe/retired_keys.py) has it under rollout
+    think = pasr.get("prefill_think", saved["rollout"].get("prefill_think", default.pasr.prefill_think))
+    return LocalRunAnswers(bool(think),
                            str(prompts.get("refine", default.pasr.prompts.refine)),
                            str(prompts.get("plain", default.pasr.prompts.plain)))
 

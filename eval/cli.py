@@ -139,8 +139,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                    "for a local run's checkpoint the run's pasr.prompts.plain)")
     g.add_argument("--prefill-think", default="auto", choices=("auto", "on", "off"),
                    help="start every answer under the refine and plain prompts with <think> already in the "
-                   "prompt, as pasr train's rollout.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
-                   "local run that trained so (its config.yaml says), off otherwise")  # fmt: skip
+                   "prompt, as training's pasr.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
+                   "local run that trained so (its config.yaml says), off otherwise: for a verl checkpoint trained with the "
+                   "prefill (the verl engine's default too), say on")  # fmt: skip
     g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows the CPU or GPU that computes runs it faster, else float32; training's rule too) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
     g.add_argument("--threads", type=thread_count, metavar="N",
                    help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
@@ -250,7 +251,7 @@ def answer_settings(args) -> tuple[str, str, str]:
     not, what the local run that wrote ``--model`` trained with (:func:`eval.backends.local_run_answers`),
     else the paper's prompts without a prefill. Says so on stderr when the run's settings are taken."""
     from eval.backends import local_run_answers
-    from recipe.local_engine.rollout import THINK_PREFILL
+    from prompts import THINK_PREFILL
     from recipe.pasr_config import PromptsConfig
 
     model = Path(args.model).expanduser()

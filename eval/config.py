@@ -64,7 +64,7 @@ class EvalConfig:
     max_reflection_tokens: int = RrrConfig.max_reflection_tokens  # reflect-retry: the reflection pass, as training's
     fallback_last_number: bool = False  # no <answer>/\boxed{}: judge the response's last number
     # hf: text that starts every answer under the refine and plain prompts, as a local run's
-    # rollout.prefill_think starts them with "<think>" (eval.backends.AnswerPrefillBackend)
+    # pasr.prefill_think starts them with "<think>" (eval.backends.AnswerPrefillBackend)
     prefill: str = ""
     retry_errors: bool = False
     progress: bool = True

@@ -13,4 +13,10 @@ from prompts.loader import (
     prompt_version,
 )
 
-__all__ = ["BUILTIN_PROMPTS", "PromptSet", "build_chat", "load_prompt", "prompt_version"]
+# The assistant prefill of PASR's rollouts (``pasr.prefill_think``): the format's opening tag,
+# appended to the prompt after the chat template's generation prompt, so the model continues a
+# think block it did not write (its tokens are prompt, never trained or counted); the response
+# text the reward reads starts with it (runtime.decoding.decode_response's ``prefill``).
+THINK_PREFILL = "<think>"
+
+__all__ = ["BUILTIN_PROMPTS", "THINK_PREFILL", "PromptSet", "build_chat", "load_prompt", "prompt_version"]

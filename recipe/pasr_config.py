@@ -78,6 +78,12 @@ class PasrConfig:
     # (recipe/judge_errors.py)
     max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
+    # start PASR's rollouts (refine and plain, and the evaluations) with "<think>" already in the
+    # prompt (prompts.THINK_PREFILL), in both engines. Not the paper's, whose model writes the tag:
+    # on because a model warmed up with the prefill mostly does not open its think block without
+    # it (a demo warm-up: 61% -> 10% right, eval/backends.local_run_answers), while a model that
+    # writes the tag itself loses nothing (the format requires it first). false: the paper's prompt
+    prefill_think: bool = True
 
     def problems(self) -> list[str]:
         """Every problem of the section at once (non-finite numbers, ranges, prompts), each

@@ -83,6 +83,10 @@ RENAMED: dict[str, tuple[str, str]] = {
     ),
     "trainer.project": ("trainer.project_name", "verl's name for the wandb project, one key in both engines"),
     "trainer.experiment": ("trainer.experiment_name", "verl's name for the wandb run, one key in both engines"),
+    "rollout.prefill_think": (
+        "pasr.prefill_think",
+        "the <think> prefill of PASR's rollouts, one key in the pasr section both engines read",
+    ),
 }
 
 

@@ -24,10 +24,12 @@ def _dropped_ids(tokenizer) -> frozenset[int]:
     return frozenset(tokenizer.all_special_ids) - keep
 
 
-def decode_response(tokenizer, ids: Sequence[int]) -> str:
+def decode_response(tokenizer, ids: Sequence[int], prefill: str = "") -> str:
     """The text of a response's token ids, as every engine must read it: special tokens
     (padding, EOS, chat markers) dropped, PASR's tags kept even where a tokenizer registers them
     as special tokens (``skip_special_tokens=True`` would drop them and fail the format). For
-    SmolLM2 the tags are plain text and this equals ``skip_special_tokens=True``."""
+    SmolLM2 the tags are plain text and this equals ``skip_special_tokens=True``. ``prefill``:
+    the assistant text the prompt ended with (``prompts.THINK_PREFILL``), put back in front:
+    the response the reward reads is what the model answered, prefill included."""
     dropped = _dropped_ids(tokenizer)
-    return tokenizer.decode([t for t in ids if t not in dropped], skip_special_tokens=False)
+    return prefill + tokenizer.decode([t for t in ids if t not in dropped], skip_special_tokens=False)

@@ -227,6 +227,6 @@ def generate_chats(
     raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished,
                        context=context)
     return [
-        Generation(p, r, prefill + decode_response(tokenizer, r), fr, prefill)
+        Generation(p, r, decode_response(tokenizer, r, prefill), fr, prefill)
         for p, (r, fr) in zip(prompts, raw)
     ]

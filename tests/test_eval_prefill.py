@@ -53,7 +53,10 @@ def test_a_local_runs_checkpoint_says_how_it_answered(tiny_model_dir, tmp_path):
     answers = local_run_answers(run / "checkpoints" / "step_000002")
     assert answers is not None and answers.prefill_think
     assert (answers.refine_prompt, answers.plain_prompt) == ("refine_system_short", "plain_system_short")
-    off = _local_run(tmp_path / "off", tiny_model_dir, "rollout.prefill_think=false")
+    off = _local_run(tmp_path / "off", tiny_model_dir, "pasr.prefill_think=false")
+    assert local_run_answers(off / "checkpoints" / "step_000002").prefill_think is False
+    # a run saved before the key moved (rollout.prefill_think, recipe/retired_keys.py RENAMED)
+    (off / "config.yaml").write_text("warmup: {}\nrollout: {prefill_think: false}\n")
     assert local_run_answers(off / "checkpoints" / "step_000002").prefill_think is False
     assert local_run_answers(tiny_model_dir) is None  # an exported folder: no run around it
     (run / "config.yaml").write_text("warmup: {}\nrollout: {max_new_tokens: 96}\n")  # keys left out: the defaults

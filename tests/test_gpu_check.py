@@ -42,7 +42,7 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     preflight(config, local_gpus=lambda: 1, find_module=lambda name: True)
     verl_pasr, local = pasr_config(config), cfg.pasr
     for key in ("n_refine", "n_plain", "tie_value", "zeta", "empty_refine_value",
-                "refine_compare", "weights", "prompts"):
+                "refine_compare", "weights", "prompts", "prefill_think"):
         assert getattr(verl_pasr, key) == getattr(local, key), key
     ar = config.actor_rollout_ref
     assert ar.rollout.n == local.n_refine
@@ -64,7 +64,9 @@ def test_dry_run_prints_every_command(capsys):
     out = capsys.readouterr().out
     for what in ("warm-up:", "verl:", "local:", "eval:"):
         assert what in out
-    assert "rollout.prefill_think=false" in out and "recipe.main_pasr" in out
+    assert "recipe.main_pasr" in out
+    # the <think> prefill in both engines (the local preset's, given to verl), turned off nowhere
+    assert "pasr.prefill_think=true" in out and "prefill_think=false" not in out
 
 
 def test_stop_at_must_fall_inside_the_run():

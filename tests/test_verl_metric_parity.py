@@ -52,10 +52,12 @@ def local_metrics(tiny, train_step):
     import torch
 
     from data.examples import Example
+    from prompts import THINK_PREFILL
     from recipe.local_engine import pasr_step as step_mod
     from recipe.local_engine.config import AlgoConfig, RolloutConfig
     from recipe.local_engine.rollout import GeneratedRollout
     from recipe.scoring import Rollout
+    from runtime.decoding import decode_response
     from runtime.hf_generate import SamplingParams, render_prompts
 
     model, tok = tiny
@@ -63,14 +65,18 @@ def local_metrics(tiny, train_step):
     manager = train_step.manager
     queries = [Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in SCRIPT]
 
-    def scripted_generation(model, tokenizer, queries, prompts, n_refine, n_plain, *args, **kwargs):
+    def scripted_generation(model, tokenizer, queries, prompts, n_refine, n_plain, params, batch_size, prefill_think, **kw):
+        """generate_step's rollouts, each response the scripted one (after the prefill, as the
+        verl fixture's server answers)."""
+        prefill = THINK_PREFILL if prefill_think else ""
         out = []
         for k, ex in enumerate(queries):
             refine, plain = SCRIPT[k]
             for variant, texts, chat in (("refine", refine, prompts.refine_chat), ("plain", plain, prompts.plain_chat)):
-                prompt_ids = render_prompts(tokenizer, [chat(ex.question)])[0]
+                prompt_ids = render_prompts(tokenizer, [chat(ex.question)], prefill)[0]
                 for j, text in enumerate(texts):
-                    ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+                    ids = tokenizer.encode(text.removeprefix(prefill), add_special_tokens=False) + [tokenizer.eos_token_id]
+                    text = decode_response(tokenizer, ids, prefill)
                     rollout = Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(ids), "stop", j)
                     out.append(GeneratedRollout(rollout, prompt_ids, ids))
         return out

@@ -36,7 +36,7 @@ def test_one_generate_call_and_only_refine_rows_come_back(train_step, tokenizer)
     assert len(out) == 9
     assert list(out.non_tensor_batch["uid"]) == list(train_step.rep.non_tensor_batch["uid"])
     texts = [tokenizer.decode(r, skip_special_tokens=True) for r in out.batch["responses"]]
-    assert all(t.startswith("<think>") for t in texts) and not any("Steps." in t for t in texts)
+    assert all("</answer>" in t for t in texts) and not any("Steps." in t for t in texts)
 
 
 def test_refine_rewards_per_uid_at_the_last_response_token(train_step):
@@ -91,17 +91,21 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     import dataclasses
 
     from data.records import iter_records
+    from prompts import THINK_PREFILL
     from recipe.local_engine.config import AlgoConfig
     from recipe.local_engine.policy_update import TrainRollout, build_batch
     from recipe.scoring import Rollout, group_scores, judge_and_record
 
     manager = train_step.manager
+    assert manager.cfg.prefill_think  # the default: the local engine's texts start with the prefill, its tokens are prompt
     rollouts = []  # as the local engine lays a step out: per query, its refine then its plain rollouts
     for k, (refine, plain) in SCRIPT.items():
         for variant, texts in (("refine", refine), ("plain", plain)):
             for j, text in enumerate(texts):
-                n_tokens = len(tokenizer.encode(text, add_special_tokens=False)) + 1  # EOS included
-                rollouts.append(Rollout(f"syn:{k}", "synthetic", f"What is {k}+{k}?", str(2 * k), variant, text, n_tokens, "stop", j))
+                answered = text.removeprefix(THINK_PREFILL)  # what the model wrote after the prefill
+                n_tokens = len(tokenizer.encode(answered, add_special_tokens=False)) + 1  # EOS included
+                rollouts.append(Rollout(f"syn:{k}", "synthetic", f"What is {k}+{k}?", str(2 * k), variant,
+                                        THINK_PREFILL + answered, n_tokens, "stop", j))
     records = judge_and_record(
         rollouts, ExactJudge(), run_id="test-run", step=5, engine="local", prompt_versions=manager.prompt_versions
     )

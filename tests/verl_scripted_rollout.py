@@ -150,10 +150,39 @@ SCRIPT = {
 EXPECTED_TOTALS = {0: [1.5, 1.5, 2.0], 1: [3.0, 2.0, 1.0], 2: [2.0, 0.0, None]}
 
 
+class ScriptedServer:
+    """Stands in for the LLM server an agent loop sends a prompt's token ids to: it answers
+    ``next`` (the scripted response's ids) and keeps the prompts it was sent. A prompt that ends
+    with the ``<think>`` prefill's ids (``prefill``) is continued: a scripted response that opens
+    with them is answered without them, as a model answers after the prefill, so the text scored
+    (prefill and response) is the scripted text."""
+
+    def __init__(self, prefill: list[int]):
+        self.prefill = prefill
+        self.next: list[int] = []
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        return TokenOutput(token_ids=self.answer(prompt_ids, self.next))
+
+    def answer(self, prompt_ids, ids) -> list[int]:
+        """``ids`` as the continuation of ``prompt_ids``: without the prefill the prompt ends with."""
+        n = len(self.prefill)
+        if list(prompt_ids[-n:]) == self.prefill and list(ids[:n]) == self.prefill:
+            return list(ids[n:])
+        return list(ids)
+
+
 class ScriptedRollout:
-    """Stands in for verl's AgentLoopManager: token ids come from SCRIPT instead of vLLM, and the
-    rest is verl's own AgentLoopWorker post-processing (padding, masks, position ids, output
-    assembly) run without the reward loop, as under PasrAgentLoopManager."""
+    """Stands in for verl's AgentLoopManager: token ids come from SCRIPT instead of vLLM (a
+    :class:`ScriptedServer`), and the rest is verl's own: each row runs the agent loop its
+    ``agent_name`` names in verl's registry (verl's default, ``single_turn_agent``, where the
+    column is absent), which builds the prompt's token ids, then the AgentLoopWorker's
+    post-processing (padding, masks, position ids, output assembly) without the reward loop, as
+    under PasrAgentLoopManager."""
 
     def __init__(self, tokenizer, prompts, agent_loop_mod, prompt_length=512, response_length=48):
         worker = object.__new__(agent_loop_mod.AgentLoopWorker)
@@ -164,6 +193,9 @@ class ScriptedRollout:
         worker.distillation_enabled = False
         worker.mm_processor_kwargs = {}
         self.worker, self.mod, self.tok, self.prompts = worker, agent_loop_mod, tokenizer, prompts
+        from prompts import THINK_PREFILL
+
+        self.server = ScriptedServer(tokenizer.encode(THINK_PREFILL, add_special_tokens=False))
         self.calls: list[int] = []
         self.call_meta: list[dict] = []  # each call's meta_info (validate, global_steps)
 
@@ -184,29 +216,40 @@ class ScriptedRollout:
         self.call_meta.append(dict(batch.meta_info))
         return asyncio.run(self._generate(batch))
 
+    def agent_loop(self, name: str):
+        """The agent loop ``name`` as verl's worker makes it (``_run_agent_loop``), around the
+        scripted server; inside the running event loop, as there."""
+        import hydra
+        from omegaconf import OmegaConf
+        from verl.utils.dataset.rl_dataset import RLHFDataset
+
+        cfg = self.worker.rollout_config
+        config = OmegaConf.create(
+            {"actor_rollout_ref": {"rollout": {"prompt_length": cfg.prompt_length, "response_length": cfg.response_length}}, "data": {}}
+        )
+        return hydra.utils.instantiate(
+            self.mod._agent_loop_registry[name], trainer_config=self.mod.DictConfigWrap(config), server_manager=self.server,
+            tokenizer=self.tok, processor=None, dataset_cls=RLHFDataset, data_config=self.mod.DictConfigWrap(config.data),
+        )
+
     async def _generate(self, batch):
-        m = self.mod
+        import recipe.verl_engine.agent_loop  # noqa: F401  (registers PASR's agent loop, as in PasrAgentLoopWorker's process)
+
         seen: dict = {}
         outputs = []
+        columns = dict(batch.non_tensor_batch)
+        if "agent_name" not in columns:  # what verl's worker does (rollout.agent.default_agent_loop)
+            columns["agent_name"] = np.array(["single_turn_agent"] * len(batch), dtype=object)
         for i in range(len(batch)):
-            kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()}
-            messages = list(kwargs["raw_prompt"])
-            prompt_text = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            cfg = self.worker.rollout_config
-            # a longer prompt is cut from the left, a longer response from the right, as the agent loop does
-            prompt_ids = self.tok.encode(prompt_text, add_special_tokens=False)[-cfg.prompt_length :]
-            response = self.response_ids(messages, seen)[: cfg.response_length]
-            out = m.AgentLoopOutput(
-                prompt_ids=prompt_ids,
-                response_ids=response,
-                response_mask=[1] * len(response),
-                num_turns=2,
-                metrics=m.AgentLoopMetrics(generate_sequences=0.01, num_preempted=0),
-            )
+            kwargs = {k: v[i] for k, v in columns.items()}
+            agent = kwargs.pop("agent_name")
+            self.server.next = self.response_ids(kwargs["raw_prompt"], seen)
+            # a longer prompt is cut from the left, a longer response from the right, by the agent loop
+            out = await self.agent_loop(agent).run({}, **kwargs)
             outputs.append(await self.worker._agent_loop_postprocess(out, False, **kwargs))
-        output = self.worker._postprocess(outputs, input_non_tensor_batch=batch.non_tensor_batch)
+        output = self.worker._postprocess(outputs, input_non_tensor_batch=columns)
         metrics = output.meta_info.pop("metrics")
-        timing = m.AgentLoopManager._performance_metrics(None, [metrics], output)
+        timing = self.mod.AgentLoopManager._performance_metrics(None, [metrics], output)
         output.meta_info = {"timing": timing, **output.meta_info}
         return output
 

@@ -6,7 +6,7 @@ instead of the paper's reward and group sizes is the preset ``cpu``, which ``def
 train`` without ``--preset``) and every other local preset extend; the chain a run was built
 from is recorded in its ``config.yaml`` (``presets``).
 
-Every cold-start remedy is a visible key here (``warmup.*``, ``rollout.prefill_think``,
+Every cold-start remedy is a visible key here (``warmup.*``, ``pasr.prefill_think``,
 ``pasr.prompts.refine``): the base SmolLM2 never emits the tags on its own, so with the paper's
 +1/-1 format reward every group would score the same and GRPO would learn nothing.
 """
@@ -78,7 +78,6 @@ class RolloutConfig:
     max_new_tokens: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
-    prefill_think: bool = True  # start refine rollouts with "<think>" (cold-start aid)
     gen_batch_size: int = 64
     eval_max_new_tokens: int = 96
     # greedy evaluations: a decode step costs nearly as much for 16 rows as for 64 on CPU (the

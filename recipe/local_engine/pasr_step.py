@@ -46,7 +46,7 @@ def pasr_step(
     with timer(m, "gen"):
         gens = generate_step(
             get_generator(), tokenizer, queries, prompts, pasr.n_refine, pasr.n_plain,
-            params, rollout.gen_batch_size, rollout.prefill_think,
+            params, rollout.gen_batch_size, pasr.prefill_think,
         )
     with timer(m, "reward"):
         records = judge_and_record(

@@ -3,7 +3,9 @@
 For each of the B queries: ``n_refine`` chats with the refine system prompt and ``n_plain``
 with the plain one, all sampled in **one** batched ``generate`` call (the plain rollouts only
 provide the refine reward's baseline). Both prompts ask for ``<think>…</think><answer>…</answer>``
-(only the refine prompt invites ``<refine>``), so both get the same ``<think>`` prefill. Token ids are kept as sampled for the update.
+(only the refine prompt invites ``<refine>``), so both get the same ``<think>`` prefill
+(``pasr.prefill_think``, as the verl engine's agent loop prefills). Token ids are kept as sampled
+for the update.
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ from dataclasses import dataclass
 
 from data.examples import Example
 from data.records import PLAIN, REFINE
-from prompts import PromptSet
+from prompts import THINK_PREFILL, PromptSet
 from recipe.scoring import Rollout
 from runtime.decoding import decode_response
 from runtime.hf_generate import SamplingParams, generate_ids, render_prompts
-
-THINK_PREFILL = "<think>"
 
 
 @dataclass
@@ -56,7 +56,7 @@ def generate_step(
     outputs = generate_ids(model, tokenizer, prompt_ids, params, batch_size=batch_size, on_finished=on_finished)
     result = []
     for (ex, variant, k), p_ids, (r_ids, finish) in zip(specs, prompt_ids, outputs):
-        text = prefill + decode_response(tokenizer, r_ids)
+        text = decode_response(tokenizer, r_ids, prefill)
         result.append(
             GeneratedRollout(
                 Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(r_ids), finish, k),

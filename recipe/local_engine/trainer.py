@@ -220,7 +220,7 @@ class LocalPasrTrainer:
             metrics, records = self._evaluate_rrr(tag) if cfg.method == "rrr" else evaluate(
                 self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
                 max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
-                prefill_think=cfg.rollout.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
+                prefill_think=cfg.pasr.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
                 # the base model follows neither format: its plain answers would cost a full-length
                 # generation per question for a known 0
                 plain=plain, on_finished=bar.update,

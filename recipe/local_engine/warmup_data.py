@@ -26,9 +26,8 @@ import random
 from dataclasses import dataclass
 
 from data.records import PLAIN, REFINE
-from prompts import PromptSet
+from prompts import THINK_PREFILL, PromptSet
 from recipe.local_engine.config import LocalTrainConfig
-from recipe.local_engine.rollout import THINK_PREFILL
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def warmup_examples(cfg: LocalTrainConfig, prompts: PromptSet, rrr_prompts=None)
 
         return _rrr_examples(cfg, rrr_prompts, problems, attempt, synthetic_reflection)
     # PASR: the prefill is part of the prompt here too, or the model learns to write a second "<think>"
-    prefill = THINK_PREFILL if cfg.rollout.prefill_think else ""
+    prefill = THINK_PREFILL if cfg.pasr.prefill_think else ""
     chat = {REFINE: prompts.refine_chat, PLAIN: prompts.plain_chat}
     samples = build_samples(problems, w.refine_fraction, w.refine_style, w.seed, w.plain_fraction)
     return [WarmupExample(chat[s.variant](s.problem.question), prefill, s.trace) for s in samples]

@@ -127,10 +127,14 @@ def truncate_responses(rows, max_tokens: int, pad_id: int):
     return out
 
 
-def rollouts_from_rows(inputs, outputs, tokenizer, variant: str, max_tokens: int | None = None) -> list[Rollout]:
+def rollouts_from_rows(
+    inputs, outputs, tokenizer, variant: str, max_tokens: int | None = None, prefill: str = ""
+) -> list[Rollout]:
     """One :class:`Rollout` per row. ``inputs``: the rows as sent to the rollout manager (for
     uid, question, gold, data source); ``outputs``: the same rows as generated. A response of
-    ``max_tokens`` tokens (default: the response width) finished on the length limit."""
+    ``max_tokens`` tokens (default: the response width) finished on the length limit.
+    ``prefill``: the text the rows' prompts ended with (``pasr.prefill_think``), put in front of
+    each response's text as the local engine puts it (its tokens are prompt, not counted)."""
     if len(inputs) != len(outputs):
         raise ValueError(f"{len(inputs)} input rows but {len(outputs)} output rows")
     nt = inputs.non_tensor_batch
@@ -156,7 +160,7 @@ def rollouts_from_rows(inputs, outputs, tokenizer, variant: str, max_tokens: int
                 question=_question(extra, messages[i]),
                 gold=_gold(golds[i]),
                 variant=variant,
-                text=decode_response(tokenizer, responses[i, :length].tolist()),
+                text=decode_response(tokenizer, responses[i, :length].tolist(), prefill),
                 n_tokens=length,
                 finish_reason="length" if length >= max_len else "stop",
                 sample_index=seen[uid],
