@@ -2,14 +2,11 @@
 
 The base SmolLM2 never writes the tags (format pass 0.00 with the refine prompt), so a short
 supervised phase on synthetic tagged traces comes first. What the traces teach matters: a
-prototype warmed up on refines that only restated a value ("Check: 81 - 34 is 57, not 57":
-58 of 74 spans empty); PASR's comparison reward then correctly trained refinement away,
-because it never helped. Traces whose refine always corrected a real mistake (a wrong
-intermediate value, then the right one) taught the model to "correct" right values too. Both
-styles (``restate``, ``fix``) were retired after commit 0c947d1 (:mod:`recipe.retired_keys`).
-The refines here redo the step and either fix a wrong first value or confirm a right one:
-``column`` digit by digit (:func:`column_check`, the default), ``check`` in two larger pieces
-(:func:`worked_check`).
+refine that only restates a value never helps, so PASR rightly trains it away, and one that
+always changes the value teaches the model to "correct" right values too (both styles retired:
+:mod:`recipe.retired_keys`, docs/local_engine.md "The cold start"). The refines here redo the
+step and either fix a wrong first value or confirm a right one: ``column`` digit by digit
+(:func:`column_check`, the default), ``check`` in two larger pieces (:func:`worked_check`).
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ The local engine's YAML and the verl Hydra config both carry a ``pasr:`` section
 these keys; :func:`load_pasr_config` validates a section against the dataclasses, so an unknown
 or mistyped key fails with a message that names it instead of being silently ignored.
 
-This is the one place the defaults live: config files and run scripts set only what differs
-(the verl config gets these dataclasses as its schema, ``recipe.verl_engine.config``), and the
-reward functions in ``rewards/`` take every value as an argument.
+This is the one place the defaults live, the paper's, for both engines and ``pasr eval``: config
+files, presets (the local engine's ``cpu``, recipe/config/local_cpu.yaml) and run scripts set
+only what differs (the verl config gets these dataclasses as its schema,
+``recipe.verl_engine.config``), and the reward functions in ``rewards/`` take every value as an
+argument.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ EPILOG = """examples:
 
 Config keys (each documented in recipe/local_engine/config.py): model.*, data.*, rollout.*, algo.*,
 warmup.*, trainer.*, and pasr.* (n_refine, n_plain, tie_value, zeta, weights.*, judge.*,
-prompts.*), shared with the verl engine; method (pasr | rrr) and rrr.* (recipe/rrr_config.py)."""
+prompts.*; recipe/pasr_config.py: the paper's defaults, which the cpu preset under every preset
+changes for the CPU), shared with the verl engine; method (pasr | rrr) and rrr.* (recipe/rrr_config.py)."""
 
 
 def preset_list() -> str:
