@@ -322,7 +322,7 @@ def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
         return None  # not a local engine run's config
     from recipe.local_engine.config import LocalTrainConfig
 
-    default = LocalTrainConfig()  # a key the file leaves out has the local engine's default
+    default = LocalTrainConfig()  # a key the file leaves out (pasr train writes them all) has its one default
     pasr = saved.get("pasr") or {}
     prompts = pasr.get("prompts") or {}
     # a run saved before the key moved to pasr.prefill_think (recipe/retired_keys.py) has it under rollout
