@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import web
 
-from prompts import load_prompt
+from prompts import DEFAULT_JUDGE, load_prompt
 
 ACTIONS = ("ok", "http500", "garbage", "timeout", "slow", "not_utf8", "echo_headers", "oversize")
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -88,7 +88,7 @@ class FakeOpenAIServer:
             if action not in ACTIONS:
                 raise ValueError(f"unknown fault action {action!r}; use one of {ACTIONS}")
         self.latency_s = latency_s
-        self.template = template if template is not None else load_prompt("judge_continuous")
+        self.template = template if template is not None else load_prompt(DEFAULT_JUDGE)
         self._regex = template_regex(self.template)
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.script = list(script or [])
@@ -295,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible judge on loopback until interrupted.")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="latency added to every request")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
-    parser.add_argument("--template", default="judge_continuous", help="judge template name or path")
+    parser.add_argument("--template", default=DEFAULT_JUDGE, help="judge template name or path")
     args = parser.parse_args(argv)
     with FakeOpenAIServer(args.latency_ms / 1000, template=load_prompt(args.template), port=args.port) as srv:
         print(srv.base_url, flush=True)

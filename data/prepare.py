@@ -20,6 +20,7 @@ from pathlib import Path
 
 from data.cli_errors import CliError, why_mkdir_failed
 from data.cli_flags import legacy_out_file
+from prompts import DEFAULT_REFINE
 
 _DATASET_HELP = (
     "a known set ({names}; {generated} are generated, the others read from a local copy in "
@@ -114,7 +115,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     _add_source_args(prep, limit_default=None)
     prep.add_argument(
         "--system-prompt",
-        default="refine_system",
+        default=DEFAULT_REFINE,
         metavar="NAME_OR_FILE",
         help="system prompt: a template name from prompts/templates or a text file (default refine_system); "
         "'none' writes no system message",

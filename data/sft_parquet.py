@@ -33,7 +33,7 @@ from data.records import PLAIN, REFINE
 from data.synthetic import DIFFICULTIES, generate_problems
 from data.verl_parquet import write_table_atomic
 from data.warmup_traces import REFINE_STYLES, build_samples
-from prompts import PromptSet, build_chat
+from prompts import DEFAULT_PLAIN, DEFAULT_REFINE, PromptSet, build_chat
 
 COLUMNS = ("messages", "data_source", "id", "variant", "answer")
 
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refine-style", default="check", choices=REFINE_STYLES,
                         help="check: the refine redoes the step in smaller pieces; column: digit by digit (see data/warmup_traces.py)")
     parser.add_argument("--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)")
-    parser.add_argument("--refine-prompt", default="refine_system", help="template name or file (as pasr.prompts.refine)")
-    parser.add_argument("--plain-prompt", default="plain_system", help="template name or file (as pasr.prompts.plain)")
+    parser.add_argument("--refine-prompt", default=DEFAULT_REFINE, help="template name or file (as pasr.prompts.refine)")
+    parser.add_argument("--plain-prompt", default=DEFAULT_PLAIN, help="template name or file (as pasr.prompts.plain)")
     args = parser.parse_args(argv)
     for name in ("refine_fraction", "plain_fraction"):
         if not 0.0 <= getattr(args, name) <= 1.0:

@@ -119,7 +119,7 @@ def model_identity(spec: str) -> ModelIdentity:
     """The identity of the model ``spec`` names (see the module docstring). Nothing is loaded or
     merged; a spec that is not a local checkpoint or folder is identified by its name (the
     backend says later whether it exists)."""
-    from runtime.hf_export import find_actor_dir
+    from runtime.hf_export import VerlCheckpointError, find_actor_dir
     from runtime.model_loading import EMBEDDED_ALIASES, LATEST, ModelNotFoundError, checkpoint_named_by, resolve_model_path
 
     local = Path(spec).expanduser()
@@ -140,7 +140,10 @@ def model_identity(spec: str) -> ModelIdentity:
     if not local.is_dir():
         return ModelIdentity(spec)
     local = local.resolve()
-    actor = find_actor_dir(local)
+    try:  # strict: a run's tracker that is not a step number is refused, as loading the model refuses it
+        actor = find_actor_dir(local, strict=True)
+    except VerlCheckpointError as exc:
+        raise ModelIdentityError(str(exc)) from None
     if actor is not None:
         return _verl_identity(spec, local, actor)
     step = _step_of(local) if (local / "trainer_state.json").is_file() else None

@@ -81,6 +81,11 @@ def build_chat(system: str | None, user: str) -> list[dict[str, str]]:
     return messages
 
 
+# The paper's prompts, the defaults of ``pasr.prompts.*`` in every engine and ``pasr eval``
+# (recipe.pasr_config.PromptsConfig takes them from here: prompts/ is the floor below recipe/)
+DEFAULT_REFINE, DEFAULT_PLAIN, DEFAULT_JUDGE = "refine_system", "plain_system", "judge_continuous"
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """The resolved texts one run uses (both engines and eval take one of these)."""
@@ -91,13 +96,9 @@ class PromptSet:
 
     @classmethod
     def load(cls, refine: str | None = None, plain: str | None = None, judge: str | None = None):
-        """The templates named (a name or a path); one left out is ``pasr.prompts``'s default
-        (:class:`recipe.pasr_config.PromptsConfig`, the one place it is set)."""
-        from recipe.pasr_config import PromptsConfig
-
-        default = PromptsConfig()
-        return cls(refine=load_prompt(refine or default.refine), plain=load_prompt(plain or default.plain),
-                   judge=load_prompt(judge or default.judge))
+        """The templates named (a name or a path); one left out is ``pasr.prompts``'s default."""
+        return cls(refine=load_prompt(refine or DEFAULT_REFINE), plain=load_prompt(plain or DEFAULT_PLAIN),
+                   judge=load_prompt(judge or DEFAULT_JUDGE))
 
     def refine_chat(self, question: str) -> list[dict[str, str]]:
         return build_chat(self.refine, question)

@@ -23,7 +23,7 @@ import asyncio
 from data.cli_errors import CliError
 from data.prepare import _add_source_args, _load
 
-DEFAULT_JUDGE_PROMPT = "judge_continuous"  # pasr.prompts.judge's default (recipe.pasr_config.PromptsConfig)
+from prompts.loader import DEFAULT_JUDGE as DEFAULT_JUDGE_PROMPT  # pasr.prompts.judge's default
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from prompts.loader import DEFAULT_JUDGE, DEFAULT_PLAIN, DEFAULT_REFINE
 from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, SETTING as MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
 from recipe.retired_keys import is_retired_key, retired_settings
 from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
@@ -49,9 +50,9 @@ class JudgeConfig:
 
 @dataclass
 class PromptsConfig:
-    refine: str = "refine_system"  # built-in template name or a path to a .txt file
-    plain: str = "plain_system"
-    judge: str = "judge_continuous"
+    refine: str = DEFAULT_REFINE  # built-in template name or a path to a .txt file
+    plain: str = DEFAULT_PLAIN
+    judge: str = DEFAULT_JUDGE
 
 
 @dataclass
@@ -81,11 +82,11 @@ class PasrConfig:
     max_judge_error_rate: float = DEFAULT_MAX_JUDGE_ERROR_RATE
     prompts: PromptsConfig = field(default_factory=PromptsConfig)
     # start PASR's rollouts (refine and plain, and the evaluations) with "<think>" already in the
-    # prompt (prompts.THINK_PREFILL), in both engines. Not the paper's, whose model writes the tag:
-    # on because a model warmed up with the prefill mostly does not open its think block without
-    # it (a demo warm-up: 61% -> 10% right, eval/backends.local_run_answers), while a model that
-    # writes the tag itself loses nothing (the format requires it first). false: the paper's prompt
-    prefill_think: bool = True
+    # prompt (prompts.THINK_PREFILL), in both engines. Off by default: the paper's model writes the
+    # tag itself, and a model that does so after a prefill writes a second one (a format failure).
+    # The cpu preset turns it on: its warm-up teaches the format with the prefill, and a model warmed
+    # up with it mostly does not open its think block without it (demo warm-up: 61% -> 10% right)
+    prefill_think: bool = False
 
     def problems(self) -> list[str]:
         """Every problem of the section at once (non-finite numbers, ranges, prompts), each

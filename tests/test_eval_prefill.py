@@ -61,7 +61,7 @@ def test_a_local_runs_checkpoint_says_how_it_answered(tiny_model_dir, tmp_path):
     assert local_run_answers(tiny_model_dir) is None  # an exported folder: no run around it
     (run / "config.yaml").write_text("warmup: {}\nrollout: {max_new_tokens: 96}\n")  # keys left out: the defaults
     assert local_run_answers(run / "checkpoints" / "step_000002") == LocalRunAnswers(
-        True, "refine_system", "plain_system")  # pasr.prompts' one default (pasr train writes every key)
+        False, "refine_system", "plain_system")  # pasr.*'s one default, the paper's (pasr train writes every key)
     (run / "config.yaml").write_text("actor_rollout_ref: {}\n")  # not a local engine run
     assert local_run_answers(run / "checkpoints" / "step_000002") is None
 

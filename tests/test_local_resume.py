@@ -248,7 +248,7 @@ def _train(capsys, *argv) -> tuple[int, str]:
         ("data.train_size=0", "data.train_size must be >= 1"),
         ("warmup.batch_size=0", "warmup.batch_size must be >= 1"),
         ("algo.micro_batch_size=0", "algo.micro_batch_size must be >= 1"),
-        ("algo.lr=-1", "algo.lr and warmup.lr must be > 0"),
+        ("algo.lr=-1", "algo.lr must be > 0"),
         ("rollout.temperature=-1", "rollout.temperature must be > 0"),
         ("data.source=gsm8kk", "data.source: unknown dataset 'gsm8kk'"),
         ("data.source=missing/train.jsonl", "data.source: data file not found"),

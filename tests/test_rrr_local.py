@@ -374,7 +374,7 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     assert "first attempt" in summarize(evals)
 
     # resume with more steps: the phase comes back from the checkpoint, the RL optimizer is kept
-    cfg = load_config(config_file=str(run / "config.yaml"), overrides=["trainer.steps=3"])
+    cfg = load_config(config_file=str(run / "config.yaml"), overrides=["trainer.steps=3"], saved_run=True)
     resumed = LocalPasrTrainer(cfg, run, resume=True)
     resumed.setup()
     assert resumed.optimizer_phase == "rrr" and resumed.step == 4

@@ -97,7 +97,7 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     from recipe.scoring import Rollout, group_scores, judge_and_record
 
     manager = train_step.manager
-    assert manager.cfg.prefill_think  # the default: the local engine's texts start with the prefill, its tokens are prompt
+    assert manager.cfg.prefill_think  # as the cpu preset: the local engine's texts start with the prefill, its tokens are prompt
     rollouts = []  # as the local engine lays a step out: per query, its refine then its plain rollouts
     for k, (refine, plain) in SCRIPT.items():
         for variant, texts in (("refine", refine), ("plain", plain)):

@@ -119,7 +119,7 @@ def test_rrr_smoke_script_drives_the_node_script_with_an_rrr_config():
         assert f"--dataset countdown --split {split} " in text
         args = argparse.Namespace(dataset="countdown", split=split, out="D")
         assert output_file(args) == Path("D") / f"countdown_{split}.parquet"
-    assert 'TRAIN_FILE="$DATA_DIR/$(basename "$TRAIN_DATASET"' in node
+    assert 'local file="$DATA_DIR/$(basename "$dataset" | sed \'s/\\.[a-z]*$//\')_$split.parquet"' in node
     overrides = [line.strip().rstrip("\\").strip() for line in train.split("run_pasr_node.sh")[1].splitlines()]
     literal = [o for o in overrides if "=" in o and "$" not in o]
     assert literal == ["method=rrr", "pasr.judge.kind=countdown", "data.max_response_length=384", "trainer.max_actor_ckpt_to_keep=2"]

@@ -60,7 +60,7 @@ def test_the_agent_loop_puts_the_prefill_in_the_prompt_as_the_local_engine_does(
 
 
 def test_a_verl_step_prefills_every_pasr_row_and_scores_the_local_engines_text(train_step, tokenizer, prompts, monkeypatch):
-    """The scripted training step (pasr.prefill_think: the default): every row sent, refine and
+    """The scripted training step (pasr.prefill_think on, as the cpu preset): every row sent, refine and
     plain, asked the prefill agent loop and got a prompt ending with the prefill; the local
     engine's generate_step, answering its prompts with the same scripted responses, sends the
     same prompt ids and scores the same texts and token counts as verl's dumped records."""
@@ -152,8 +152,9 @@ def test_every_agent_loop_worker_process_registers_the_prefill_agent_loop(verl_m
 @pytest.mark.parametrize("saved", ["rollout", "pasr"])
 def test_the_key_is_pasr_prefill_think_in_both_engines(saved, tmp_path):
     """One key, pasr.prefill_think, read by both engines (the verl config's pasr section has it,
-    default on); the local engine's old rollout.prefill_think is refused naming it, and a run
-    saved with it resumes with its value."""
+    default off: the paper's prompt; on in the local engine's cpu preset, under every local
+    preset); the local engine's old rollout.prefill_think is refused naming it, and a run saved
+    with it resumes with its value."""
     from omegaconf import OmegaConf
 
     from recipe.local_engine.cli import _resume_config
@@ -162,13 +163,16 @@ def test_the_key_is_pasr_prefill_think_in_both_engines(saved, tmp_path):
     from recipe.retired_keys import retired_message
     from recipe.verl_engine.config import compose_config, pasr_config
 
-    assert load_config().pasr.prefill_think and pasr_config(compose_config([])).prefill_think
-    assert not pasr_config(compose_config(["pasr.prefill_think=false"])).prefill_think
+    from recipe.pasr_config import PasrConfig
+
+    assert not PasrConfig().prefill_think and not pasr_config(compose_config([])).prefill_think  # the paper's
+    assert load_config().pasr.prefill_think and load_config(preset="demo").pasr.prefill_think  # the cpu preset's
+    assert pasr_config(compose_config(["pasr.prefill_think=true"])).prefill_think
     with pytest.raises(ConfigError) as exc:
         load_config(overrides=["rollout.prefill_think=false"])
     assert str(exc.value) == retired_message("rollout.prefill_think")
     assert "renamed pasr.prefill_think" in str(exc.value)
-    cfg = OmegaConf.create(to_yaml(load_config()))
+    cfg = OmegaConf.create(to_yaml(load_config(preset="default")))
     cfg.pop("presets", None)
     if saved == "rollout":  # written before the key moved
         del cfg.pasr["prefill_think"]

@@ -315,10 +315,12 @@ def generate_and_close(manager, batch):
 # --------------------------------------------------------------------------- one PASR training step
 @pytest.fixture(scope="module")
 def train_step(gen_batch, tokenizer, prompts, verl_mods, tmp_path_factory):
-    """One training step's rollout through the PASR wrapper (n_refine=3, n_plain=3)."""
+    """One training step's rollout through the PASR wrapper (n_refine=3, n_plain=3), with the
+    ``<think>`` prefill on as the local engine's cpu preset has it (so the two engines' steps compare)."""
     tmp = tmp_path_factory.mktemp("pasr_step")
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
-    yield from one_training_step(inner, _manager(inner, tokenizer, prompts, tmp), gen_batch, 3, tmp)
+    manager = _manager(inner, tokenizer, prompts, tmp, pasr={"prefill_think": True})
+    yield from one_training_step(inner, manager, gen_batch, 3, tmp)
 
 
 def one_training_step(inner, manager, gen_batch, n: int, tmp):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prompts import DEFAULT_JUDGE
+
 from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.countdown_judge import CountdownJudge
@@ -16,7 +18,7 @@ from rewards.judges.openai_judge import JudgeStats, OpenAIJudge, parse_score
 from rewards.judges.rule import RuleJudge, parses_as_math
 
 
-def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
+def build_judge(cfg: Any, judge_prompt: str = DEFAULT_JUDGE) -> Judge:
     """The judge ``cfg.kind`` names. ``cfg`` is a ``pasr.judge`` section (the fields of
     ``recipe.pasr_config.JudgeConfig``; rewards/ imports no recipe code). ``judge_prompt`` is a
     template name or path (resolved with ``prompts.load_prompt``); the rule judge ignores it."""
@@ -36,7 +38,7 @@ def build_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> Judge:
     return HybridJudge(rule=RuleJudge(timeout_s=cfg.rule_timeout_s), llm=llm)
 
 
-def ping_judge(cfg: Any, judge_prompt: str = "judge_continuous") -> str | None:
+def ping_judge(cfg: Any, judge_prompt: str = DEFAULT_JUDGE) -> str | None:
     """Why the LLM judge ``cfg`` names cannot score, from one request with the run's own
     endpoint, model, prompt and settings (down, a wrong model name, a template without its
     placeholders, a reply with no score), or None; None without a request for a judge that

@@ -53,7 +53,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from prompts import load_prompt, prompt_version
+from prompts import DEFAULT_JUDGE, load_prompt, prompt_version
 from rewards.judges.base import JudgeItem, JudgeResult
 from rewards.judges.redact import has_redacted_credentials, redact_secrets, redact_url
 
@@ -321,7 +321,7 @@ class OpenAIJudge:
         self.url = self.base_url + "/chat/completions"
         self.max_reply_bytes = int(max_reply_bytes)
         self.model = model
-        self.template = check_template(template if template is not None else load_prompt("judge_continuous"))
+        self.template = check_template(template if template is not None else load_prompt(DEFAULT_JUDGE))
         self.prompt_version = prompt_version(self.template)
         self._api_key = api_key  # an explicit key; else read from api_key_env per session
         self.api_key_env = api_key_env
