@@ -9,7 +9,7 @@ PIP = $(PY) -m pip install --quiet --disable-pip-version-check --root-user-actio
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test test-slow bench
+.PHONY: install lint demo test test-slow bench
 
 install:
 	$(PY) -m pip install --quiet --upgrade --root-user-action=ignore "pip>=25"
@@ -26,7 +26,12 @@ demo: install
 	$(PY) -m recipe stats runs/pasr-demo --out runs/pasr-demo/report
 	@echo "refine-usage report: runs/pasr-demo/report/report.md"
 
-test: install
+lint:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+
+# ruff first: a format or lint error fails CI with its file and line, before the tests run
+test: install lint
 	$(PY) -m pytest -q
 
 test-slow: install

@@ -40,8 +40,18 @@ def seed_overrides(seed: int) -> list[str]:
 
 def run_seed(run_dir: Path, seed: int, overrides: list[str], preset: str = "demo") -> float:
     """``pasr train --preset PRESET`` for one seed, in a process of its own; its wall time."""
-    cmd = [sys.executable, "-m", "recipe", "train", "--preset", preset, "--run-dir", str(run_dir),
-           *seed_overrides(seed), *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "recipe",
+        "train",
+        "--preset",
+        preset,
+        "--run-dir",
+        str(run_dir),
+        *seed_overrides(seed),
+        *overrides,
+    ]
     print("+", " ".join(cmd), flush=True)
     t0 = time.monotonic()
     subprocess.run(cmd, check=True)
@@ -62,13 +72,21 @@ def seed_row(run_dir: Path, seed: int) -> dict:
     wins, losses = paired_counts(correct_by_query(warm_path), correct_by_query(final_path))
     wall = run_wall(run_dir)
     return {
-        "seed": seed, "wall_s": wall, "n": final["n"],
-        "warmup_acc": warm["acc"], "final_acc": final["acc"], "wins": wins, "losses": losses,
+        "seed": seed,
+        "wall_s": wall,
+        "n": final["n"],
+        "warmup_acc": warm["acc"],
+        "final_acc": final["acc"],
+        "wins": wins,
+        "losses": losses,
         "p": sign_test(wins, losses),
-        "refine_rate": final["refine_rate"], "refine_fix_rate": final["refine_fix_rate"],
-        "warmup_refine_rate": warm["refine_rate"], "warmup_refine_fix_rate": warm["refine_fix_rate"],
-        "format": final["format"], "run_dir": str(run_dir),
-    }  # fmt: skip
+        "refine_rate": final["refine_rate"],
+        "refine_fix_rate": final["refine_fix_rate"],
+        "warmup_refine_rate": warm["refine_rate"],
+        "warmup_refine_fix_rate": warm["refine_fix_rate"],
+        "format": final["format"],
+        "run_dir": str(run_dir),
+    }
 
 
 def seed_rows(runs_dir: str | Path, seeds: list[int], overrides: list[str], row, preset: str = "demo") -> list[dict]:
@@ -106,12 +124,27 @@ def cpu_info(overrides: list[str], dtype: str | None = None) -> dict:
 def learned(row: dict, alpha: float = 0.05) -> bool:
     """The demo's claim for one seed: above the warm-up with p < alpha, refining fixing more."""
     fix, warm_fix = row["refine_fix_rate"], row["warmup_refine_fix_rate"]
-    return row["final_acc"] > row["warmup_acc"] and row["p"] < alpha and fix is not None and (warm_fix is None or fix > warm_fix)
+    return (
+        row["final_acc"] > row["warmup_acc"]
+        and row["p"] < alpha
+        and fix is not None
+        and (warm_fix is None or fix > warm_fix)
+    )
 
 
 def table(rows: list[dict]) -> str:
-    cols = ("seed", "wall_s", "warmup_acc", "final_acc", "wins", "losses", "p", "refine_rate",
-            "warmup_refine_fix_rate", "refine_fix_rate")
+    cols = (
+        "seed",
+        "wall_s",
+        "warmup_acc",
+        "final_acc",
+        "wins",
+        "losses",
+        "p",
+        "refine_rate",
+        "warmup_refine_fix_rate",
+        "refine_fix_rate",
+    )
     lines = ["| " + " | ".join(cols) + " | learned |", "|---" * (len(cols) + 1) + "|"]
     for r in rows:
         cells = [fmt(r[c]) if c != "wall_s" or r[c] is None else f"{r[c] / 60:.1f} min" for c in cols]
@@ -129,9 +162,14 @@ def pooled(results: dict[str, list[dict]], alpha: float = 0.05) -> str:
 
     def counts(rows: list[dict]) -> list:
         diffs = [r["final_acc"] - r["warmup_acc"] for r in rows]
-        return [len(rows), f"{fmean(diffs):+.3f}", sum(d > 0 for d in diffs), sum(d < 0 for d in diffs),
-                sum(d > 0 and r["p"] < alpha for d, r in zip(diffs, rows)),
-                sum(d < 0 and r["p"] < alpha for d, r in zip(diffs, rows))]
+        return [
+            len(rows),
+            f"{fmean(diffs):+.3f}",
+            sum(d > 0 for d in diffs),
+            sum(d < 0 for d in diffs),
+            sum(d > 0 and r["p"] < alpha for d, r in zip(diffs, rows)),
+            sum(d < 0 and r["p"] < alpha for d, r in zip(diffs, rows)),
+        ]
 
     for name, rows in results.items():
         lines.append(f"| {name} | " + " | ".join(str(c) for c in counts(rows)) + " |")
@@ -141,14 +179,31 @@ def pooled(results: dict[str, list[dict]], alpha: float = 0.05) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--runs-dir", default="runs/demo-seeds", help="seed S runs in RUNS_DIR/seed_S (read if finished)")
+    parser.add_argument(
+        "--runs-dir", default="runs/demo-seeds", help="seed S runs in RUNS_DIR/seed_S (read if finished)"
+    )
     parser.add_argument("--out", default="benchmarks/results/demo_seeds.json")
-    parser.add_argument("--dtype", default=None, help="the compute dtype the runs used, for the JSON (default: this CPU's measured choice, or the one forced by the overrides)")
-    parser.add_argument("--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON")
-    parser.add_argument("--pool", nargs="+", metavar="JSON", default=None,
-                        help="instead of running: pool the seeds of result files this script wrote (per file and in all: runs above / below their warm-up, and significantly)")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        help="the compute dtype the runs used, for the JSON (default: this CPU's measured choice, or the one forced by "
+        "the overrides)",
+    )
+    parser.add_argument(
+        "--note", default=None, help="how the runs were made (threads, what else ran), kept in the JSON"
+    )
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        metavar="JSON",
+        default=None,
+        help="instead of running: pool the seeds of result files this script wrote (per file and in all: runs above / "
+        "below their warm-up, and significantly)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run (after --)")
     args = parser.parse_args(argv)
     if args.pool:

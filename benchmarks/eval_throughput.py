@@ -45,9 +45,16 @@ def one_at_a_time(model, tokenizer, chats, max_new_tokens: int) -> tuple[int, fl
             prompt = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
             ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
             out = model.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                do_sample=False, temperature=None, top_p=None, top_k=None, eos_token_id=sorted(eos), pad_token_id=pad,
-            )  # fmt: skip
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                eos_token_id=sorted(eos),
+                pad_token_id=pad,
+            )
             new = out[0, ids.shape[1] :].tolist()
             cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))
             tokens += cut
@@ -69,8 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=32, help="hf backend batch size (default 32, as pasr eval)")
     ap.add_argument("--threads", type=int, help="torch threads for both sides (default: torch's choice)")
-    ap.add_argument("--attention", default="grouped", choices=ATTENTIONS,
-                    help="hf backend attention (default grouped, as pasr eval)")  # fmt: skip
+    ap.add_argument(
+        "--attention",
+        default="grouped",
+        choices=ATTENTIONS,
+        help="hf backend attention (default grouped, as pasr eval)",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -108,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     for n, batch in enumerate(length_batches(lengths, args.batch_size)):
         group = [chats[i] for i in batch]
 
-        def run_ours():
+        def run_ours(group=group):
             start = time.perf_counter()
             outs = backend.generate(group, params)
             return outs, time.perf_counter() - start
 
-        def run_base():
+        def run_base(group=group):
             return one_at_a_time(backend.model, backend.tokenizer, group, args.max_new_tokens)
 
         if n % 2 == 0:

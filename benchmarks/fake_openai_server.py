@@ -123,7 +123,7 @@ class FakeOpenAIServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         self.start()
         return self
 
@@ -261,7 +261,9 @@ class FakeOpenAIServer:
             if action == "http500":
                 return web.json_response({"error": {"message": "injected fault"}}, status=500)
             if action == "echo_headers":
-                return web.json_response({"error": {"message": "internal error", "headers": dict(request.headers)}}, status=500)
+                return web.json_response(
+                    {"error": {"message": "internal error", "headers": dict(request.headers)}}, status=500
+                )
             if action == "oversize":
                 return await self._oversize(request)
             if action == "not_utf8":

@@ -31,11 +31,17 @@ class Shapes:
     vocab: int
 
     @classmethod
-    def of(cls, config) -> "Shapes":
+    def of(cls, config) -> Shapes:
         heads = config.num_attention_heads
-        return cls(config.hidden_size, config.num_hidden_layers, heads, config.num_key_value_heads,
-                   getattr(config, "head_dim", None) or config.hidden_size // heads, config.intermediate_size,
-                   config.vocab_size)
+        return cls(
+            config.hidden_size,
+            config.num_hidden_layers,
+            heads,
+            config.num_key_value_heads,
+            getattr(config, "head_dim", None) or config.hidden_size // heads,
+            config.intermediate_size,
+            config.vocab_size,
+        )
 
     def linear_shapes(self, rows: int) -> list[tuple[int, int, int]]:
         """One layer's matmuls for ``rows`` tokens, as ``(m, k, n)``: q, k, v, o; gate, up, down."""
@@ -95,13 +101,20 @@ def pass_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Seque
             tokens += len(r) - 1
             pairs += _triangle(len(p) + len(r) - 1) - _triangle(len(p))
             logits += len(r)
-    return [w for w in (Work("linear", tokens, tokens * shapes.token_flops),
-                        Work("attention", tokens, pairs * shapes.pair_flops),
-                        Work("logits", logits, logits * shapes.logit_flops)) if w.flops]
+    return [
+        w
+        for w in (
+            Work("linear", tokens, tokens * shapes.token_flops),
+            Work("attention", tokens, pairs * shapes.pair_flops),
+            Work("logits", logits, logits * shapes.logit_flops),
+        )
+        if w.flops
+    ]
 
 
-def generation_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
-                    batch_size: int) -> list[Work]:
+def generation_work(
+    shapes: Shapes, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], batch_size: int
+) -> list[Work]:
     """Generating ``responses`` to ``prompts`` in the engine's batches
     (:func:`runtime.hf_generate.length_batches` of ``batch_size``): each batch's prompt pass
     (:func:`pass_work`), then one decode step per new token with the rows still writing.
@@ -122,9 +135,11 @@ def generation_work(shapes: Shapes, prompts: Sequence[Sequence[int]], responses:
         for j in range(1, max((len(r) for _, r in rows), default=0)):
             live = [(p, r) for p, r in rows if len(r) > j]  # feeding token j - 1 to sample token j
             m = len(live)
-            work += [Work("linear", m, m * shapes.token_flops),
-                     Work("attention", m, sum(len(p) + j for p, _ in live) * shapes.pair_flops),
-                     Work("logits", m, m * shapes.logit_flops)]
+            work += [
+                Work("linear", m, m * shapes.token_flops),
+                Work("attention", m, sum(len(p) + j for p, _ in live) * shapes.pair_flops),
+                Work("logits", m, m * shapes.logit_flops),
+            ]
     return work
 
 

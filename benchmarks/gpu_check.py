@@ -49,40 +49,81 @@ def local_common(args) -> list[str]:
     gives verl the same: both engines put it in the prompt, so the warm-up, both RL phases and
     every evaluation here prompt the model alike."""
     qps = [] if not args.queries_per_step else [f"rollout.queries_per_step={args.queries_per_step}"]
-    return [f"model.device={args.device}", f"data.eval_size={args.eval_size}", *qps,
-            f"trainer.seed={args.seed}", f"warmup.seed={args.seed}", "trainer.eval_plain=false",
-            "trainer.dump_rollouts=true", *args.local_override]
+    return [
+        f"model.device={args.device}",
+        f"data.eval_size={args.eval_size}",
+        *qps,
+        f"trainer.seed={args.seed}",
+        f"warmup.seed={args.seed}",
+        "trainer.eval_plain=false",
+        "trainer.dump_rollouts=true",
+        *args.local_override,
+    ]
 
 
 def local_cmd(args, run_dir: Path, *overrides: str) -> list[str]:
-    return [sys.executable, "-m", "recipe", "train", "--preset", args.preset, "--run-dir", str(run_dir),
-            *local_common(args), *overrides]
+    return [
+        sys.executable,
+        "-m",
+        "recipe",
+        "train",
+        "--preset",
+        args.preset,
+        "--run-dir",
+        str(run_dir),
+        *local_common(args),
+        *overrides,
+    ]
 
 
 def warmup_cmd(args, run_dir: Path, cfg) -> list[str]:
     """The warm-up and its evaluation (``eval/warmup.jsonl``), checkpointed once at its end: the
     default's checkpoint every 10 steps cost 20 of its 82 s on the H100."""
-    return local_cmd(args, run_dir, "trainer.steps=0", f"trainer.save_every={cfg.warmup.steps}",
-                     "trainer.eval_at_start=false", "trainer.eval_after_warmup=true")
+    return local_cmd(
+        args,
+        run_dir,
+        "trainer.steps=0",
+        f"trainer.save_every={cfg.warmup.steps}",
+        "trainer.eval_at_start=false",
+        "trainer.eval_after_warmup=true",
+    )
 
 
 def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
     """A greedy evaluation of ``model`` on the held-out problems (``eval/base.jsonl``)."""
-    return local_cmd(args, run_dir, f"model.path={model}", "warmup.steps=0", "trainer.steps=0",
-                     "trainer.eval_at_start=true", "trainer.eval_after_warmup=false", "trainer.eval_at_end=false")
+    return local_cmd(
+        args,
+        run_dir,
+        f"model.path={model}",
+        "warmup.steps=0",
+        "trainer.steps=0",
+        "trainer.eval_at_start=true",
+        "trainer.eval_after_warmup=false",
+        "trainer.eval_at_end=false",
+    )
 
 
 def local_pasr_cmd(args, run_dir: Path, warm: Path) -> list[str]:
     """The local engine's PASR steps from the same warm-up (``eval/final.jsonl``)."""
-    return local_cmd(args, run_dir, f"model.path={warm}", "warmup.steps=0", f"trainer.steps={args.steps}",
-                     "trainer.eval_at_start=false", "trainer.eval_after_warmup=false", "trainer.eval_at_end=true")
+    return local_cmd(
+        args,
+        run_dir,
+        f"model.path={warm}",
+        "warmup.steps=0",
+        f"trainer.steps={args.steps}",
+        "trainer.eval_at_start=false",
+        "trainer.eval_after_warmup=false",
+        "trainer.eval_at_end=true",
+    )
 
 
 def local_settings(args):
     """The local engine's config for this check (the reward and the sizes verl copies)."""
     from recipe.local_engine.config import load_config
 
-    return load_config(preset=args.preset, overrides=[o for o in local_common(args) if not o.startswith("model.device")])
+    return load_config(
+        preset=args.preset, overrides=[o for o in local_common(args) if not o.startswith("model.device")]
+    )
 
 
 def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckpt_dir: Path) -> list[str]:
@@ -90,8 +131,8 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
 
     Same as the local engine: the data (synthetic arithmetic, its train seed), queries per step,
     group sizes (``pasr.n_refine`` refine + ``pasr.n_plain`` plain rollouts), temperature, response
-    budget, every ``pasr.*`` reward setting and prompt, the ``<think>`` prefill, the RL learning rate and its linear ramp,
-    AdamW without weight decay, KL (low-var, 0.04), clip 0.2, grad-norm clip, one optimizer step
+    budget, every ``pasr.*`` reward setting and prompt, the ``<think>`` prefill, the RL learning rate and its linear
+    ramp, AdamW without weight decay, KL (low-var, 0.04), clip 0.2, grad-norm clip, one optimizer step
     per RL step (the mini-batch is the whole batch), GRPO with std normalisation.
     Where they differ, by verl's design: rollouts sample from vLLM in bf16 (the local engine
     samples from its fp32 policy), verl shuffles the training set with its own sampler, and it
@@ -107,10 +148,13 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
     algo = cfg.algo
     out = [
         "method=pasr",
-        f"data.train_files={train_file}", f"data.val_files={val_file}",
+        f"data.train_files={train_file}",
+        f"data.val_files={val_file}",
         f"data.train_batch_size={cfg.rollout.queries_per_step}",
-        "data.max_prompt_length=512", f"data.max_response_length={cfg.rollout.max_new_tokens}",
-        "data.dataloader_num_workers=0", f"data.seed={args.seed}",
+        "data.max_prompt_length=512",
+        f"data.max_response_length={cfg.rollout.max_new_tokens}",
+        "data.dataloader_num_workers=0",
+        f"data.seed={args.seed}",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         f"actor_rollout_ref.actor.optim.lr={algo.lr}",
@@ -133,26 +177,38 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
         f"actor_rollout_ref.rollout.enforce_eager={str(args.enforce_eager).lower()}",
-        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.enable_flashinfer_autotune={str(not args.enforce_eager).lower()}",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.enable_flashinfer_autotune="
+        f"{str(not args.enforce_eager).lower()}",
         f"actor_rollout_ref.rollout.temperature={cfg.rollout.temperature}",
         f"actor_rollout_ref.rollout.top_p={cfg.rollout.top_p}",
         "actor_rollout_ref.rollout.agent.num_workers=1",
         f"algorithm.norm_adv_by_std_in_grpo={str(algo.norm_adv_by_std).lower()}",
-        f"pasr.n_refine={p.n_refine}", f"pasr.n_plain={p.n_plain}",
-        f"pasr.tie_value={p.tie_value}", f"pasr.zeta={p.zeta}",
+        f"pasr.n_refine={p.n_refine}",
+        f"pasr.n_plain={p.n_plain}",
+        f"pasr.tie_value={p.tie_value}",
+        f"pasr.zeta={p.zeta}",
         f"pasr.empty_refine_value={'null' if p.empty_refine_value is None else p.empty_refine_value}",
         f"pasr.refine_compare={p.refine_compare}",
-        f"pasr.weights.format={p.weights.format}", f"pasr.weights.acc={p.weights.acc}",
+        f"pasr.weights.format={p.weights.format}",
+        f"pasr.weights.acc={p.weights.acc}",
         f"pasr.weights.refine={p.weights.refine}",
-        f"pasr.prompts.refine={p.prompts.refine}", f"pasr.prompts.plain={p.prompts.plain}",
+        f"pasr.prompts.refine={p.prompts.refine}",
+        f"pasr.prompts.plain={p.prompts.plain}",
         f"pasr.prefill_think={str(p.prefill_think).lower()}",
         f"pasr.judge.kind={p.judge.kind}",
         "pasr_verl.dump_validation=false",
-        "trainer.n_gpus_per_node=1", "trainer.nnodes=1", "trainer.total_epochs=1",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        "trainer.total_epochs=1",
         f"trainer.total_training_steps={args.steps}",
-        f"trainer.save_freq={args.save_every}", "trainer.test_freq=-1", "trainer.val_before_train=false",
-        "trainer.max_actor_ckpt_to_keep=2", "trainer.resume_mode=auto",
-        f"trainer.default_local_dir={ckpt_dir}", "trainer.experiment_name=gpu-check", "trainer.logger=[console]",
+        f"trainer.save_freq={args.save_every}",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=false",
+        "trainer.max_actor_ckpt_to_keep=2",
+        "trainer.resume_mode=auto",
+        f"trainer.default_local_dir={ckpt_dir}",
+        "trainer.experiment_name=gpu-check",
+        "trainer.logger=[console]",
     ]
     return [*out, *args.verl_override]
 
@@ -173,37 +229,63 @@ def write_verl_data(cfg, data_dir: Path, n_val: int = 16) -> tuple[Path, Path]:
     train = load_examples("synthetic", split="train", limit=d.train_size, seed=d.seed, difficulty=d.difficulty)
     val = load_examples("synthetic", split="test", limit=n_val, seed=heldout_seed(d.seed), difficulty=d.difficulty)
     data_dir.mkdir(parents=True, exist_ok=True)
-    return (write_rl_parquet(train, data_dir / "train.parquet", system),
-            write_rl_parquet(val, data_dir / "val.parquet", system))
+    return (
+        write_rl_parquet(train, data_dir / "train.parquet", system),
+        write_rl_parquet(val, data_dir / "val.parquet", system),
+    )
 
 
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="gpu_check", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--run-dir", default="runs/gpu-check", help="everything the check writes (cleared first)")
     p.add_argument("--warmup-model", help="a warmed-up HF folder: skip the warm-up, only evaluate it")
     p.add_argument("--steps", type=int, default=None, help="PASR steps (default: the local preset's trainer.steps)")
     p.add_argument("--stop-at", type=int, default=2, help="the step during which run 1 gets SIGTERM (>= 2)")
     p.add_argument("--stop-delay-s", type=float, default=1.0, help="how far into that step the SIGTERM comes")
-    p.add_argument("--save-every", type=int, default=10,
-                   help="trainer.save_freq of the verl runs (the stop and the last step checkpoint anyway)")
-    p.add_argument("--queries-per-step", type=int, default=16,
-                   help="queries a PASR step, both engines (16: on the CPU demo's warm-ups 16 queries a step "
-                   "learned where 8 did not always, docs/results/demo.md; a verl step costs little more); "
-                   "0 keeps the preset's")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=10,
+        help="trainer.save_freq of the verl runs (the stop and the last step checkpoint anyway)",
+    )
+    p.add_argument(
+        "--queries-per-step",
+        type=int,
+        default=16,
+        help="queries a PASR step, both engines (16: on the CPU demo's warm-ups 16 queries a step "
+        "learned where 8 did not always, docs/results/demo.md; a verl step costs little more); "
+        "0 keeps the preset's",
+    )
     p.add_argument("--eval-size", type=int, default=300, help="held-out problems, the learning benchmark's")
     p.add_argument("--seed", type=int, default=0, help="warm-up sampling and data order, both engines' RL phase")
-    p.add_argument("--preset", default="demo", help="the local preset whose warm-up and reward are used (demo: a 100-step warm-up that always refines; default: the 160-step one measured in docs/results/gpu_check.md)")
+    p.add_argument(
+        "--preset",
+        default="demo",
+        help="the local preset whose warm-up and reward are used (demo: a 100-step warm-up that always refines; "
+        "default: the 160-step one measured in docs/results/gpu_check.md)",
+    )
     p.add_argument("--device", default="cuda", help="model.device of the local-engine parts")
-    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget; a phase that would overrun it is stopped")
-    p.add_argument("--eval-reserve-s", type=float, default=50.0,
-                   help="run 2 gets SIGTERM this long before the budget ends, to leave time for its last step, "
-                   "the merge and the evaluation (H100: a step 4 s, merge 18 s, evaluation 17 s); the final "
-                   "evaluation may run up to --eval-grace-s past the budget rather than be lost")
-    p.add_argument("--eval-grace-s", type=float, default=60.0,
-                   help="how far past the budget the final evaluation may run (keep budget + grace inside the "
-                   "machine's per-command limit)")
+    p.add_argument(
+        "--budget-s", type=float, default=540.0, help="wall-clock budget; a phase that would overrun it is stopped"
+    )
+    p.add_argument(
+        "--eval-reserve-s",
+        type=float,
+        default=50.0,
+        help="run 2 gets SIGTERM this long before the budget ends, to leave time for its last step, "
+        "the merge and the evaluation (H100: a step 4 s, merge 18 s, evaluation 17 s); the final "
+        "evaluation may run up to --eval-grace-s past the budget rather than be lost",
+    )
+    p.add_argument(
+        "--eval-grace-s",
+        type=float,
+        default=60.0,
+        help="how far past the budget the final evaluation may run (keep budget + grace inside the "
+        "machine's per-command limit)",
+    )
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--enforce-eager", type=lambda s: s.lower() in ("1", "true", "yes"), default=True)
     p.add_argument("--no-local", action="store_true", help="skip the local engine's parity run")
@@ -211,11 +293,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-override", action="append", default=[], help="extra Hydra override for the verl runs")
     p.add_argument("--local-override", action="append", default=[], help="extra override for the local-engine runs")
     p.add_argument("--out", default="benchmarks/results/gpu_check.json")
-    p.add_argument("--part", choices=("all", "first", "resume"), default="all",
-                   help="all: the whole check; first: warm-up and verl run 1 (stopped); resume: run 2 and the "
-                   "evaluation, in the run directory --part first left (two commands where one is too short)")
-    p.add_argument("--report", metavar="RUN_DIR", help="only rebuild the result of RUN_DIR (e.g. one fetched from a "
-                   "machine whose command was cut off) and write it to --out")
+    p.add_argument(
+        "--part",
+        choices=("all", "first", "resume"),
+        default="all",
+        help="all: the whole check; first: warm-up and verl run 1 (stopped); resume: run 2 and the "
+        "evaluation, in the run directory --part first left (two commands where one is too short)",
+    )
+    p.add_argument(
+        "--report",
+        metavar="RUN_DIR",
+        help="only rebuild the result of RUN_DIR (e.g. one fetched from a "
+        "machine whose command was cut off) and write it to --out",
+    )
     p.add_argument("--dry-run", action="store_true", help="compose and check the verl config, print the commands")
     return p
 
@@ -231,8 +321,12 @@ def device_name(device: str) -> str:
 
         return f"cpu: {cpu_model()}"
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else device
     except (OSError, subprocess.TimeoutExpired):
         return device
@@ -253,7 +347,9 @@ class Progress:
     def phase(self, name: str, t: float, **found) -> None:
         self.state["phases"][name] = round(time.monotonic() - t, 1)
         self.state.update(found)
-        print(f"gpu_check: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True)
+        print(
+            f"gpu_check: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True
+        )
         self.save()
 
     def save(self) -> dict:
@@ -292,11 +388,17 @@ def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
     run.phase("data", t)
     local = None
     if not args.no_local and warm_ckpt.is_dir():
-        local = WatchedRun("local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log").start()
+        local = WatchedRun(
+            "local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log"
+        ).start()
     t = time.monotonic()
     overrides = read_json(root / "settings.json")["verl_overrides"]
-    run1 = WatchedRun("verl-1", driver_cmd(args.verl_driver, overrides), root / "verl_1.log",
-                      on_step=stop_during(args.stop_at, args.stop_delay_s))
+    run1 = WatchedRun(
+        "verl-1",
+        driver_cmd(args.verl_driver, overrides),
+        root / "verl_1.log",
+        on_step=stop_during(args.stop_at, args.stop_delay_s),
+    )
     run1.start().wait(run.deadline - (args.eval_reserve_s if args.part == "all" else 0))
     run.phase("verl_run1", t, stop_checkpoint=latest_checkpoint(root / "verl"))
     if local is not None and args.part == "first":
@@ -311,8 +413,9 @@ def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> No
     checkpoint evaluated as the warm-up was."""
     t = time.monotonic()
     overrides = read_json(root / "settings.json")["verl_overrides"]
-    WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start() \
-        .wait(run.deadline - args.eval_reserve_s)
+    WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start().wait(
+        run.deadline - args.eval_reserve_s
+    )
     run.phase("verl_run2", t)
     if local is not None:
         local.wait(run.deadline - 20)
@@ -325,8 +428,12 @@ def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> No
         merged = merged_model_dir(ckpt_dir, cache=root / "merged")
         run.phase("merge", t, final_checkpoint=latest_checkpoint(ckpt_dir))
         t = time.monotonic()
-        run_to_end("final-eval", eval_cmd(args, root / "final_eval", merged), root / "final_eval.log",
-                   run.deadline + args.eval_grace_s)
+        run_to_end(
+            "final-eval",
+            eval_cmd(args, root / "final_eval", merged),
+            root / "final_eval.log",
+            run.deadline + args.eval_grace_s,
+        )
         run.phase("final_eval", t, complete=True)
     except Exception as exc:  # the figures gathered so far still go out
         print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -346,8 +453,9 @@ def main(argv=None) -> int:
         raise SystemExit(f"gpu_check: --stop-at must be >= 2 and below --steps ({args.steps}), got {args.stop_at}")
     root = (ROOT / args.run_dir).resolve() if not Path(args.run_dir).is_absolute() else Path(args.run_dir)
     warm_ckpt = warmup_checkpoint(args, cfg, root)
-    overrides = verl_overrides(args, cfg, root / "data" / "train.parquet", root / "data" / "val.parquet",
-                               warm_ckpt, root / "verl")
+    overrides = verl_overrides(
+        args, cfg, root / "data" / "train.parquet", root / "data" / "val.parquet", warm_ckpt, root / "verl"
+    )
 
     if args.dry_run:
         from recipe.verl_engine.config import compose_config, preflight
@@ -367,13 +475,24 @@ def main(argv=None) -> int:
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
-        settings = {"device": device_name(args.device), "steps": args.steps, "seed": args.seed, "preset": args.preset,
-                    "eval_size": args.eval_size, "stop_at": args.stop_at, "queries_per_step": cfg.rollout.queries_per_step,
-                    "save_every": args.save_every, "budget_s": args.budget_s, "verl_overrides": overrides,
-                    "local_overrides": local_common(args)}
+        settings = {
+            "device": device_name(args.device),
+            "steps": args.steps,
+            "seed": args.seed,
+            "preset": args.preset,
+            "eval_size": args.eval_size,
+            "stop_at": args.stop_at,
+            "queries_per_step": cfg.rollout.queries_per_step,
+            "save_every": args.save_every,
+            "budget_s": args.budget_s,
+            "verl_overrides": overrides,
+            "local_overrides": local_common(args),
+        }
         (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
     run = Progress(root, args.part, out, args.budget_s)
-    print(f"gpu_check: {read_json(root / 'settings.json')['device']}; part {args.part}; run directory {root}", flush=True)
+    print(
+        f"gpu_check: {read_json(root / 'settings.json')['device']}; part {args.part}; run directory {root}", flush=True
+    )
     local = first_part(args, cfg, root, run) if args.part in ("all", "first") else None
     if args.part in ("all", "resume"):
         resume_part(args, root, run, local)

@@ -76,8 +76,11 @@ def step_timings(runs: list[WatchedRun]) -> dict:
     firsts = [sorted(r.steps.items())[0][1][1] for r in runs if r.steps]
 
     def means(ms):
-        return {k.removeprefix("timing_s/"): round(fmean(m[k] for m in ms if k in m), 2)
-                for k in STEP_PARTS if any(k in m for m in ms)}
+        return {
+            k.removeprefix("timing_s/"): round(fmean(m[k] for m in ms if k in m), 2)
+            for k in STEP_PARTS
+            if any(k in m for m in ms)
+        }
 
     return {"mean_step": means(rows), "first_step": means(firsts), "n_steps_averaged": len(rows)}
 
@@ -95,9 +98,18 @@ def startup(run: WatchedRun) -> dict:
     return out
 
 
-def pasr_metric_trend(runs: list[WatchedRun], keys=("pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain",
-                                                   "pasr/refine_rate", "pasr/refine_fix_rate", "critic/score/mean",
-                                                   "actor/lr")) -> dict:
+def pasr_metric_trend(
+    runs: list[WatchedRun],
+    keys=(
+        "pasr/format_pass_rate",
+        "pasr/acc_refine",
+        "pasr/acc_plain",
+        "pasr/refine_rate",
+        "pasr/refine_fix_rate",
+        "critic/score/mean",
+        "actor/lr",
+    ),
+) -> dict:
     merged = {s: m for r in runs for s, (_, m) in r.steps.items()}
     return {k: [float(f"{merged[s][k]:.4g}") for s in sorted(merged) if k in merged[s]] for k in keys}
 
@@ -114,10 +126,17 @@ def stop_info(run1: WatchedRun, state: dict, asked_step: int) -> dict:
         if heard is not None:
             at = next((t for t, line in run1.lines if "pasr verl: SIGTERM" in line), None)
             term, source = (at, "SIGTERM", heard), "driver log"
-    return {"asked_step": asked_step, "during_step": term[2] if term else None, "signal_at_s": term[0] if term else None,
-            "signalled": term is not None, "rc": run1.rc, "source": source,
-            "checkpoint": state.get("stop_checkpoint", stopped), "steps_run": sorted(run1.steps),
-            "stopped_line": stopped is not None}
+    return {
+        "asked_step": asked_step,
+        "during_step": term[2] if term else None,
+        "signal_at_s": term[0] if term else None,
+        "signalled": term is not None,
+        "rc": run1.rc,
+        "source": source,
+        "checkpoint": state.get("stop_checkpoint", stopped),
+        "steps_run": sorted(run1.steps),
+        "stopped_line": stopped is not None,
+    }
 
 
 def checks(result: dict) -> list[tuple[str, bool]]:
@@ -126,18 +145,30 @@ def checks(result: dict) -> list[tuple[str, bool]]:
     during = stop["during_step"]
     out = [
         ("warm-up evaluated", result["warmup"] is not None),
-        (f"run 1 got SIGTERM during a step (step {during})",
-         bool(stop["signalled"]) and during is not None and during <= result["steps_asked"]),
-        ("run 1 exited 0 after the SIGTERM" + (" (exit code not recorded)" if stop["rc"] is None else ""), stop["rc"] == 0),
-        (f"run 1 checkpointed the step it was in (global_step_{during}) and stopped there",
-         during is not None and stop["checkpoint"] == during and max(stop["steps_run"], default=0) == during),
+        (
+            f"run 1 got SIGTERM during a step (step {during})",
+            bool(stop["signalled"]) and during is not None and during <= result["steps_asked"],
+        ),
+        (
+            "run 1 exited 0 after the SIGTERM" + (" (exit code not recorded)" if stop["rc"] is None else ""),
+            stop["rc"] == 0,
+        ),
+        (
+            f"run 1 checkpointed the step it was in (global_step_{during}) and stopped there",
+            during is not None and stop["checkpoint"] == during and max(stop["steps_run"], default=0) == during,
+        ),
         ("run 2 resumed from that checkpoint", bool(result["resumed"])),
         (f"run 2 finished all {result['steps_asked']} steps", result["steps"] == result["steps_asked"]),
         ("final checkpoint evaluated", result["pasr"] is not None and result.get("pasr_step") == result["steps_asked"]),
     ]
     p = result.get("p_pasr_vs_warmup")
-    learned = bool(result["pasr"] and result["warmup"] and result["pasr"]["acc"] > result["warmup"]["acc"]
-                   and p is not None and p < 0.05)
+    learned = bool(
+        result["pasr"]
+        and result["warmup"]
+        and result["pasr"]["acc"] > result["warmup"]["acc"]
+        and p is not None
+        and p < 0.05
+    )
     out.append(("verl PASR above its warm-up, sign test p < 0.05", learned))
     return out
 
@@ -150,8 +181,12 @@ def build_result(root: Path) -> dict:
     warm_eval = warm_dir / "warmup.jsonl" if (warm_dir / "warmup.jsonl").is_file() else warm_dir / "base.jsonl"
     final_eval, local_eval = root / "final_eval" / "eval" / "base.jsonl", root / "local_pasr" / "eval" / "final.jsonl"
     stop = stop_info(run1, state, settings.get("stop_at"))
-    resumed = (stop["checkpoint"] is not None and run2.grep(f"global_step_{stop['checkpoint']}")
-               and bool(run2.steps) and min(run2.steps) == stop["checkpoint"] + 1)
+    resumed = (
+        stop["checkpoint"] is not None
+        and run2.grep(f"global_step_{stop['checkpoint']}")
+        and bool(run2.steps)
+        and min(run2.steps) == stop["checkpoint"] + 1
+    )
     phases = state.get("phases", {})
     result = {
         "device": settings.get("device"),
@@ -166,10 +201,18 @@ def build_result(root: Path) -> dict:
         "pasr": eval_summary(final_eval),
         "pasr_step": state.get("final_checkpoint"),
         "local_pasr": eval_summary(local_eval),
-        "tests": {"pasr_vs_warmup": paired(warm_eval, final_eval), "local_vs_warmup": paired(warm_eval, local_eval),
-                  "pasr_vs_local": paired(local_eval, final_eval)},
-        "timings": {"parts": state.get("parts", {}), "phases": phases, "startup_run1": startup(run1),
-                    "startup_run2": startup(run2), **step_timings([run1, run2])},
+        "tests": {
+            "pasr_vs_warmup": paired(warm_eval, final_eval),
+            "local_vs_warmup": paired(warm_eval, local_eval),
+            "pasr_vs_local": paired(local_eval, final_eval),
+        },
+        "timings": {
+            "parts": state.get("parts", {}),
+            "phases": phases,
+            "startup_run1": startup(run1),
+            "startup_run2": startup(run2),
+            **step_timings([run1, run2]),
+        },
         "train_metrics": pasr_metric_trend([run1, run2]),
         "settings": settings,
     }
@@ -187,15 +230,24 @@ def write_result(result: dict, out: Path) -> None:
     tmp.replace(out)
 
 
+def _cell(row: dict | None, key: str):
+    """A report cell's value: '-' when missing, a float to 3 decimals, anything else as it is."""
+    if row is None or row.get(key) is None:
+        return "-"
+    return f"{row[key]:.3f}" if isinstance(row[key], float) else row[key]
+
+
 def print_report(result: dict) -> None:
     print("\n==== gpu_check ====")
-    print(f"device: {result['device']}   wall: {result['wall_s']:.0f} s   steps: {result['steps']}/{result['steps_asked']}"
-          + ("" if result["complete"] else "   (not complete: the result so far)"))
+    print(
+        f"device: {result['device']}   wall: {result['wall_s']:.0f} s   "
+        f"steps: {result['steps']}/{result['steps_asked']}"
+        + ("" if result["complete"] else "   (not complete: the result so far)")
+    )
     print(f"{'row':<22}" + "".join(f"{k:>16}" for k in ROW_KEYS))
     for name in ("warmup", "pasr", "local_pasr"):
         row = result.get(name)
-        cells = "".join(f"{'-' if row is None or row.get(k) is None else (f'{row[k]:.3f}' if isinstance(row[k], float) else row[k]):>16}"
-                        for k in ROW_KEYS)
+        cells = "".join(f"{_cell(row, k):>16}" for k in ROW_KEYS)
         print(f"{name:<22}{cells}")
     for key in ("p_pasr_vs_warmup", "p_local_vs_warmup", "p_pasr_vs_local"):
         print(f"{key:<22} {result['tests'].get(key.removeprefix('p_'))}")

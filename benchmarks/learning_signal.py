@@ -18,8 +18,8 @@
 
 Took 51 minutes on a 2-core AVX2-only x86 in fp32, timed whole (warm-up stage 24 min with its two
 evaluations, the PASR / control pair 15, the paper row 12): the default RL phase is 10 steps, which
-held what 20 and 30 steps did (docs/results/learning_signal.md; three trajectories in results/pasr_steps_seeds.json). With 30
-steps it took 94 minutes, 137 before the local engine generated with grouped-query attention, ran
+held what 20 and 30 steps did (docs/results/learning_signal.md; three trajectories in results/pasr_steps_seeds.json).
+With 30 steps it took 94 minutes, 137 before the local engine generated with grouped-query attention, ran
 the warm-up's loss without padding and prefilled shared prompt prefixes once
 (benchmarks/local_eval_speed, warmup_speed, prompt_prefill_speed). The control's greedy answers tip
 between refining and not as its steps go (refining at step 330, not at 223 nor 352), so the PASR /
@@ -113,8 +113,10 @@ def correct_by_query(path: Path) -> dict[str, bool]:
 
 def pair_done(root: Path, pair_file: Path) -> bool:
     """Whether ``root`` holds a finished PASR / control pair: both evaluated, its wall time kept."""
-    done = all(p.exists() for p in (pair_file, root / "pasr" / "eval" / "final.jsonl",
-                                    root / "control" / "eval" / "control.jsonl"))
+    done = all(
+        p.exists()
+        for p in (pair_file, root / "pasr" / "eval" / "final.jsonl", root / "control" / "eval" / "control.jsonl")
+    )
     if not done:
         print(f"no finished PASR / control pair in {root}: running it")
     return done
@@ -131,23 +133,36 @@ def main(argv=None) -> int:
         return rrr_main(rest)
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", choices=("pasr", "rrr"), default="pasr",
-                        help="pasr (this script) or rrr (benchmarks/learning_signal_rrr.py, its own options)")
+    parser.add_argument(
+        "--method",
+        choices=("pasr", "rrr"),
+        default="pasr",
+        help="pasr (this script) or rrr (benchmarks/learning_signal_rrr.py, its own options)",
+    )
     parser.add_argument("--run-dir", default="runs/bench-learning-signal")
     parser.add_argument("--preset", default="default", help="local engine preset for every run (default: default)")
     parser.add_argument("--eval-size", type=int, default=300, help="held-out problems, paired across rows")
     parser.add_argument("--pasr", nargs="*", default=PASR_DEFAULT, help="overrides of the default PASR row")
     parser.add_argument("--paper", nargs="*", default=PAPER_EXACT, help="overrides of the paper-exact PASR row")
     parser.add_argument("--out", default="benchmarks/results/learning_signal.json")
-    parser.add_argument("--reuse-warmup", action="store_true",
-                        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
-                             "--run-dir and rerun only what follows it")
-    parser.add_argument("--reuse-pair", action="store_true",
-                        help="with --reuse-warmup: also keep the finished PASR / control pair (both evaluated, "
-                             "its wall time in pair.json) and rerun only the paper-exact row")
-    parser.add_argument("--report-only", action="store_true",
-                        help="train nothing: rebuild the table and --out from the finished run in --run-dir (e.g. "
-                             "one brought back from a GPU machine, where the device returns files, not results)")
+    parser.add_argument(
+        "--reuse-warmup",
+        action="store_true",
+        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
+        "--run-dir and rerun only what follows it",
+    )
+    parser.add_argument(
+        "--reuse-pair",
+        action="store_true",
+        help="with --reuse-warmup: also keep the finished PASR / control pair (both evaluated, "
+        "its wall time in pair.json) and rerun only the paper-exact row",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: rebuild the table and --out from the finished run in --run-dir (e.g. "
+        "one brought back from a GPU machine, where the device returns files, not results)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
     if args.reuse_pair and not args.reuse_warmup:
@@ -177,15 +192,20 @@ def main(argv=None) -> int:
         print(f"reusing the PASR / control pair in {root}")  # its wall time stays in pair.json
     else:
         pair_file.unlink(missing_ok=True)
-        t_pair = method_and_control(args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt,
-                                    root / "pasr_phase_done")
+        t_pair = method_and_control(
+            args.preset, args.pasr, common, dirs["pasr"], dirs["control"], ckpt, root / "pasr_phase_done"
+        )
         pair_file.write_text(json.dumps({"wall_s": t_pair}) + "\n")
 
     # 3. the paper-exact reward, alone
     join(spawn(run_method, args.preset, [*common, *args.paper], str(dirs["paper"]), ckpt, None, alone_threads()))
 
-    timing = {"wall_s": time.perf_counter() - start, "wall_s_warmup_stage": t_warmup,
-              "warmup_stage_reused": reused, "pair_reused": pair_reused}
+    timing = {
+        "wall_s": time.perf_counter() - start,
+        "wall_s_warmup_stage": t_warmup,
+        "warmup_stage_reused": reused,
+        "pair_reused": pair_reused,
+    }
     result = summarize(root, timing, config)
     write_report(result, Path(args.out))
     return 0
@@ -212,17 +232,31 @@ def summarize(root: Path, timing: dict, config: dict) -> dict:
 
     pasr_steps = phase_steps(dirs["pasr"], "pasr")
     control_steps = len(phase_steps(dirs["control"], "control"))
-    pasr_trends = trends(pasr_steps, ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate",
-                                      "pasr/empty_refine_rate"))
+    pasr_trends = trends(
+        pasr_steps,
+        ("pasr/refine_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/refine_fix_rate", "pasr/empty_refine_rate"),
+    )
     t_pair = json.loads((root / PAIR_FILE).read_text())["wall_s"]
     return {
         "rows": rows,
         "p_pasr_vs_warmup": p_value("PASR", "warm-up")["p"],
         "p_pasr_vs_control": p_value("PASR", "control")["p"],
         "p_paper_vs_warmup": p_value("PASR (paper reward)", "warm-up")["p"],
-        "pairs": {f"{a} vs {b}": p_value(a, b) for a, b in (("PASR", "warm-up"), ("PASR", "control"),
-                                                             ("PASR (paper reward)", "warm-up"), ("PASR", "PASR (paper reward)"))},
-        "pasr_phase": {"steps": len(pasr_steps), "wall_s": t_pair, "control_steps": control_steps, "trends": pasr_trends},
+        "pairs": {
+            f"{a} vs {b}": p_value(a, b)
+            for a, b in (
+                ("PASR", "warm-up"),
+                ("PASR", "control"),
+                ("PASR (paper reward)", "warm-up"),
+                ("PASR", "PASR (paper reward)"),
+            )
+        },
+        "pasr_phase": {
+            "steps": len(pasr_steps),
+            "wall_s": t_pair,
+            "control_steps": control_steps,
+            "trends": pasr_trends,
+        },
         **timing,
         # where it ran (None: a run from before the machine was recorded)
         **(json.loads((root / MACHINE).read_text()) if (root / MACHINE).exists() else {"cpu": None, "gpu": None}),
@@ -236,8 +270,11 @@ def write_report(result: dict, out: Path) -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     rows, phase = result["rows"], result["pasr_phase"]
     wall = f"total {result['wall_s'] / 60:.1f} min" if result.get("wall_s") is not None else "total not timed"
-    print(f"\nheld-out problems: {rows['PASR']['n']}; PASR phase {phase['steps']} steps in {phase['wall_s'] / 60:.1f} min;"
-          f" control: {phase['control_steps']} more warm-up steps in the same time; {wall}\n")
+    print(
+        f"\nheld-out problems: {rows['PASR']['n']}; "
+        f"PASR phase {phase['steps']} steps in {phase['wall_s'] / 60:.1f} min;"
+        f" control: {phase['control_steps']} more warm-up steps in the same time; {wall}\n"
+    )
     print(f"{'row':<20} " + " ".join(f"{c:>17}" for c in COLS) + f" {'plain acc':>10}")
     for name, row in rows.items():
         print(f"{name:<20} " + " ".join(f"{fmt(row[c]):>17}" for c in COLS) + f" {fmt(row.get('plain_acc')):>10}")
@@ -246,7 +283,6 @@ def write_report(result: dict, out: Path) -> None:
     for key, v in phase["trends"].items():
         print(f"{key:<26} first third {v['first_third']:.3f} -> last third {v['last_third']:.3f}")
     print(f"wrote {out}")
-
 
 
 if __name__ == "__main__":

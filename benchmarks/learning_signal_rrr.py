@@ -89,9 +89,12 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-size", type=int, default=200, help="held-out problems, paired across rows")
     parser.add_argument("--rrr", nargs="*", default=[], help="overrides of the RRR row only")
     parser.add_argument("--out", default="benchmarks/results/learning_signal_rrr.json")
-    parser.add_argument("--reuse-warmup", action="store_true",
-                        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
-                             "--run-dir and rerun only the RRR / control pair")
+    parser.add_argument(
+        "--reuse-warmup",
+        action="store_true",
+        help="keep the finished stage 1 (base eval, warm-up, warm-up eval) of an earlier run in "
+        "--run-dir and rerun only the RRR / control pair",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     args = parser.parse_args(argv)
 
@@ -109,8 +112,9 @@ def main(argv=None) -> int:
 
     # 2. RRR and the control side by side, one core each (the RL run trains whatever method the
     # preset names: RRR here; the control continues the preset's warm-up: Countdown traces)
-    t_pair = method_and_control(args.preset, args.rrr, common, dirs["rrr"], dirs["control"], ckpt,
-                                root / "rrr_phase_done")
+    t_pair = method_and_control(
+        args.preset, args.rrr, common, dirs["rrr"], dirs["control"], ckpt, root / "rrr_phase_done"
+    )
 
     dumps = {
         "base": dirs["warmup"] / "eval" / "base.jsonl",
@@ -128,8 +132,16 @@ def main(argv=None) -> int:
     pairs = {f"{a} vs {b}": {which: paired(a, b, which) for which in ("first", "final")} for a, b in PAIRS}
     rrr_steps = phase_steps(dirs["rrr"], "rrr")
     control_steps = len(phase_steps(dirs["control"], "control"))
-    rrr_trends = trends(rrr_steps, ("rrr/first_attempt_acc", "rrr/retry_acc", "rrr/recovered_rate",
-                                    "rrr/reflection_length/mean", "rrr/trained_rows"))
+    rrr_trends = trends(
+        rrr_steps,
+        (
+            "rrr/first_attempt_acc",
+            "rrr/retry_acc",
+            "rrr/recovered_rate",
+            "rrr/reflection_length/mean",
+            "rrr/trained_rows",
+        ),
+    )
     result = {
         "rows": rows,
         "p_rrr_vs_warmup_first_attempt": pairs["RRR vs warm-up"]["first"]["p"],
@@ -137,8 +149,13 @@ def main(argv=None) -> int:
         "p_rrr_vs_control_first_attempt": pairs["RRR vs control"]["first"]["p"],
         "p_rrr_vs_control_final": pairs["RRR vs control"]["final"]["p"],
         "pairs": pairs,
-        "rrr_phase": {"steps": len(rrr_steps), "wall_s": t_pair, "control_steps": control_steps,
-                      "trained_rows": sum(m.get("rrr/trained_rows", 0) for m in rrr_steps), "trends": rrr_trends},
+        "rrr_phase": {
+            "steps": len(rrr_steps),
+            "wall_s": t_pair,
+            "control_steps": control_steps,
+            "trained_rows": sum(m.get("rrr/trained_rows", 0) for m in rrr_steps),
+            "trends": rrr_trends,
+        },
         "wall_s": time.perf_counter() - start,
         "wall_s_warmup_stage": t_warmup,
         "warmup_stage_reused": reused,
@@ -149,8 +166,10 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
 
-    print(f"\nheld-out problems: {args.eval_size}; RRR phase {len(rrr_steps)} steps in {t_pair / 60:.1f} min;"
-          f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n")
+    print(
+        f"\nheld-out problems: {args.eval_size}; RRR phase {len(rrr_steps)} steps in {t_pair / 60:.1f} min;"
+        f" control: {control_steps} more warm-up steps in the same time; total {result['wall_s'] / 60:.1f} min\n"
+    )
     print(f"{'row':<10} " + " ".join(f"{c:>17}" for c in COLS))
     for name, row in rows.items():
         print(f"{name:<10} " + " ".join(f"{fmt(row[c]):>17}" for c in COLS))

@@ -11,8 +11,8 @@
 Columns for a greedy evaluation, ``sdpa, batch 64`` (before), ``grouped, batch 64``,
 ``grouped, batch 256``, with the refine prompt only (as ``learning_signal`` evaluates its RL
 rows) and with both prompts (as the trainer's evaluations do by default); then one PASR step's
-sampled generation (8 x (4 + 2), one batch) with sdpa and grouped attention from the same seed. The greedy tokens must be identical in every
-column, the sampled ones in both.
+sampled generation (8 x (4 + 2), one batch) with sdpa and grouped attention from the same seed. The greedy tokens must
+be identical in every column, the sampled ones in both.
 
     python3 -m benchmarks.local_eval_speed --model runs/x/checkpoints/step_000160   # a warmed-up model
 
@@ -72,12 +72,18 @@ def main(argv=None) -> int:
     same_eval = True
     for label, cells in evals.items():
         base = cells[EVAL_SETTINGS[0]]
-        print(f"{label:<24}" + "".join(f"{cells[s][1]:>20.1f}" for s in EVAL_SETTINGS)
-              + f"{base[1] / cells[EVAL_SETTINGS[-1]][1]:>9.2f}x")
+        print(
+            f"{label:<24}"
+            + "".join(f"{cells[s][1]:>20.1f}" for s in EVAL_SETTINGS)
+            + f"{base[1] / cells[EVAL_SETTINGS[-1]][1]:>9.2f}x"
+        )
         same_eval &= all(cells[s][0] == base[0] for s in EVAL_SETTINGS)
     print(f"\none PASR step's sampled generation: {args.queries} x (4 refine + 2 plain), one batch")
     print(f"{'':<24}{'sdpa':>20}{'grouped':>20}{'speed-up':>10}")
-    print(f"{'seconds':<24}{steps['sdpa'][1]:>20.1f}{steps['grouped'][1]:>20.1f}{steps['sdpa'][1] / steps['grouped'][1]:>9.2f}x")
+    print(
+        f"{'seconds':<24}{steps['sdpa'][1]:>20.1f}{steps['grouped'][1]:>20.1f}"
+        f"{steps['sdpa'][1] / steps['grouped'][1]:>9.2f}x"
+    )
     same_step = steps["sdpa"][0] == steps["grouped"][0]
     print(f"\ngreedy tokens identical in every column: {same_eval}; sampled tokens identical: {same_step}")
     return 0 if same_eval else 1

@@ -30,8 +30,15 @@ def main(argv=None) -> int:
     from runtime.hf_generate import SamplingParams, eos_token_ids
     from runtime.prompt_prefill import pad_around_prefixes
 
-    overrides = ["warmup.steps=2", f"trainer.steps={args.steps}", "trainer.eval_at_start=false",
-                 "trainer.eval_after_warmup=false", "trainer.eval_at_end=false", "trainer.save_every=1000", *args.overrides]
+    overrides = [
+        "warmup.steps=2",
+        f"trainer.steps={args.steps}",
+        "trainer.eval_at_start=false",
+        "trainer.eval_after_warmup=false",
+        "trainer.eval_at_end=false",
+        "trainer.save_every=1000",
+        *args.overrides,
+    ]
     cfg = load_config(preset=args.preset, overrides=overrides)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = LocalPasrTrainer(cfg, Path(tmp) / "run")
@@ -48,27 +55,45 @@ def main(argv=None) -> int:
         params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p, True)
         torch.manual_seed(0)
         t0 = time.perf_counter()
-        gens = generate_step(model, tok, queries, trainer.prompts, cfg.pasr.n_refine, cfg.pasr.n_plain, params,
-                             cfg.rollout.gen_batch_size, cfg.pasr.prefill_think)
+        gens = generate_step(
+            model,
+            tok,
+            queries,
+            trainer.prompts,
+            cfg.pasr.n_refine,
+            cfg.pasr.n_plain,
+            params,
+            cfg.rollout.gen_batch_size,
+            cfg.pasr.prefill_think,
+        )
         engine_s = time.perf_counter() - t0
         engine_tokens = sum(len(g.response_ids) for g in gens)
         ids, mask = pad_around_prefixes([g.prompt_ids for g in gens], tok.pad_token_id, [0] * len(gens))  # left padding
         torch.manual_seed(0)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=cfg.rollout.max_new_tokens,
-                                 eos_token_id=sorted(eos_token_ids(model, tok)), pad_token_id=tok.pad_token_id,
-                                 **params.generate_kwargs())
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=cfg.rollout.max_new_tokens,
+                eos_token_id=sorted(eos_token_ids(model, tok)),
+                pad_token_id=tok.pad_token_id,
+                **params.generate_kwargs(),
+            )
         bare_s = time.perf_counter() - t0
         eos = eos_token_ids(model, tok)
         bare_tokens = 0
-        for row in out[:, ids.shape[1]:].tolist():
+        for row in out[:, ids.shape[1] :].tolist():
             bare_tokens += next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
 
     split = {k: sum(s[f"timing_s/{k}"] for s in steps) / len(steps) for k in ("gen", "reward", "update")}
     total = sum(split.values())
-    print(f"\nPASR step ({len(steps)} steps, {cfg.rollout.queries_per_step} queries x ({cfg.pasr.n_refine} refine + {cfg.pasr.n_plain} plain), "
-          f"{cfg.rollout.max_new_tokens} new tokens, rollout {cfg.model.rollout_dtype}, torch threads {torch.get_num_threads()})")
+    print(
+        f"\nPASR step ({len(steps)} steps, {cfg.rollout.queries_per_step} queries x "
+        f"({cfg.pasr.n_refine} refine + {cfg.pasr.n_plain} plain), "
+        f"{cfg.rollout.max_new_tokens} new tokens, rollout {cfg.model.rollout_dtype}, "
+        f"torch threads {torch.get_num_threads()})"
+    )
     print(f"{'part':<8}{'seconds':>10}{'share':>9}")
     for k, v in split.items():
         print(f"{k:<8}{v:>10.2f}{v / total:>9.1%}")
@@ -78,7 +103,9 @@ def main(argv=None) -> int:
     print(f"{'engine rollout call':<26}{engine_tokens:>8}{engine_s:>10.2f}{e_tps:>9.1f}")
     print(f"{'bare model.generate':<26}{bare_tokens:>8}{bare_s:>10.2f}{b_tps:>9.1f}")
     print(f"ratio engine/bare: {e_tps / b_tps:.2f}x (target >= 0.9x)")
-    print(f"\npeak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB (target < 8 GB)")
+    print(
+        f"\npeak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB (target < 8 GB)"
+    )
     return 0
 
 

@@ -99,8 +99,12 @@ def measure_rates(shapes: Shapes, dtype: str, reps: int = 5) -> Rates:
 
     return Rates(
         dtype,
-        forward={"linear": {m: forward(shapes.linear_shapes(m)) for m in LINEAR_ROWS},
-                 "logits": {m: forward(head(m)) for m in LOGIT_ROWS}},
-        backward={"linear": {m: backward(shapes.linear_shapes(m)) for m in LINEAR_ROWS},
-                  "logits": {m: backward(head(m)) for m in LOGIT_ROWS}},
+        forward={
+            "linear": {m: forward(shapes.linear_shapes(m)) for m in LINEAR_ROWS},
+            "logits": {m: forward(head(m)) for m in LOGIT_ROWS},
+        },
+        backward={
+            "linear": {m: backward(shapes.linear_shapes(m)) for m in LINEAR_ROWS},
+            "logits": {m: backward(head(m)) for m in LOGIT_ROWS},
+        },
     )

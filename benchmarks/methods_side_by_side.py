@@ -133,7 +133,12 @@ def paired_table(correct: dict[str, dict[str, bool]], reference: str = REFERENCE
             out[key] = None
             continue
         wins, losses = paired_counts(ref, row)  # (row right & ref wrong, ref right & row wrong)
-        out[key] = {"wins": wins, "losses": losses, "p": sign_test(wins, losses), "n_paired": len(ref.keys() & row.keys())}
+        out[key] = {
+            "wins": wins,
+            "losses": losses,
+            "p": sign_test(wins, losses),
+            "n_paired": len(ref.keys() & row.keys()),
+        }
     return out
 
 
@@ -169,8 +174,10 @@ def check_out_dir(out_dir: Path, fixed: dict) -> None:
         old = json.loads(path.read_text())
         diff = [f"{k}: {old.get(k)!r} there, {v!r} now" for k, v in fixed.items() if old.get(k) != v]
         if diff:
-            raise SystemExit(f"methods_side_by_side: {out_dir} holds rows made with other settings ({'; '.join(diff)}): "
-                             "use another --out-dir, or remove it")
+            raise SystemExit(
+                f"methods_side_by_side: {out_dir} holds rows made with other settings ({'; '.join(diff)}): "
+                "use another --out-dir, or remove it"
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(fixed, indent=2) + "\n")
 
@@ -220,32 +227,65 @@ def parse_args(argv):
     local = load_config()  # pasr train's defaults (the default preset): held-out seed, prompts, eval budget, prefill
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", default=local.model.path, help="the base model (default: the embedded smollm2)")
-    p.add_argument("--warmup", required=True, metavar="CKPT", help="the warm-up checkpoint (RUN/checkpoints/step_000160)")
+    p.add_argument(
+        "--warmup", required=True, metavar="CKPT", help="the warm-up checkpoint (RUN/checkpoints/step_000160)"
+    )
     p.add_argument("--pasr", required=True, metavar="CKPT", help="the PASR-trained checkpoint (RUN/checkpoints/latest)")
-    p.add_argument("--baseline-model", choices=(WARMUP, PASR, BASE), default=WARMUP,
-                   help="the model Self-Refine, best-of-N, majority vote and RRR run on (default: warm-up, where "
-                   "PASR's RL starts)")  # fmt: skip
-    p.add_argument("--dataset", choices=("synthetic",), default="synthetic",
-                   help="the local engine's held-out synthetic problems (split test, seed --data-seed + 1)")
-    p.add_argument("--data-seed", type=int, default=local.data.seed,
-                   help=f"the run's data.seed; held-out problems use it + 1 (default {local.data.seed})")
-    p.add_argument("--difficulty", type=int, default=local.data.difficulty, choices=(1, 2, 3),
-                   help=f"data.difficulty (default {local.data.difficulty})")
+    p.add_argument(
+        "--baseline-model",
+        choices=(WARMUP, PASR, BASE),
+        default=WARMUP,
+        help="the model Self-Refine, best-of-N, majority vote and RRR run on (default: warm-up, where "
+        "PASR's RL starts)",
+    )
+    p.add_argument(
+        "--dataset",
+        choices=("synthetic",),
+        default="synthetic",
+        help="the local engine's held-out synthetic problems (split test, seed --data-seed + 1)",
+    )
+    p.add_argument(
+        "--data-seed",
+        type=int,
+        default=local.data.seed,
+        help=f"the run's data.seed; held-out problems use it + 1 (default {local.data.seed})",
+    )
+    p.add_argument(
+        "--difficulty",
+        type=int,
+        default=local.data.difficulty,
+        choices=(1, 2, 3),
+        help=f"data.difficulty (default {local.data.difficulty})",
+    )
     p.add_argument("--limit", type=int, default=150, help="held-out problems (default 150, the demo's)")
-    p.add_argument("--max-new-tokens", type=int, default=local.rollout.eval_max_new_tokens,
-                   help=f"per pass (default {local.rollout.eval_max_new_tokens}, the local engine's evaluation)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=local.rollout.eval_max_new_tokens,
+        help=f"per pass (default {local.rollout.eval_max_new_tokens}, the local engine's evaluation)",
+    )
     p.add_argument("--max-rounds", type=int, default=4, help="Self-Refine's feedback/refine rounds at most (default 4)")
-    p.add_argument("--max-reflection-tokens", type=int,
-                   help="RRR's reflection pass (default: --max-new-tokens, the budget of every other pass)")
+    p.add_argument(
+        "--max-reflection-tokens",
+        type=int,
+        help="RRR's reflection pass (default: --max-new-tokens, the budget of every other pass)",
+    )
     p.add_argument("--candidates", type=int, metavar="N", help="best-of-N's N (default: from the token counts)")
-    p.add_argument("--no-prefill", action="store_true",
-                   help="no <think> prefill: evaluate as `pasr eval` does, not as the local engine")
+    p.add_argument(
+        "--no-prefill",
+        action="store_true",
+        help="no <think> prefill: evaluate as `pasr eval` does, not as the local engine",
+    )
     p.add_argument("--out-dir", default="runs/bench-methods-side-by-side", help="one pasr eval run per row under rows/")
     p.add_argument("--out", default="benchmarks/results/methods_side_by_side.json", help="the JSON")
     p.add_argument("--png", help="the accuracy-vs-tokens plot (default: --out with .png)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
-    p.add_argument("--batch-size", type=int, default=local.rollout.eval_batch_size,
-                   help=f"prompts per generate call (default {local.rollout.eval_batch_size}, the local engine's)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=local.rollout.eval_batch_size,
+        help=f"prompts per generate call (default {local.rollout.eval_batch_size}, the local engine's)",
+    )
     p.add_argument("--dtype", default="auto", help="auto (measured on CPU) | float32 | bfloat16")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of best-of-N's candidates")
@@ -271,8 +311,15 @@ def main(argv=None) -> int:
     systems = frozenset(load_prompt(name) for name in prompts.values())
     seed = heldout_seed(args.data_seed)
     resolved = {BASE: resolve(args.base), WARMUP: resolve(args.warmup), PASR: resolve(args.pasr)}
-    check_out_dir(out_dir, {"models": resolved, "prefill": prefill, "prompts": prompts,
-                            "data": {"seed": seed, "difficulty": args.difficulty, "split": "test"}})
+    check_out_dir(
+        out_dir,
+        {
+            "models": resolved,
+            "prefill": prefill,
+            "prompts": prompts,
+            "data": {"seed": seed, "difficulty": args.difficulty, "split": "test"},
+        },
+    )
     links = link_models(out_dir, resolved)
     links[BASELINE] = links[args.baseline_model]
     data_file = heldout_file(out_dir, args.limit, seed, args.difficulty)
@@ -283,23 +330,48 @@ def main(argv=None) -> int:
     candidates: dict | None = None
     for row in ROWS:
         if row.best_of_n and candidates is None:
-            measured = choose_candidates(summaries[REFERENCE]["datasets"][DATASET]["mean_tokens"],
-                                         summaries["baseline-plain"]["datasets"][DATASET]["mean_tokens"])
+            measured = choose_candidates(
+                summaries[REFERENCE]["datasets"][DATASET]["mean_tokens"],
+                summaries["baseline-plain"]["datasets"][DATASET]["mean_tokens"],
+            )
             candidates = {**measured, "n": args.candidates or measured["n"], "given": args.candidates is not None}
-            print(f"best-of-N: N = {candidates['n']} (PASR-trained {fmt(measured['pasr_tokens'], 1)} tokens per question,"
-                  f" one plain answer {fmt(measured['plain_tokens'], 1)})", file=sys.stderr)
+            print(
+                f"best-of-N: N = {candidates['n']} (PASR-trained {fmt(measured['pasr_tokens'], 1)} tokens per question,"
+                f" one plain answer {fmt(measured['plain_tokens'], 1)})",
+                file=sys.stderr,
+            )
         cfg = EvalConfig(
-            model=str(links[row.model]), datasets=[str(data_file)], out=str(out_dir / "rows" / row.key),
-            method=row.method, backend="hf", samples=candidates["n"] if row.best_of_n else 1, limit=args.limit,
-            max_new_tokens=args.max_new_tokens, seed=args.seed, batch_size=args.batch_size, max_rounds=args.max_rounds,
-            select=row.select, refine_prompt=prompts["refine"], plain_prompt=prompts["plain"],
-            max_reflection_tokens=args.max_reflection_tokens or args.max_new_tokens, dtype=args.dtype,
-            threads=args.threads or None, device=args.device, progress=not args.no_progress,
-        )  # fmt: skip
+            model=str(links[row.model]),
+            datasets=[str(data_file)],
+            out=str(out_dir / "rows" / row.key),
+            method=row.method,
+            backend="hf",
+            samples=candidates["n"] if row.best_of_n else 1,
+            limit=args.limit,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            max_rounds=args.max_rounds,
+            select=row.select,
+            refine_prompt=prompts["refine"],
+            plain_prompt=prompts["plain"],
+            max_reflection_tokens=args.max_reflection_tokens or args.max_new_tokens,
+            dtype=args.dtype,
+            threads=args.threads or None,
+            device=args.device,
+            progress=not args.no_progress,
+        )
         backend = AnswerPrefillBackend(
-            cfg.model, prefill, systems, batch_size=cfg.batch_size, dtype=cfg.dtype, device=cfg.device,
-            threads=cfg.threads, attention=cfg.attention, seed=cfg.seed,
-        )  # fmt: skip
+            cfg.model,
+            prefill,
+            systems,
+            batch_size=cfg.batch_size,
+            dtype=cfg.dtype,
+            device=cfg.device,
+            threads=cfg.threads,
+            attention=cfg.attention,
+            seed=cfg.seed,
+        )
         print(f"== {row.key}: {row.method} on {Path(cfg.model).name}", file=sys.stderr)
         t0 = time.perf_counter()
         try:
@@ -386,8 +458,15 @@ def report(args, out_dir, data_file, summaries, candidates, walls, resolved, pre
         "rows": rows,
         "candidates": candidates,
         "settings": {
-            "dataset": {"name": args.dataset, "label": DATASET, "split": "test", "seed": heldout_seed(args.data_seed),
-                        "difficulty": args.difficulty, "limit": args.limit, "file": str(data_file)},
+            "dataset": {
+                "name": args.dataset,
+                "label": DATASET,
+                "split": "test",
+                "seed": heldout_seed(args.data_seed),
+                "difficulty": args.difficulty,
+                "limit": args.limit,
+                "file": str(data_file),
+            },
             "models": {BASE: args.base, WARMUP: args.warmup, PASR: args.pasr},
             "baseline_model": args.baseline_model,
             "prompts": prompts,
@@ -402,7 +481,7 @@ def report(args, out_dir, data_file, summaries, candidates, walls, resolved, pre
             "dtype": args.dtype,
             "device": args.device,
             "out_dir": str(out_dir),
-        },  # fmt: skip
+        },
         "machine": {"cpu": cpu_info(), "gpu": gpu},
         "commit": git_commit(),
         "png": str(png),
@@ -414,17 +493,27 @@ def fmt(v, digits: int = 3) -> str:
 
 
 def print_table(result: dict) -> None:
-    print(f"\n{'row':<34} {'model':<13} {'acc':>6} {'tokens':>7} {'n':>4} {'won/lost vs PASR':>17} {'p':>7} {'wall s':>7}")
+    print(
+        f"\n{'row':<34} {'model':<13} {'acc':>6} {'tokens':>7} {'n':>4} {'won/lost vs PASR':>17} {'p':>7} {'wall s':>7}"
+    )
     for r in result["rows"]:
         v = r["vs_pasr_trained"]
         pair = "reference" if v is None else f"{v['wins']} / {v['losses']}"
         p = "" if v is None else f"{v['p']:.3g}"
         wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-        print(f"{r['name']:<34} {r['model']:<13} {fmt(r['acc']):>6} {fmt(r['tokens_per_question'], 1):>7} {r['n']:>4} "
-              f"{pair:>17} {p:>7} {wall:>7}")
+        print(
+            f"{r['name']:<34} {r['model']:<13} {fmt(r['acc']):>6} {fmt(r['tokens_per_question'], 1):>7} {r['n']:>4} "
+            f"{pair:>17} {p:>7} {wall:>7}"
+        )
     c = result["candidates"]
-    print(f"\nbest-of-N and majority vote: N = {c['n']}" + (" (given)" if c.get("given") else
-          f" (PASR-trained {fmt(c['pasr_tokens'], 1)} / plain {fmt(c['plain_tokens'], 1)} tokens per question)"))
+    print(
+        f"\nbest-of-N and majority vote: N = {c['n']}"
+        + (
+            " (given)"
+            if c.get("given")
+            else f" (PASR-trained {fmt(c['pasr_tokens'], 1)} / plain {fmt(c['plain_tokens'], 1)} tokens per question)"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def setting(name: str):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_subject_args(parser)
-    parser.add_argument("--problems", type=int, default=128, help="held-out problems in the evaluation (each with both prompts)")
+    parser.add_argument(
+        "--problems", type=int, default=128, help="held-out problems in the evaluation (each with both prompts)"
+    )
     parser.add_argument("--eval-batch", type=int, default=256, help="evaluation batch (rollout.eval_batch_size)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of both settings, in alternating order")
     args = parser.parse_args(argv)
@@ -65,8 +67,10 @@ def main(argv=None) -> int:
     heldout = [p.as_example() for p in generate_problems(args.problems, seed=11, difficulty=1, split="test")]
     greedy = SamplingParams(args.max_new_tokens, do_sample=False)
     sampled = SamplingParams(args.max_new_tokens, 0.9, 1.0, True)
-    parts = {f"greedy eval ({2 * len(heldout)} rows)": (heldout, 1, 1, greedy, args.eval_batch),
-             "step generation (48 rows)": (queries, 4, 2, sampled, 64)}
+    parts = {
+        f"greedy eval ({2 * len(heldout)} rows)": (heldout, 1, 1, greedy, args.eval_batch),
+        "step generation (48 rows)": (queries, 4, 2, sampled, 64),
+    }
 
     def generation(examples, n_refine, n_plain, params, batch_size):
         torch.manual_seed(0)
@@ -84,8 +88,10 @@ def main(argv=None) -> int:
                     tokens[name][part], t = generation(*spec)
                     seconds[name][part] += t
 
-    print(f"\n{len(heldout)} held-out problems x 2 prompts (batch {args.eval_batch}); one step: {len(queries)} queries x "
-          f"(4 refine + 2 plain); {args.rounds} rounds; torch threads {torch.get_num_threads()}")
+    print(
+        f"\n{len(heldout)} held-out problems x 2 prompts (batch {args.eval_batch}); one step: {len(queries)} queries x "
+        f"(4 refine + 2 plain); {args.rounds} rounds; torch threads {torch.get_num_threads()}"
+    )
     print(f"{'seconds':<30}" + "".join(f"{name:>18}" for name in SETTINGS) + f"{'speed-up':>10}")
     for part in parts:
         cells = [seconds[name][part] for name in SETTINGS]

@@ -115,7 +115,10 @@ def measure(preset: str, overrides: list[str], run_dir: Path) -> dict:
     for name in set(STEP_STAGES.values()) & rows.keys():
         rows[name]["seconds_per_step"] = rows[name]["seconds"] / rows[name]["calls"]
         rows[name]["cpu_seconds_per_step"] = rows[name]["cpu_seconds"] / rows[name]["calls"]
-    rows["run"] = {"peak_rss_gb": max(stages.run_peak_kb, _status_kb("VmHWM")) / 1e6, "disk_gb": _dir_bytes(run_dir) / 1e9}
+    rows["run"] = {
+        "peak_rss_gb": max(stages.run_peak_kb, _status_kb("VmHWM")) / 1e6,
+        "disk_gb": _dir_bytes(run_dir) / 1e9,
+    }
     return rows
 
 
@@ -133,9 +136,21 @@ def run_version(src: Path, preset: str, overrides: list[str]) -> dict:
     """:func:`measure` in a fresh process importing the code under ``src``."""
     with tempfile.TemporaryDirectory(prefix="footprint_run_") as tmp:
         out = Path(tmp) / "rows.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out), "--preset", preset,
-               "--run-dir", str(Path(tmp) / "run"), *overrides]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            str(out),
+            "--preset",
+            preset,
+            "--run-dir",
+            str(Path(tmp) / "run"),
+            *overrides,
+        ]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
         subprocess.run(cmd, check=True, cwd=src, env=env)
         return json.loads(out.read_text())
 
@@ -153,7 +168,12 @@ def ratio(after: float | None, before: float | None) -> float | None:
     return round(after / before, 3) if after is not None and before else None
 
 
-COLUMNS = (("peak RSS GB", "peak_rss_gb"), ("disk GB", "disk_gb"), ("CPU s (/step)", "cpu_seconds"), ("wall s (/step)", "seconds"))
+COLUMNS = (
+    ("peak RSS GB", "peak_rss_gb"),
+    ("disk GB", "disk_gb"),
+    ("CPU s (/step)", "cpu_seconds"),
+    ("wall s (/step)", "seconds"),
+)
 
 
 def table(before: dict, after: dict) -> str:
@@ -198,19 +218,33 @@ def main(argv=None) -> int:
     with code_at(args.before) as old:
         for _ in range(args.repeats):
             for version, src in (("before", old), ("after", ROOT)):
-                print(f"== {version} ({args.before if version == 'before' else 'working tree'})", file=sys.stderr, flush=True)
+                print(
+                    f"== {version} ({args.before if version == 'before' else 'working tree'})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 runs[version].append(run_version(src, args.preset, overrides))
     before, after = _median_rows(runs["before"]), _median_rows(runs["after"])
     print(table(before, after))
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     from benchmarks.training_stages import cpu_model
 
     result = {
-        "preset": args.preset, "overrides": overrides, "warm_start": args.warm_start, "repeats": args.repeats,
-        "before": {"commit": args.before, "stages": before}, "after": {"commit": f"{head} + working tree", "stages": after},
-        "ratios": {stage: {k: ratio(after[stage].get(k), before.get(stage, {}).get(k)) for k in after[stage]}
-                   for stage in after},
-        "runs": runs, "cpu": cpu_model(), "cores": os.cpu_count(),
+        "preset": args.preset,
+        "overrides": overrides,
+        "warm_start": args.warm_start,
+        "repeats": args.repeats,
+        "before": {"commit": args.before, "stages": before},
+        "after": {"commit": f"{head} + working tree", "stages": after},
+        "ratios": {
+            stage: {k: ratio(after[stage].get(k), before.get(stage, {}).get(k)) for k in after[stage]}
+            for stage in after
+        },
+        "runs": runs,
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

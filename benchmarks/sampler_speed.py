@@ -79,8 +79,10 @@ def main(argv=None) -> int:
     generation(SamplingParams(8, args.temperature))  # warm the allocator and kernels once
     theirs = generation(MultinomialParams(args.max_new_tokens, args.temperature))
     mine = generation(SamplingParams(args.max_new_tokens, args.temperature))
-    print(f"\none PASR step's sampled generation: {args.queries} x (4 refine + 2 plain), one batch, "
-          f"best of {args.repeats}")
+    print(
+        f"\none PASR step's sampled generation: {args.queries} x (4 refine + 2 plain), one batch, "
+        f"best of {args.repeats}"
+    )
     print(f"{'':<24}{'multinomial':>14}{'inverse CDF':>14}{'speed-up':>10}")
     print(f"{'seconds':<24}{theirs[0]:>14.2f}{mine[0]:>14.2f}{theirs[0] / mine[0]:>9.2f}x")
     print(f"{'mean response tokens':<24}{theirs[1]:>14.1f}{mine[1]:>14.1f}")

@@ -22,9 +22,11 @@ from pathlib import Path
 from data.records import RolloutRecord
 from recipe.step_files import rollout_dump
 
-FILLER = ("First compute the cost of the apples. Each bag holds {a} apples and there are {b} bags, so "
-          "{a} * {b} = {c} apples in total. Then the farmer sells {d} of them at the market, which leaves "
-          "{c} - {d} = {e} apples. ")
+FILLER = (
+    "First compute the cost of the apples. Each bag holds {a} apples and there are {b} bags, so "
+    "{a} * {b} = {c} apples in total. Then the farmer sells {d} of them at the market, which leaves "
+    "{c} - {d} = {e} apples. "
+)
 
 
 def _response(rng: random.Random, variant: str) -> tuple[str, int, bool, str, str]:
@@ -36,11 +38,15 @@ def _response(rng: random.Random, variant: str) -> tuple[str, int, bool, str, st
         n_ref = rng.choice((1, 1, 2, 3))
         pieces = [body]
         for _ in range(n_ref):
-            pieces.append(rng.choice((
-                f"<refine>Check: {a} * {b} is {c}, not {c}.</refine> ",
-                f"<refine>Wait, {c} - {d} = {e + rng.choice((0, 1))}, so the remaining count is {e}.</refine> ",
-                "<refine>Let me re-read the question.</refine> ",
-            )))
+            pieces.append(
+                rng.choice(
+                    (
+                        f"<refine>Check: {a} * {b} is {c}, not {c}.</refine> ",
+                        f"<refine>Wait, {c} - {d} = {e + rng.choice((0, 1))}, so the remaining count is {e}.</refine> ",
+                        "<refine>Let me re-read the question.</refine> ",
+                    )
+                )
+            )
             pieces.append(FILLER.format(a=a, b=b, c=c, d=d, e=e))
         body = "".join(pieces)
     if variant == "plain":
@@ -68,11 +74,25 @@ def write_dump(root: Path, n: int, steps: int = 20, seed: int = 0) -> int:
                     outcome = "none" if not n_ref else rng.choice(("better", "worse", "tie"))
                     reward = {"none": 0.0, "better": 1.0, "worse": -1.0, "tie": -0.5}[outcome]
                 rec = RolloutRecord(
-                    run_id="bench", query_id=f"q{i // 6}", data_source="synthetic", variant=variant,
-                    prompt="How many apples are left?", response=text, response_tokens=len(text) // 4,
-                    format_ok=ok, format_reason=reason, n_refine=n_ref, extracted_answer=gold, gold=gold,
-                    acc=acc, refine_reward=reward, refine_outcome=outcome, step=step, sample_index=i % 6,
-                    engine="local", finish_reason="stop",
+                    run_id="bench",
+                    query_id=f"q{i // 6}",
+                    data_source="synthetic",
+                    variant=variant,
+                    prompt="How many apples are left?",
+                    response=text,
+                    response_tokens=len(text) // 4,
+                    format_ok=ok,
+                    format_reason=reason,
+                    n_refine=n_ref,
+                    extracted_answer=gold,
+                    gold=gold,
+                    acc=acc,
+                    refine_reward=reward,
+                    refine_outcome=outcome,
+                    step=step,
+                    sample_index=i % 6,
+                    engine="local",
+                    finish_reason="stop",
                 )
                 fh.write(rec.to_json() + "\n")
                 written += 1
@@ -107,11 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         read_s = json.loads((tmp / "out" / "stats.json").read_text())["elapsed_s"]
         rate = n / read_s
         fixed = dt - read_s
-        print(f"pasr stats: {n} records in {dt:.2f} s wall ({cpu:.2f} s CPU, this process): reading+counting "
-              f"{read_s:.2f} s = {rate:,.0f} records/s, {size / 1e6 / read_s:.1f} MB/s; "
-              f"report{'' if args.no_plots else ' and plots'} {fixed:.2f} s")
-        print(f"projected for 1,000,000 rollouts: {1e6 / rate + fixed:.1f} s wall "
-              f"(reading scales with the input; the report/plot part does not)")
+        print(
+            f"pasr stats: {n} records in {dt:.2f} s wall ({cpu:.2f} s CPU, this process): reading+counting "
+            f"{read_s:.2f} s = {rate:,.0f} records/s, {size / 1e6 / read_s:.1f} MB/s; "
+            f"report{'' if args.no_plots else ' and plots'} {fixed:.2f} s"
+        )
+        print(
+            f"projected for 1,000,000 rollouts: {1e6 / rate + fixed:.1f} s wall "
+            f"(reading scales with the input; the report/plot part does not)"
+        )
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

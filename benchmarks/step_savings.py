@@ -41,8 +41,8 @@ SETTINGS = ("neither", "shared prompts", "+ rows dropped", "+ length micro-batch
 @contextlib.contextmanager
 def setting(name: str):
     """Switch the savings off as ``name`` says (``neither``: both off), and back on after."""
-    import runtime.hf_generate as hf
     import recipe.local_engine.logprobs as lp
+    import runtime.hf_generate as hf
 
     saved = hf.prompt_cache, lp._shared_prompt_hidden, hf.DROP_EVERY
     if name == "neither":
@@ -67,9 +67,9 @@ def main(argv=None) -> int:
     import torch
 
     from recipe.local_engine.logprobs import PackedBatch, PromptPass, length_micro_batches, pack, response_logprobs
-    from runtime.prompt_prefill import decoder
     from recipe.local_engine.rollout import generate_step
     from runtime.hf_generate import SamplingParams
+    from runtime.prompt_prefill import decoder
 
     subject = load_subject(args)
     model, tok, prompts, queries = subject.model, subject.tokenizer, subject.prompts, subject.queries
@@ -97,8 +97,18 @@ def main(argv=None) -> int:
             prompts, cuts = None, list(torch.arange(len(rows)).split(args.micro_batch))
         out = torch.zeros(len(rows), dtype=torch.float64)
         for cut in cuts:
-            mb = PackedBatch(*(t[cut] for t in (batch.input_ids, batch.attention_mask, batch.position_ids,
-                                                batch.responses, batch.response_mask)))
+            mb = PackedBatch(
+                *(
+                    t[cut]
+                    for t in (
+                        batch.input_ids,
+                        batch.attention_mask,
+                        batch.position_ids,
+                        batch.responses,
+                        batch.response_mask,
+                    )
+                )
+            )
             lp = response_logprobs(model, mb, 0.9, prompts, cut)
             lp.sum().backward()
             out[cut] = lp.detach().sum(-1).double()
@@ -117,12 +127,18 @@ def main(argv=None) -> int:
             rows = rows or [g for g in sampled if g.rollout.variant == "refine"]  # the same rows for every update
             logprobs[name], t_update = update(rows, by_length=name == SETTINGS[-1])
         greedy_tokens[name] = [g.response_ids for g in greedy]
-        times[name] = {"sampled generation": t_sampled, "greedy generation": t_greedy, "update fwd+bwd": t_update,
-                       "step (sampled + update)": t_sampled + t_update}
+        times[name] = {
+            "sampled generation": t_sampled,
+            "greedy generation": t_greedy,
+            "update fwd+bwd": t_update,
+            "step (sampled + update)": t_sampled + t_update,
+        }
 
     n_tokens = sum(len(g.response_ids) for g in rows)
-    print(f"\none PASR step: {args.queries} queries x ({args.n_refine} refine + {args.n_plain} plain), "
-          f"{len(rows)} refine rows ({n_tokens} tokens) trained; torch threads {torch.get_num_threads()}")
+    print(
+        f"\none PASR step: {args.queries} queries x ({args.n_refine} refine + {args.n_plain} plain), "
+        f"{len(rows)} refine rows ({n_tokens} tokens) trained; torch threads {torch.get_num_threads()}"
+    )
     widths = [max(17, len(name) + 2) for name in SETTINGS]
     print(f"{'seconds':<26}" + "".join(f"{name:>{w}}" for name, w in zip(SETTINGS, widths)) + f"{'speed-up':>10}")
     for part in times[SETTINGS[0]]:

@@ -26,7 +26,6 @@ class Subject:
 def load_subject(args: argparse.Namespace) -> Subject:
     """The fp32 model in eval mode on the engine's thread choice, the CPU presets' short prompts
     and ``args.queries`` training problems (fixed seed)."""
-    import torch
 
     from data.synthetic import generate_problems
     from prompts import PromptSet

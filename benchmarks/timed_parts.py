@@ -49,17 +49,21 @@ def wrapped(module, name: str, wrapper):
 
 def recorder(seen: list):
     """A wrapper for :func:`wrapped` that keeps what the call returned."""
+
     def wrap(fn):
         def call(*args, **kwargs):
             out = fn(*args, **kwargs)
             seen.append(out)
             return out
+
         return call
+
     return wrap
 
 
 def stopwatch(seconds: list):
     """A wrapper for :func:`wrapped` that adds each call's wall time to ``seconds``."""
+
     def wrap(fn):
         def call(*args, **kwargs):
             start = time.perf_counter()
@@ -67,7 +71,9 @@ def stopwatch(seconds: list):
                 return fn(*args, **kwargs)
             finally:
                 seconds.append(time.perf_counter() - start)
+
         return call
+
     return wrap
 
 
@@ -110,10 +116,18 @@ def time_parts(cfg, policy_dir: Path) -> tuple[list[Part], dict]:
         adam: list[float] = []
         with wrapped(trainer.optimizer, "step", stopwatch(adam)):
             metrics = trainer.warmup_step(step)
-        parts.append(Part("warm-up step", metrics["timing_s/update"], update_dtype, pass_work(shapes, prompts, responses),
-                          train=True, optimizer_s=sum(adam),
-                          detail=f"{len(prompts)} rows, prompt {_mean_len(prompts):.0f} + target "
-                                 f"{_mean_len(responses):.0f} tokens; AdamW {sum(adam):.2f} s"))
+        parts.append(
+            Part(
+                "warm-up step",
+                metrics["timing_s/update"],
+                update_dtype,
+                pass_work(shapes, prompts, responses),
+                train=True,
+                optimizer_s=sum(adam),
+                detail=f"{len(prompts)} rows, prompt {_mean_len(prompts):.0f} + target "
+                f"{_mean_len(responses):.0f} tokens; AdamW {sum(adam):.2f} s",
+            )
+        )
         trainer.step = step
 
         # The RL phase's first step makes the KL reference and the rollout copy and AdamW's state
@@ -132,48 +146,88 @@ def time_parts(cfg, policy_dir: Path) -> tuple[list[Part], dict]:
             def call(model, ref_model, data, *args, **kwargs):
                 batches.append(trained_rows(data))
                 return fn(model, ref_model, data, *args, **kwargs)
+
             return call
 
-        with wrapped(pasr_step_module, "generate_step", recorder(gens)), \
-                wrapped(policy_update, "fill_logprobs", lambda fn: seen_rows(stopwatch(logprob_s)(fn))), \
-                wrapped(trainer.optimizer, "step", stopwatch(adam)):
+        with (
+            wrapped(pasr_step_module, "generate_step", recorder(gens)),
+            wrapped(policy_update, "fill_logprobs", lambda fn: seen_rows(stopwatch(logprob_s)(fn))),
+            wrapped(trainer.optimizer, "step", stopwatch(adam)),
+        ):
             metrics = trainer.pasr_step(step)
         trainer.step = step
         rollouts = gens[0]
         g_prompts, g_responses = [g.prompt_ids for g in rollouts], [g.response_ids for g in rollouts]
-        parts.append(Part("generation", metrics["timing_s/gen"], trainer.rollout_dtype,
-                          generation_work(shapes, g_prompts, g_responses, cfg.rollout.gen_batch_size),
-                          detail=f"{len(rollouts)} rollouts of {_mean_len(g_responses):.0f} tokens "
-                                 f"(max {cfg.rollout.max_new_tokens})"))
+        parts.append(
+            Part(
+                "generation",
+                metrics["timing_s/gen"],
+                trainer.rollout_dtype,
+                generation_work(shapes, g_prompts, g_responses, cfg.rollout.gen_batch_size),
+                detail=f"{len(rollouts)} rollouts of {_mean_len(g_responses):.0f} tokens "
+                f"(max {cfg.rollout.max_new_tokens})",
+            )
+        )
         parts.append(Part("reward", metrics["timing_s/reward"], None, [], detail="judging, no floor"))
         t_prompts, t_responses = batches[0] if batches else ([], [])
         mbs = micro_batches(t_prompts, t_responses, cfg.algo.micro_batch_size)
         forwards = (cfg.algo.kl_coef > 0) + (cfg.algo.ppo_epochs > 1)  # reference, old policy
         ref_work = [w for p, r in mbs for w in pass_work(shapes, p, r)] * forwards
-        parts.append(Part("log-probs", sum(logprob_s), update_dtype, ref_work,
-                          detail=f"{forwards} forward over {len(t_prompts)} rows, micro-batches of {cfg.algo.micro_batch_size}"))
+        parts.append(
+            Part(
+                "log-probs",
+                sum(logprob_s),
+                update_dtype,
+                ref_work,
+                detail=f"{forwards} forward over {len(t_prompts)} rows, micro-batches of {cfg.algo.micro_batch_size}",
+            )
+        )
         update_work = [w for p, r in mbs for w in pass_work(shapes, p, r)] * cfg.algo.ppo_epochs
-        parts.append(Part("update", metrics["timing_s/update"] - sum(logprob_s), update_dtype, update_work, train=True,
-                          optimizer_s=sum(adam), detail=f"{len(t_prompts)} rows of {_mean_len(t_responses):.0f} tokens, "
-                                                        f"fwd + bwd; AdamW {sum(adam):.2f} s"))
+        parts.append(
+            Part(
+                "update",
+                metrics["timing_s/update"] - sum(logprob_s),
+                update_dtype,
+                update_work,
+                train=True,
+                optimizer_s=sum(adam),
+                detail=f"{len(t_prompts)} rows of {_mean_len(t_responses):.0f} tokens, "
+                f"fwd + bwd; AdamW {sum(adam):.2f} s",
+            )
+        )
 
         evals: list = []
         with wrapped(evaluate_module, "generate_step", recorder(evals)):
             metrics = trainer._evaluate("bench")
         e_prompts, e_responses = [g.prompt_ids for g in evals[0]], [g.response_ids for g in evals[0]]
-        parts.append(Part("evaluation", metrics["timing_s/eval"], trainer.rollout_dtype,
-                          generation_work(shapes, e_prompts, e_responses, cfg.rollout.eval_batch_size),
-                          detail=f"{len(trainer.heldout)} problems, {len(evals[0])} greedy rows of "
-                                 f"{_mean_len(e_responses):.0f} tokens"))
+        parts.append(
+            Part(
+                "evaluation",
+                metrics["timing_s/eval"],
+                trainer.rollout_dtype,
+                generation_work(shapes, e_prompts, e_responses, cfg.rollout.eval_batch_size),
+                detail=f"{len(trainer.heldout)} problems, {len(evals[0])} greedy rows of "
+                f"{_mean_len(e_responses):.0f} tokens",
+            )
+        )
         # The peer samples from these weights, not the base model's: two warm-up steps already
         # teach the model to stop (base: most rollouts run to the budget), and a peer writing
         # three times the tokens would be timing another step.
         trainer.model.save_pretrained(policy_dir)
         trainer.tokenizer.save_pretrained(policy_dir)
-        subject = {"shapes": shapes, "rollout_dtype": trainer.rollout_dtype, "update_dtype": update_dtype,
-                   "threads": torch.get_num_threads(), "attention": trainer.attention,
-                   "step_rollouts": len(rollouts), "step_trained_rows": len(t_prompts),
-                   "step_response_tokens": sum(map(len, g_responses)), "step_trained_tokens": sum(map(len, t_responses)),
-                   "policy_dir": str(policy_dir),
-                   "train": trainer.train, "prompts": trainer.prompts, "tokenizer": trainer.tokenizer}
+        subject = {
+            "shapes": shapes,
+            "rollout_dtype": trainer.rollout_dtype,
+            "update_dtype": update_dtype,
+            "threads": torch.get_num_threads(),
+            "attention": trainer.attention,
+            "step_rollouts": len(rollouts),
+            "step_trained_rows": len(t_prompts),
+            "step_response_tokens": sum(map(len, g_responses)),
+            "step_trained_tokens": sum(map(len, t_responses)),
+            "policy_dir": str(policy_dir),
+            "train": trainer.train,
+            "prompts": trainer.prompts,
+            "tokenizer": trainer.tokenizer,
+        }
     return parts, subject

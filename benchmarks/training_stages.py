@@ -51,8 +51,18 @@ def run_method(
     control running beside it. ``threads``: 1 beside the control, :func:`alone_threads` alone."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    cfg = load(preset, [*overrides, f"model.path={start_ckpt}", "warmup.steps=0", f"model.threads={threads}",
-                        "trainer.eval_at_start=false", "trainer.eval_at_end=false", "trainer.eval_plain=false"])
+    cfg = load(
+        preset,
+        [
+            *overrides,
+            f"model.path={start_ckpt}",
+            "warmup.steps=0",
+            f"model.threads={threads}",
+            "trainer.eval_at_start=false",
+            "trainer.eval_at_end=false",
+            "trainer.eval_plain=false",
+        ],
+    )
     trainer = LocalPasrTrainer(cfg, Path(run_dir))
     trainer.setup()
     try:
@@ -142,8 +152,14 @@ def can_reuse_warmup(requested: bool, warmup_dir: Path, cfg) -> bool:
     only a finished one, with the checkpoint and both evaluations; otherwise it is run again."""
     if not requested:
         return False
-    done = all(p.exists() for p in (warmup_checkpoint(warmup_dir, cfg), warmup_dir / "eval" / "base.jsonl",
-                                    warmup_dir / "eval" / "warmup.jsonl"))
+    done = all(
+        p.exists()
+        for p in (
+            warmup_checkpoint(warmup_dir, cfg),
+            warmup_dir / "eval" / "base.jsonl",
+            warmup_dir / "eval" / "warmup.jsonl",
+        )
+    )
     if not done:
         print(f"no finished warm-up stage in {warmup_dir}: running it")
     return done
@@ -184,8 +200,15 @@ def warmup_stage_wall_s(warmup_dir: Path) -> float | None:
     return json.loads(stage_file.read_text())["wall_s"] if stage_file.exists() else None
 
 
-def method_and_control(preset: str, method_overrides: list[str], common: list[str], method_dir: Path,
-                       control_dir: Path, ckpt: str, stop_file: Path) -> float:
+def method_and_control(
+    preset: str,
+    method_overrides: list[str],
+    common: list[str],
+    method_dir: Path,
+    control_dir: Path,
+    ckpt: str,
+    stop_file: Path,
+) -> float:
     """Stage 2: the RL steps and the control side by side; returns the pair's wall time."""
     stop_file.unlink(missing_ok=True)
     t0 = time.perf_counter()
@@ -206,8 +229,10 @@ def trends(steps: list[dict], keys: tuple[str, ...]) -> dict:
     if not steps:
         return {}
     third = max(1, len(steps) // 3)
-    return {key: {"first_third": fmean(m[key] for m in steps[:third]), "last_third": fmean(m[key] for m in steps[-third:])}
-            for key in keys}
+    return {
+        key: {"first_third": fmean(m[key] for m in steps[:third]), "last_third": fmean(m[key] for m in steps[-third:])}
+        for key in keys
+    }
 
 
 def cpu_info() -> dict:
@@ -215,8 +240,13 @@ def cpu_info() -> dict:
     from runtime.cpu_dtype import cpu_capability, measured_cpu_dtype
 
     dtype = measured_cpu_dtype()
-    return {"model": cpu_model(), "capability": cpu_capability(), "dtype": dtype.dtype,
-            "bf16_speedup": round(dtype.bf16_speedup, 2), "cores": mp.cpu_count()}
+    return {
+        "model": cpu_model(),
+        "capability": cpu_capability(),
+        "dtype": dtype.dtype,
+        "bf16_speedup": round(dtype.bf16_speedup, 2),
+        "cores": mp.cpu_count(),
+    }
 
 
 def machine_info(cfg) -> dict:

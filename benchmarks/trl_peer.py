@@ -10,8 +10,8 @@ import time
 
 
 def trl_step(cfg, subject: dict, steps: int) -> dict:
-    """TRL ``GRPOTrainer`` on the same model (the policy our parts left), 8 queries x 4 completions (``queries_per_step`` x
-    ``pasr.n_refine``: the rows PASR trains), completion budget, sampling, optimiser, KL weight,
+    """TRL ``GRPOTrainer`` on the same model (the policy our parts left), 8 queries x 4 completions
+    (``queries_per_step`` x ``pasr.n_refine``: the rows PASR trains), completion budget, sampling, optimiser, KL weight,
     micro-batch, dtype and threads; the same refine prompts, ``<think>`` prefill included, as
     text (TRL then applies no template). ``steps`` training steps; the last is the figure."""
     import torch
@@ -54,17 +54,40 @@ def trl_step(cfg, subject: dict, steps: int) -> dict:
     bf16 = subject["update_dtype"] == "bfloat16"
     with tempfile.TemporaryDirectory() as tmp:
         args = GRPOConfig(
-            output_dir=tmp, use_cpu=True, bf16=bf16, seed=0, max_steps=steps, report_to="none", save_strategy="no",
-            logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, shuffle_dataset=False,
-            per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro, num_generations=n,
-            max_completion_length=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-            top_p=cfg.rollout.top_p, learning_rate=cfg.algo.lr, beta=cfg.algo.kl_coef, epsilon=cfg.algo.clip_ratio,
-            max_grad_norm=cfg.algo.max_grad_norm, lr_scheduler_type="constant", warmup_steps=0,
+            output_dir=tmp,
+            use_cpu=True,
+            bf16=bf16,
+            seed=0,
+            max_steps=steps,
+            report_to="none",
+            save_strategy="no",
+            logging_steps=1,
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            shuffle_dataset=False,
+            per_device_train_batch_size=micro,
+            gradient_accumulation_steps=rows // micro,
+            num_generations=n,
+            max_completion_length=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            learning_rate=cfg.algo.lr,
+            beta=cfg.algo.kl_coef,
+            epsilon=cfg.algo.clip_ratio,
+            max_grad_norm=cfg.algo.max_grad_norm,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
             model_init_kwargs={"dtype": "float32", "attn_implementation": "sdpa"},  # transformers' own
         )
         clock = Clock()
-        trainer = GRPOTrainer(model=subject["policy_dir"], reward_funcs=reward, args=args, train_dataset=data,
-                              processing_class=tok, callbacks=[clock])
+        trainer = GRPOTrainer(
+            model=subject["policy_dir"],
+            reward_funcs=reward,
+            args=args,
+            train_dataset=data,
+            processing_class=tok,
+            callbacks=[clock],
+        )
         trainer.remove_callback(PrinterCallback)  # its log dicts would bury the table
         torch.set_num_threads(subject["threads"])  # what our parts ran on, whatever TRL set up
         trainer.train()
@@ -72,9 +95,15 @@ def trl_step(cfg, subject: dict, steps: int) -> dict:
     lengths = [x["completions/mean_length"] for x in clock.logs if "completions/mean_length" in x]
     import trl
 
-    return {"version": trl.__version__, "step_s": seconds[-1], "steps_s": seconds, "rows": rows,
-            "completion_mean_length": lengths[-1] if lengths else None, "bf16": bf16,
-            "prompts_same_tokens": f"{same_tokens}/{len(texts)}"}
+    return {
+        "version": trl.__version__,
+        "step_s": seconds[-1],
+        "steps_s": seconds,
+        "rows": rows,
+        "completion_mean_length": lengths[-1] if lengths else None,
+        "bf16": bf16,
+        "prompts_same_tokens": f"{same_tokens}/{len(texts)}",
+    }
 
 
 def trl_available() -> bool:

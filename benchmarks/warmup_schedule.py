@@ -17,24 +17,31 @@ warm-up plus PASR (the demo), and PASR from the decayed warm-up against that war
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from benchmarks.demo_seeds import write_result
 from benchmarks.learning_signal import correct_by_query
 from eval.significance import paired_counts, sign_test
 
-ROWS = (("constant_warmup", "constant", "warmup"), ("constant_pasr", "constant", "final"),
-        ("cosine_warmup", "cosine", "warmup"), ("cosine_pasr", "cosine", "final"))
+ROWS = (
+    ("constant_warmup", "constant", "warmup"),
+    ("constant_pasr", "constant", "final"),
+    ("cosine_warmup", "cosine", "warmup"),
+    ("cosine_pasr", "cosine", "final"),
+)
 # (label, baseline, challenger): the challenger's wins and losses against the baseline
-TESTS = (("decay_vs_constant_warmup", "constant_warmup", "cosine_warmup"),
-         ("decay_vs_constant_warmup_plus_pasr", "constant_pasr", "cosine_warmup"),
-         ("pasr_from_decayed_warmup", "cosine_warmup", "cosine_pasr"))
+TESTS = (
+    ("decay_vs_constant_warmup", "constant_warmup", "cosine_warmup"),
+    ("decay_vs_constant_warmup_plus_pasr", "constant_pasr", "cosine_warmup"),
+    ("pasr_from_decayed_warmup", "cosine_warmup", "cosine_pasr"),
+)
 
 
 def seed_comparison(dirs: dict[str, Path], seed: int) -> dict:
     """Accuracies and paired tests of one seed (see the module docstring)."""
-    correct = {label: correct_by_query(dirs[kind] / f"seed_{seed}" / "eval" / f"{tag}.jsonl") for label, kind, tag in ROWS}
+    correct = {
+        label: correct_by_query(dirs[kind] / f"seed_{seed}" / "eval" / f"{tag}.jsonl") for label, kind, tag in ROWS
+    }
     row: dict = {"seed": seed, "n": len(correct["cosine_warmup"])}
     row.update({f"{label}_acc": sum(c.values()) / len(c) for label, c in correct.items()})
     for name, base, challenger in TESTS:
@@ -56,7 +63,9 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--constant", required=True, help="demo_seeds runs directory of the constant-rate warm-ups")
-    p.add_argument("--cosine", required=True, help="demo_seeds runs directory of the same runs with warmup.lr_schedule=cosine")
+    p.add_argument(
+        "--cosine", required=True, help="demo_seeds runs directory of the same runs with warmup.lr_schedule=cosine"
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--out", help="JSON result (default: print only)")
     p.add_argument("--note", default="", help="what the runs were (settings, machine, commit), kept in the JSON")

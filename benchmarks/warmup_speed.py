@@ -50,19 +50,24 @@ def main(argv=None) -> int:
 
     def whole(layout):
         """``layout`` with every prompt run whole (no shared prefix)."""
+
         def loss(prompts, responses):
             saved, lp.shared_prefixes = lp.shared_prefixes, lambda rows: [0] * len(rows)
             try:
                 return sft_loss(model, prompts, responses, pad, layout=layout)
             finally:
                 lp.shared_prefixes = saved
+
         return loss
 
     def end_to_end_loss(prompts, responses):
         return sft_loss(model, prompts, responses, pad, layout="end_to_end")
 
-    columns = {"padded, whole": whole("padded"), "end to end, whole": whole("end_to_end"),
-               "+ shared prefixes": end_to_end_loss}
+    columns = {
+        "padded, whole": whole("padded"),
+        "end to end, whole": whole("end_to_end"),
+        "+ shared prefixes": end_to_end_loss,
+    }
     seconds = dict.fromkeys(columns, 0.0)
     losses: dict[str, list[float]] = {name: [] for name in columns}
     real = padded = 0
@@ -80,11 +85,15 @@ def main(argv=None) -> int:
             seconds[name] += time.perf_counter() - t0
             losses[name].append(loss.item())
 
-    print(f"\n{args.steps} warm-up steps of {cfg.warmup.batch_size} rows: {real} tokens, {padded} with padding "
-          f"({1 - real / padded:.0%} padding); torch threads {torch.get_num_threads()}")
+    print(
+        f"\n{args.steps} warm-up steps of {cfg.warmup.batch_size} rows: {real} tokens, {padded} with padding "
+        f"({1 - real / padded:.0%} padding); torch threads {torch.get_num_threads()}"
+    )
     print(f"{'':<26}" + "".join(f"{name:>20}" for name in columns) + f"{'speed-up':>10}")
     first, last = seconds[next(iter(columns))], seconds["+ shared prefixes"]
-    print(f"{'forward + backward, s':<26}" + "".join(f"{seconds[n]:>20.1f}" for n in columns) + f"{first / last:>9.2f}x")
+    print(
+        f"{'forward + backward, s':<26}" + "".join(f"{seconds[n]:>20.1f}" for n in columns) + f"{first / last:>9.2f}x"
+    )
     chosen = sum(end_to_end_pays(model.config, *batch) for batch in batches)
     print(f"the trainer (sft_loss layout=auto) lays {chosen} of these {args.steps} batches end to end")
     reference = losses[next(iter(columns))]

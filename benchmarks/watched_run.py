@@ -60,15 +60,24 @@ class WatchedRun:
     on_step: object = None  # callable(run, step) called from the reader thread
     rc: int | None = None  # the exit code, once wait() has returned
 
-    def start(self) -> "WatchedRun":
+    def start(self) -> WatchedRun:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         # the checkout first: a driver given as a file must import this recipe, not another `recipe`
         path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
         self.t0 = time.monotonic()
         self._save_events()
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     errors="replace", bufsize=1, cwd=ROOT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
         self._reader = threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True)
         self._reader.start()
         return self
@@ -81,7 +90,7 @@ class WatchedRun:
         self.events_path.write_text(json.dumps({"cmd": self.cmd, "signals": self.signals, "rc": self.rc}) + "\n")
 
     @classmethod
-    def load(cls, log: Path, name: str | None = None) -> "WatchedRun":
+    def load(cls, log: Path, name: str | None = None) -> WatchedRun:
         """The run as its files left it: the timestamped lines, the step lines parsed from them, and
         the signals and exit code of the sidecar (none and ``None`` where it is missing)."""
         run = cls(name or log.stem, [], log)

@@ -64,7 +64,15 @@ def solution_steps(solution: str) -> list[str]:
             op = _OPS[type(node.op)]
             if op == "/" and right == 0:
                 raise ValueError(f"division by zero in {solution!r}")
-            value = left + right if op == "+" else left - right if op == "-" else left * right if op == "*" else left / right
+            value = (
+                left + right
+                if op == "+"
+                else left - right
+                if op == "-"
+                else left * right
+                if op == "*"
+                else left / right
+            )
             steps.append(f"{_number(left)} {op} {_number(right)} = {_number(value)}")
             return value
         raise ValueError(f"{type(node).__name__} in reference solution {solution!r}")
@@ -153,17 +161,24 @@ def checked_reflection(problem: CountdownProblem, attempt: FailedAttempt) -> str
         >>> slip = FailedAttempt((Step(11, "-", 2, 9, 8),), "11 - 2", 9)
         >>> slip.text
         '11 - 2 = 8.<answer>11 - 2</answer>'
-        >>> checked_reflection(p, slip)
-        'I wrote 11 - 2 = 8, but 11 - 2 = 9, so my equation equals 9, not 8. Next time I will check every step and answer only when the last step really equals 8.'
+        >>> checked_reflection(p, slip)  # doctest: +NORMALIZE_WHITESPACE
+        'I wrote 11 - 2 = 8, but 11 - 2 = 9, so my equation equals 9, not 8.
+        Next time I will check every step and answer only when the last step really equals 8.'
     """
     target = problem.target
     wrong = next((s for s in attempt.steps if s.claimed != s.value), None)
     early = next((s for s in attempt.steps[:-1] if s.value == target and wrong is None), None)
     if early is not None:  # a step reached the target and the attempt went on
-        found = f"My equation equals {attempt.value}, not {target}, but its step {early.text(early.value)} already reached {target}."
+        found = (
+            f"My equation equals {attempt.value}, not {target}, "
+            f"but its step {early.text(early.value)} already reached {target}."
+        )
         plan = f"Next time I will answer as soon as a step equals {target}."
     elif wrong is not None:
-        found = f"I wrote {wrong.text(wrong.claimed)}, but {wrong.text(wrong.value)}, so my equation equals {attempt.value}, not {target}."
+        found = (
+            f"I wrote {wrong.text(wrong.claimed)}, but {wrong.text(wrong.value)}, "
+            f"so my equation equals {attempt.value}, not {target}."
+        )
         plan = f"Next time I will check every step and answer only when the last step really equals {target}."
     else:
         found = f"My steps are right, but my equation equals {attempt.value}, not {target}."

@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parents[1]
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
-
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
@@ -99,8 +98,7 @@ def get_dataset(name: str) -> DatasetSpec:
     key = _ALIASES.get(name.lower())
     if key is None:
         raise DatasetError(
-            f"unknown dataset {name!r}: use one of {', '.join(DATASETS)} or a path to a "
-            f"{'/'.join(FILE_SUFFIXES)} file"
+            f"unknown dataset {name!r}: use one of {', '.join(DATASETS)} or a path to a {'/'.join(FILE_SUFFIXES)} file"
         )
     return DATASETS[key]
 

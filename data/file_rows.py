@@ -21,7 +21,9 @@ def _not_utf8(data: bytes, pos: int) -> tuple[str, int]:
     """(problem, line number) for the undecodable byte at offset ``pos`` of ``data``."""
     line_start = data.rfind(b"\n", 0, pos) + 1
     column = pos - line_start + 1
-    return f"not UTF-8 text (byte 0x{data[pos]:02x} at column {column}); save the file as UTF-8", data.count(b"\n", 0, pos) + 1
+    return f"not UTF-8 text (byte 0x{data[pos]:02x} at column {column}); save the file as UTF-8", data.count(
+        b"\n", 0, pos
+    ) + 1
 
 
 def _bad_json(exc: json.JSONDecodeError) -> str:
@@ -66,7 +68,8 @@ def _check_text(row: Row, text: str, path: Path, lineno: int) -> None:
         raise DataFormatError(
             f"field {field!r} holds a lone UTF-16 surrogate (\\u{ord(char):04x}): valid JSON, but not text "
             "that can be written as UTF-8; fix or remove that escape",
-            path, lineno,
+            path,
+            lineno,
         )
 
 

@@ -58,9 +58,13 @@ def split_train_heldout(
     known = _ALIASES.get(str(source).lower())
     if known in GENERATED:
         train = load_examples(source, split="train", limit=train_size, seed=seed, difficulty=difficulty)
-        heldout = load_examples(source, split=HELDOUT_SPLIT, limit=eval_size, seed=heldout_seed(seed), difficulty=difficulty)
-        how = (f"generated: split train of data.seed={seed}, split {HELDOUT_SPLIT} of seed {heldout_seed(seed)} "
-               f"(a problem's split is a hash of its content)")  # fmt: skip
+        heldout = load_examples(
+            source, split=HELDOUT_SPLIT, limit=eval_size, seed=heldout_seed(seed), difficulty=difficulty
+        )
+        how = (
+            f"generated: split train of data.seed={seed}, split {HELDOUT_SPLIT} of seed {heldout_seed(seed)} "
+            f"(a problem's split is a hash of its content)"
+        )
         return _two_splits(source, train, heldout, how)
     if known is not None and split != HELDOUT_SPLIT and split in DATASETS[known].splits:
         train = load_examples(source, split=split, limit=train_size)
@@ -94,12 +98,16 @@ def _one_pool(source: str, pool: list[Example], train_size: int, eval_size: int)
     # rows of a held-out question beyond its first: dropped from training, as in _two_splits
     chosen = {id(e) for e in heldout}
     dropped = [e for e in pool if question_key(e.question) in held and id(e) not in chosen]
-    how = (f"one pool of {len(pool)} rows: the {len(heldout)} distinct questions whose normalised text hashes "
-           f"lowest (sha256) held out, the other rows trained on in file order")  # fmt: skip
+    how = (
+        f"one pool of {len(pool)} rows: the {len(heldout)} distinct questions whose normalised text hashes "
+        f"lowest (sha256) held out, the other rows trained on in file order"
+    )
     return DataSplit(rest[:train_size], heldout, _record(source, "hash", how, rest[:train_size], heldout, dropped))
 
 
-def _record(source: str, method: str, how: str, train: list[Example], heldout: list[Example], dropped: list[Example]) -> dict:
+def _record(
+    source: str, method: str, how: str, train: list[Example], heldout: list[Example], dropped: list[Example]
+) -> dict:
     heldout_hash = hashlib.sha256()  # of the set of questions: the same set in another order, the same hash
     for digest in sorted(_digest(question_key(e.question)) for e in heldout):
         heldout_hash.update(digest)
@@ -117,7 +125,9 @@ def _record(source: str, method: str, how: str, train: list[Example], heldout: l
 
 def describe(record: dict) -> str:
     """One line for the console: the sizes, how the set was split, and what was dropped."""
-    line = f"{record['train']} training rows and {record['heldout']} held-out rows of {record['source']} ({record['how']})"
+    line = (
+        f"{record['train']} training rows and {record['heldout']} held-out rows of {record['source']} ({record['how']})"
+    )
     if record["dropped_from_train"]:
         line += f"; {record['dropped_from_train']} training rows dropped: their question is held out"
     return line

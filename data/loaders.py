@@ -38,13 +38,27 @@ from typing import Any
 # The registry, the row shapes and the file readers live in their own modules; their names are
 # imported here too, so ``from data.loaders import ...`` keeps working for each of them.
 from data.dataset_specs import (  # noqa: F401  (re-exported)
-    DATASETS, FILE_SUFFIXES, GENERATED, REPO, _ALIASES, DatasetSpec, data_dir, get_dataset, local_file,
+    _ALIASES,
+    DATASETS,
+    FILE_SUFFIXES,
+    GENERATED,
+    REPO,
+    DatasetSpec,
+    data_dir,
+    get_dataset,
+    local_file,
 )
 from data.examples import DataFormatError, DatasetError, Example  # noqa: F401  (re-exported)
 from data.file_rows import _iter_file, _one_line
 from data.generated_sets import _load_generated
 from data.row_shapes import (  # noqa: F401  (re-exported)
-    _SHAPES, Row, RowParser, UnknownShapeError, _generic_row, _parse_rows, detect_shape,
+    _SHAPES,
+    Row,
+    RowParser,
+    UnknownShapeError,
+    _generic_row,
+    _parse_rows,
+    detect_shape,
 )
 
 # ---------------------------------------------------------------- public API
@@ -75,9 +89,7 @@ def load_file(
     def parser_for(first_row: Row) -> RowParser:
         chosen = shape or detect_shape(first_row)
         if chosen == "generic":
-            return _generic_row(
-                name, question_field or "question", answer_field or "answer", id_field, input_field
-            )
+            return _generic_row(name, question_field or "question", answer_field or "answer", id_field, input_field)
         if chosen not in _SHAPES:
             raise DatasetError(f"unknown data shape {chosen!r}: use one of {', '.join([*_SHAPES, 'generic'])}")
         return _SHAPES[chosen](name)
@@ -154,6 +166,13 @@ def describe_sources() -> list[dict[str, str]]:
             else:
                 path = local_file(spec.name, split)
                 where = str(path) if path else f"hub {spec.hub_path}"
-            rows.append({"name": spec.name, "split": split, "source": where, "description": spec.description,
-                         "use": spec.use_of(split)})
+            rows.append(
+                {
+                    "name": spec.name,
+                    "split": split,
+                    "source": where,
+                    "description": spec.description,
+                    "use": spec.use_of(split),
+                }
+            )
     return rows

@@ -5,8 +5,10 @@
     pasr data prepare --dataset gsm8k --split train --out ~/data/pasr        # ~/data/pasr/gsm8k_train.parquet
     pasr data prepare --dataset synthetic --n 2000 --seed 0 --difficulty 2 --out data   # data/synthetic_train.parquet
     pasr data prepare --dataset countdown --n 500 --seed 0 --difficulty 2 --out data    # data/countdown_train.parquet
-    pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output --out data  # data/evol.parquet
-    pasr data prepare --dataset math_train.jsonl --split train --out data   # MATH problem/solution: gold = last \\boxed{}
+    pasr data prepare --dataset evol.jsonl --question-field instruction --answer-field output \\
+        --out data  # data/evol.parquet
+    pasr data prepare --dataset math_train.jsonl --split train \\
+        --out data  # MATH problem/solution: gold = last \\boxed{}
 
 ``--out`` is a folder, as in every subcommand (data.cli_flags); the old ``--out FILE.parquet``
 still writes that file, with a deprecation note.
@@ -63,7 +65,9 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
         help="read only the first N rows" + (f" (default {limit_default})" if limit_default else " (default: all)"),
     )
     generator = p.add_argument_group(f"generated data (--dataset {generated})")
-    generator.add_argument("--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)")
+    generator.add_argument(
+        "--n", type=int, default=None, metavar="N", help="number of problems (default: --limit, else 1000)"
+    )
     generator.add_argument("--seed", type=int, default=None, metavar="N", help="generator seed (default 0)")
     levels = "; ".join(
         f"{d} = {level.count} numbers up to {level.high}, target up to {level.max_target}"
@@ -82,7 +86,9 @@ def _add_source_args(p: argparse.ArgumentParser, limit_default: int | None) -> N
     gen.add_argument("--answer-field", metavar="FIELD", help="field holding the reference answer (e.g. output)")
     gen.add_argument("--id-field", metavar="FIELD", help="field holding a row id (default: the row index)")
     gen.add_argument("--input-field", metavar="FIELD", help="optional field appended to the question (alpaca 'input')")
-    gen.add_argument("--data-source", metavar="NAME", help="data_source written for a file's rows (default: the file stem)")
+    gen.add_argument(
+        "--data-source", metavar="NAME", help="data_source written for a file's rows (default: the file stem)"
+    )
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:

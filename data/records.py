@@ -69,7 +69,7 @@ class RolloutRecord:
         return json.dumps(asdict(self), ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, obj: dict[str, Any]) -> "RolloutRecord":
+    def from_dict(cls, obj: dict[str, Any]) -> RolloutRecord:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in obj.items() if k in known}
         extra = dict(kwargs.get("extra") or {})

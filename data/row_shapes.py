@@ -273,5 +273,9 @@ def duplicate_id(example: Example, where: str, first: int, line: int, unit: str)
     rows through :func:`_parse_rows`, refuse it, naming the id and both lines."""
     rid = example.id.removeprefix(f"{example.data_source}:")
     at = f"{where}:{first}" if unit == "line" else f"{where}:{unit} {first}"
-    return DataFormatError(f"duplicate id {rid!r}, the id of {at} too; give each row its own id (or drop the repeated row)",
-                           where, line, unit)
+    return DataFormatError(
+        f"duplicate id {rid!r}, the id of {at} too; give each row its own id (or drop the repeated row)",
+        where,
+        line,
+        unit,
+    )

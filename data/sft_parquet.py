@@ -72,7 +72,13 @@ def sft_rows(
     for s in build_samples(problems, refine_fraction, refine_style, seed, plain_fraction):
         messages = build_chat(system[s.variant], s.problem.question) + [{"role": "assistant", "content": s.trace}]
         rows.append(
-            {"messages": messages, "data_source": "synthetic", "id": s.problem.id, "variant": s.variant, "answer": s.problem.answer}
+            {
+                "messages": messages,
+                "data_source": "synthetic",
+                "id": s.problem.id,
+                "variant": s.variant,
+                "answer": s.problem.answer,
+            }
         )
     return rows
 
@@ -92,12 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="parquet file to write")
     parser.add_argument("--n", type=int, default=2000, help="traces (default 2000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--difficulty", type=int, default=1, choices=DIFFICULTIES, help="arithmetic steps per problem (default 1)")
-    parser.add_argument("--refine-fraction", type=float, default=0.6, help="refine-prompt traces that refine (default 0.6)")
-    parser.add_argument("--refine-style", default="check", choices=REFINE_STYLES,
-                        help="check: the refine redoes the step in smaller pieces; column: digit by digit (see data/warmup_traces.py)")
-    parser.add_argument("--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)")
-    parser.add_argument("--refine-prompt", default=DEFAULT_REFINE, help="template name or file (as pasr.prompts.refine)")
+    parser.add_argument(
+        "--difficulty", type=int, default=1, choices=DIFFICULTIES, help="arithmetic steps per problem (default 1)"
+    )
+    parser.add_argument(
+        "--refine-fraction", type=float, default=0.6, help="refine-prompt traces that refine (default 0.6)"
+    )
+    parser.add_argument(
+        "--refine-style",
+        default="check",
+        choices=REFINE_STYLES,
+        help="check: the refine redoes the step in smaller pieces; column: digit by digit (see data/warmup_traces.py)",
+    )
+    parser.add_argument(
+        "--plain-fraction", type=float, default=0.3, help="traces shown with the plain prompt (default 0.3)"
+    )
+    parser.add_argument(
+        "--refine-prompt", default=DEFAULT_REFINE, help="template name or file (as pasr.prompts.refine)"
+    )
     parser.add_argument("--plain-prompt", default=DEFAULT_PLAIN, help="template name or file (as pasr.prompts.plain)")
     args = parser.parse_args(argv)
     for name in ("refine_fraction", "plain_fraction"):
@@ -118,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     path = write_sft_parquet(rows, args.out)
     n_plain = sum(r["variant"] == PLAIN for r in rows)
     n_refining = sum("<refine>" in r["messages"][-1]["content"] for r in rows)
-    print(f"wrote {path}: {len(rows)} traces ({len(rows) - n_plain} refine prompt, {n_refining} with a refine; {n_plain} plain prompt)")
+    print(
+        f"wrote {path}: {len(rows)} traces ({len(rows) - n_plain} refine prompt, {n_refining} with a refine; "
+        f"{n_plain} plain prompt)"
+    )
     return 0
 
 

@@ -33,8 +33,18 @@ DIFFICULTIES = (1, 2, 3)
 _NAMES_SHE = ("Mia", "Ava", "Lena", "Sofia", "Priya", "Chloe", "Nora", "Emma", "Zara", "Hana", "Lucy", "Rosa")
 _NAMES_HE = ("Sam", "Leo", "Omar", "Ben", "Ravi", "Tom", "Kai", "Jonas", "Diego", "Ethan", "Max", "Yusuf")
 _COLLECTIBLES = (
-    "marbles", "stickers", "stamps", "seashells", "trading cards", "beads",
-    "coins", "pebbles", "buttons", "postcards", "keychains", "comic books",
+    "marbles",
+    "stickers",
+    "stamps",
+    "seashells",
+    "trading cards",
+    "beads",
+    "coins",
+    "pebbles",
+    "buttons",
+    "postcards",
+    "keychains",
+    "comic books",
 )
 _PLACES = (
     ("bakery", ("muffins", "cookies", "cupcakes", "bread rolls")),
@@ -269,7 +279,13 @@ def _one_problem(rng: random.Random, difficulty: int) -> tuple[str, list[Step]]:
 
 
 def draw_distinct(
-    n: int, draw: Callable[[int], T | None], key: Callable[[T], str], *, split: str | None, what: str, tries_per_item: int = 100
+    n: int,
+    draw: Callable[[int], T | None],
+    key: Callable[[T], str],
+    *,
+    split: str | None,
+    what: str,
+    tries_per_item: int = 100,
 ) -> list[T]:
     """``n`` items from ``draw(index)`` (None: draw again), distinct by ``key`` and, with
     ``split``, only those whose key :func:`split_of` puts in that split. Every seeded generator

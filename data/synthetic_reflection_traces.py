@@ -63,12 +63,15 @@ def checked_reflection(step: Step, wrong: int) -> str:
     and what to do next time.
 
     Example:
-        >>> checked_reflection(Step("-", 76, 27, 49, "76 - 27 = 49"), 53)
-        'I wrote 76 - 27 = 53, but ones 16 - 7 = 9, tens 7 - 2 - 1 = 4, so 76 - 27 = 49, not 53. Next time I will redo every step digit by digit before I answer.'
+        >>> checked_reflection(Step("-", 76, 27, 49, "76 - 27 = 49"), 53)  # doctest: +NORMALIZE_WHITESPACE
+        'I wrote 76 - 27 = 53, but ones 16 - 7 = 9, tens 7 - 2 - 1 = 4, so 76 - 27 = 49, not 53.
+        Next time I will redo every step digit by digit before I answer.'
     """
     redone = column_check(step)
-    return (f"I wrote {step.a} {step.op} {step.b} = {wrong}, but {redone}, so {step.a} {step.op} {step.b} = "
-            f"{step.result}, not {wrong}. Next time I will redo every step digit by digit before I answer.")
+    return (
+        f"I wrote {step.a} {step.op} {step.b} = {wrong}, but {redone}, so {step.a} {step.op} {step.b} = "
+        f"{step.result}, not {wrong}. Next time I will redo every step digit by digit before I answer."
+    )
 
 
 def build_reflection_trace(problem: SyntheticProblem, rng: random.Random) -> SyntheticReflectionTrace:

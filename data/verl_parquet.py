@@ -46,7 +46,9 @@ def _schema():
     )
 
 
-def rl_row(example: Example, index: int, system_prompt: str | None, ability: str = "math", split: str | None = None) -> dict[str, Any]:
+def rl_row(
+    example: Example, index: int, system_prompt: str | None, ability: str = "math", split: str | None = None
+) -> dict[str, Any]:
     """One parquet row for one example."""
     return {
         "data_source": example.data_source,
@@ -123,8 +125,13 @@ def rl_file_problem(path: str | Path, prompt_key: str = "prompt", rows: int = 3)
     first = next(pf.iter_batches(batch_size=max(1, rows), columns=[prompt_key, "reward_model"]), None)
     for i, row in enumerate(first.to_pylist() if first is not None else [], start=1):
         prompt = row[prompt_key]
-        if not isinstance(prompt, list) or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt):
-            return f"row {i}: {prompt_key} is not a list of chat messages {{role, content}} (pasr data prepare writes them)"
+        if not isinstance(prompt, list) or not all(
+            isinstance(m, dict) and {"role", "content"} <= set(m) for m in prompt
+        ):
+            return (
+                f"row {i}: {prompt_key} is not a list of chat messages {{role, content}} "
+                "(pasr data prepare writes them)"
+            )
         if not isinstance(row["reward_model"], dict) or row["reward_model"].get("ground_truth") in (None, ""):
             return f"row {i}: reward_model.ground_truth is empty"
     return None

@@ -57,7 +57,8 @@ def column_check(step: Step) -> str:
     """The step redone digit by digit, the way it is done on paper: the ones with their carry
     or borrow, then the tens (everything above the ones digit, so 134 has 13 tens):
     ``76 - 27``: ``ones 16 - 7 = 9, tens 7 - 2 - 1 = 4`` (the trace's verdict then reads ``so 49``);
-    ``67 + 37``: ``ones 7 + 7 = 14, tens 6 + 3 + 1 = 10`` (``so 104``). A multiplication stays repeated addition (:func:`worked_check`).
+    ``67 + 37``: ``ones 7 + 7 = 14, tens 6 + 3 + 1 = 10`` (``so 104``).
+    A multiplication stays repeated addition (:func:`worked_check`).
 
     Every equation in it is a one-digit fact (with a borrowed ten, or a tens count below 20):
     facts a small model knows far more reliably than a two-digit carry or borrow done in one

@@ -13,9 +13,9 @@ from re-tokenising text. Tests inject their own object with the same ``generate`
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 Chat = Sequence[dict]
@@ -141,9 +141,9 @@ class HFBackend:
     def load(self) -> None:
         if self.model is not None:
             return
-        from runtime.model_loading import ModelLoadError, load_model_and_tokenizer
-
         import torch
+
+        from runtime.model_loading import ModelLoadError, load_model_and_tokenizer
 
         resolve_model(self.model_spec)  # fail fast on a missing local path
         decided = self.decide()
@@ -177,7 +177,9 @@ class HFBackend:
         except ContextLengthError as exc:
             raise BackendError(f"model {self.model_spec}: {exc}") from None
 
-    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
+    def generate(
+        self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = ""
+    ) -> list[Completion]:
         """``prefill``: text that starts every response, as the local engine's ``<think>``
         (``pasr.prefill_think``): appended to the prompt, so its tokens are not counted, and
         the text returned begins with it. ``pasr eval`` itself passes none."""
@@ -192,8 +194,16 @@ class HFBackend:
             top_p=params.top_p,
             do_sample=not params.greedy,
         )
-        gens = generate_chats(self.model, self.tokenizer, chats, sp, batch_size=self.batch_size, prefill=prefill,
-                              on_finished=on_finished, context=self.context)
+        gens = generate_chats(
+            self.model,
+            self.tokenizer,
+            chats,
+            sp,
+            batch_size=self.batch_size,
+            prefill=prefill,
+            on_finished=on_finished,
+            context=self.context,
+        )
         return [Completion(g.text, g.n_tokens, g.finish_reason) for g in gens]
 
 
@@ -265,7 +275,9 @@ class VLLMBackend:
             n=1, max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p
         )
 
-    def generate(self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = "") -> list[Completion]:
+    def generate(
+        self, chats: Sequence[Chat], params: GenParams, on_finished=None, prefill: str = ""
+    ) -> list[Completion]:
         """``prefill``: text that starts every response (the local engine's ``<think>``): the
         prompts are then rendered as the local engine renders them
         (:func:`runtime.hf_generate.render_prompts`: the model's chat template, then the
@@ -280,8 +292,9 @@ class VLLMBackend:
             from runtime.hf_generate import render_prompts
 
             prompts = render_prompts(self.llm.get_tokenizer(), chats, prefill)
-            outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], self.sampling_params(params),
-                                        use_tqdm=False)
+            outputs = self.llm.generate(
+                [{"prompt_token_ids": ids} for ids in prompts], self.sampling_params(params), use_tqdm=False
+            )
         else:
             outputs = self.llm.chat([list(c) for c in chats], self.sampling_params(params), use_tqdm=False)
         if len(outputs) != len(chats):
@@ -308,8 +321,8 @@ class LocalRunAnswers:
 def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
     """How the local run that wrote checkpoint ``model_path`` (``RUN/checkpoints/step_N``, or
     the ``RUN/checkpoints/latest`` file naming one) answered, read from ``RUN/config.yaml``;
-    None for anything else (a hub name, an exported folder, a verl checkpoint). Why ``pasr eval`` asks: a model trained after the ``<think>``
-    prefill mostly does not open the think block without it (a 60-step demo warm-up scored 10% of
+    None for anything else (a hub name, an exported folder, a verl checkpoint). Why ``pasr eval`` asks: a model trained
+    after the ``<think>`` prefill mostly does not open the think block without it (a 60-step demo warm-up scored 10% of
     240 training problems without it and 61% with it, its run's CPU prompts both times)."""
     import yaml
 
@@ -327,9 +340,11 @@ def local_run_answers(model_path: str | Path) -> LocalRunAnswers | None:
     prompts = pasr.get("prompts") or {}
     # a run saved before the key moved to pasr.prefill_think (recipe/retired_keys.py) has it under rollout
     think = pasr.get("prefill_think", saved["rollout"].get("prefill_think", default.pasr.prefill_think))
-    return LocalRunAnswers(bool(think),
-                           str(prompts.get("refine", default.pasr.prompts.refine)),
-                           str(prompts.get("plain", default.pasr.prompts.plain)))
+    return LocalRunAnswers(
+        bool(think),
+        str(prompts.get("refine", default.pasr.prompts.refine)),
+        str(prompts.get("plain", default.pasr.prompts.plain)),
+    )
 
 
 def starts_answer(chat: Chat, systems: frozenset[str]) -> bool:
@@ -356,7 +371,9 @@ class AnswerPrefill:
         for mark in (True, False):
             idx = [i for i, m in enumerate(marks) if m == mark]
             if idx:
-                gens = super().generate([chats[i] for i in idx], params, on_finished, prefill=self.prefill if mark else "")
+                gens = super().generate(
+                    [chats[i] for i in idx], params, on_finished, prefill=self.prefill if mark else ""
+                )
                 for i, g in zip(idx, gens):
                     out[i] = g
         return out

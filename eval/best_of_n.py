@@ -113,10 +113,12 @@ def run_best_of_n(
     chats = [build_chat(answer_system, q) for q in questions for _ in range(n)]
     outs = call(generate, chats)
     samples = [
-        [SamplePass(f"sample:{k}", o.text, int(o.n_tokens), getattr(o, "finish_reason", None))
-         for k, o in enumerate(outs[i * n : (i + 1) * n])]
+        [
+            SamplePass(f"sample:{k}", o.text, int(o.n_tokens), getattr(o, "finish_reason", None))
+            for k, o in enumerate(outs[i * n : (i + 1) * n])
+        ]
         for i in range(len(questions))
-    ]  # fmt: skip
+    ]
     if select == "majority":
         if extract is None:
             from rewards.extract import extract_answer as extract
@@ -128,7 +130,11 @@ def run_best_of_n(
         return traces
 
     replies = score_candidates(
-        questions, [[p.text for p in cands] for cands in samples], generate, score_prompt or ScorePrompt.load(), score_tokens
+        questions,
+        [[p.text for p in cands] for cands in samples],
+        generate,
+        score_prompt or ScorePrompt.load(),
+        score_tokens,
     )
     traces = []
     for q, cands, rs in zip(questions, samples, replies):

@@ -35,11 +35,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _produce(cfg: EvalConfig, items: list[_Item], generate, prompts: MethodPrompts, judge) -> list[Produced]:
-    return list(produce(
-        cfg.method, [it.example.question for it in items], generate, prompts, cfg.max_rounds,
-        verify=_verifier(cfg, judge, items), max_reflection_tokens=cfg.max_reflection_tokens,
-        attempts=[it.attempt for it in items], selection=cfg.selection(),
-    ))  # fmt: skip
+    return list(
+        produce(
+            cfg.method,
+            [it.example.question for it in items],
+            generate,
+            prompts,
+            cfg.max_rounds,
+            verify=_verifier(cfg, judge, items),
+            max_reflection_tokens=cfg.max_reflection_tokens,
+            attempts=[it.attempt for it in items],
+            selection=cfg.selection(),
+        )
+    )
 
 
 def _produce_chunk(
@@ -72,8 +80,10 @@ def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, Rollout
     for start in range(0, len(items), chunk_size):
         batch = items[start : start + chunk_size]
         scored = _judge(judge, [(it, done[it.key].extracted_answer) for it in batch])
-        records = [dataclasses.replace(done[it.key], acc=acc, judge_error=err, gold=it.example.answer)
-                   for it, (acc, err) in zip(batch, scored)]  # fmt: skip
+        records = [
+            dataclasses.replace(done[it.key], acc=acc, judge_error=err, gold=it.example.answer)
+            for it, (acc, err) in zip(batch, scored)
+        ]
         run_dir.append(records)
         for it, rec in zip(batch, records):
             done[it.key] = rec
@@ -83,7 +93,9 @@ def _rejudge(cfg: EvalConfig, judge, items: list[_Item], done: dict[Key, Rollout
         log(f"pasr eval: warning: the judge failed again for {still_failing} sample(s); rerun to retry them")
 
 
-def _records(cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: list[_Item], produced: list) -> list[RolloutRecord]:
+def _records(
+    cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: list[_Item], produced: list
+) -> list[RolloutRecord]:
     """One record per item: a produced sample goes through the step core (extract, judge, format,
     record: :func:`recipe.scoring.judge_and_record`, what the training engines use), a failed
     generation is recorded with its error. A verdict the method already has (reflect-retry's
@@ -101,35 +113,68 @@ def _records(cfg: EvalConfig, judge, run_id: str, prompt_version: str, items: li
         ex = item.example
         rollouts.append(
             Rollout(
-                query_id=ex.id, data_source=ex.data_source, question=ex.question, gold=ex.answer, variant=p.variant,
-                text=p.text, n_tokens=p.n_tokens, finish_reason=p.finish_reason, sample_index=item.sample_index,
-                dataset=item.dataset, extra=extra,
+                query_id=ex.id,
+                data_source=ex.data_source,
+                question=ex.question,
+                gold=ex.answer,
+                variant=p.variant,
+                text=p.text,
+                n_tokens=p.n_tokens,
+                finish_reason=p.finish_reason,
+                sample_index=item.sample_index,
+                dataset=item.dataset,
+                extra=extra,
             )
-        )  # fmt: skip
+        )
         verdicts.append(p.verdict)
     if any(v is not None for v in verdicts):
         judge = _Reusing(judge, verdicts)
-    judged = iter(judge_and_record(
-        rollouts, judge, run_id=run_id, step=None, engine="eval", prompt_versions=prompt_version,
-        fallback_last_number=cfg.fallback_last_number,
-    ))  # fmt: skip
+    judged = iter(
+        judge_and_record(
+            rollouts,
+            judge,
+            run_id=run_id,
+            step=None,
+            engine="eval",
+            prompt_versions=prompt_version,
+            fallback_last_number=cfg.fallback_last_number,
+        )
+    )
     return [
         next(judged) if isinstance(p, Produced) else _failure_record(cfg, run_id, prompt_version, item, p)
         for item, p in zip(items, produced)
     ]
 
 
-def _failure_record(cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced: _GenerationFailure) -> RolloutRecord:
+def _failure_record(
+    cfg: EvalConfig, run_id: str, prompt_version: str, item: _Item, produced: _GenerationFailure
+) -> RolloutRecord:
     """The record of a sample whose generation failed: no text, no judge, the error kept."""
     ex = item.example
     extra = {"method": cfg.method, "model": cfg.model, "backend": cfg.backend, "error": produced.error}
     return RolloutRecord(
-        run_id=run_id, query_id=ex.id, data_source=ex.data_source, variant=_variant(cfg.method),
-        prompt=ex.question, response="", response_tokens=0, format_ok=False,
-        format_reason="generation_error", n_refine=0, extracted_answer=None, gold=ex.answer,
-        acc=None, judge_error=None, step=None, dataset=item.dataset, sample_index=item.sample_index,
-        engine="eval", prompt_version=prompt_version, finish_reason=None, extra=extra,
-    )  # fmt: skip
+        run_id=run_id,
+        query_id=ex.id,
+        data_source=ex.data_source,
+        variant=_variant(cfg.method),
+        prompt=ex.question,
+        response="",
+        response_tokens=0,
+        format_ok=False,
+        format_reason="generation_error",
+        n_refine=0,
+        extracted_answer=None,
+        gold=ex.answer,
+        acc=None,
+        judge_error=None,
+        step=None,
+        dataset=item.dataset,
+        sample_index=item.sample_index,
+        engine="eval",
+        prompt_version=prompt_version,
+        finish_reason=None,
+        extra=extra,
+    )
 
 
 def _variant(method: str) -> str:
@@ -166,12 +211,30 @@ def _progress(total: int, enabled: bool, desc: str):
 
     # rate_noinv: always samples/s (tqdm's default flips to s/sample below 1/s)
     fmt = "{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]"
-    return tqdm(total=total, unit="sample", desc=desc, disable=not enabled or total == 0, dynamic_ncols=True,
-                mininterval=1.0, smoothing=0.1, file=sys.stderr, bar_format=fmt)  # fmt: skip
+    return tqdm(
+        total=total,
+        unit="sample",
+        desc=desc,
+        disable=not enabled or total == 0,
+        dynamic_ncols=True,
+        mininterval=1.0,
+        smoothing=0.1,
+        file=sys.stderr,
+        bar_format=fmt,
+    )
 
 
-def _generate_chunks(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict, prompts: MethodPrompts,
-                     done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
+def _generate_chunks(
+    cfg: EvalConfig,
+    backend,
+    judge,
+    pending: list[_Item],
+    data: dict,
+    prompts: MethodPrompts,
+    done: dict[Key, RolloutRecord],
+    run_dir: RunDir,
+    log,
+) -> None:
     """Generate, judge and append the pending samples, chunk by chunk, with the loaded ``backend``."""
     params = cfg.gen_params()
     if cfg.samples > 1 and params.greedy:

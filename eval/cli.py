@@ -63,7 +63,13 @@ examples:
 """
 
 COMPARE_STEM = "eval_compare"  # pasr eval compare --out DIR: DIR/eval_compare.md and .png
-METHOD_NAMES = ("plain", "pasr", "self-refine", "reflect-retry", "best-of-n")  # eval.methods.METHODS (not imported: --help stays fast)
+METHOD_NAMES = (
+    "plain",
+    "pasr",
+    "self-refine",
+    "reflect-retry",
+    "best-of-n",
+)  # eval.methods.METHODS (not imported: --help stays fast)
 
 
 def finite_float(text: str) -> float:
@@ -97,66 +103,122 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
     g = parser.add_argument_group("what to evaluate")
-    g.add_argument("--model", help="model: a local HF folder, a hub name, or smollm2 (the embedded SmolLM2-135M-Instruct)")
+    g.add_argument(
+        "--model", help="model: a local HF folder, a hub name, or smollm2 (the embedded SmolLM2-135M-Instruct)"
+    )
     datasets = g.add_argument(
-        "--dataset", dest="datasets", nargs="+", default=["gsm8k", "math500", "aime24"], metavar="NAME_OR_FILE",
+        "--dataset",
+        dest="datasets",
+        nargs="+",
+        default=["gsm8k", "math500", "aime24"],
+        metavar="NAME_OR_FILE",
         help="gsm8k, math500, aime24 (local copies in ../shared/data or $PASR_DATA_DIR, else the hub), "
         "countdown (seeded held-out Countdown problems, scored by the countdown judge) "
         "or .jsonl/.json/.parquet files; one or more (default: gsm8k math500 aime24)",
-    )  # fmt: skip
+    )
     add_alias(g, "--datasets", datasets)
-    difficulty = g.add_argument("--difficulty", dest="countdown_difficulty", type=int, default=1, metavar="{1,2,3}",
-                                help="--dataset countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; "
-                                "default 1, as `pasr train --preset rrr`); how many problems: --limit (default 1000)")  # fmt: skip
+    difficulty = g.add_argument(
+        "--difficulty",
+        dest="countdown_difficulty",
+        type=int,
+        default=1,
+        metavar="{1,2,3}",
+        help="--dataset countdown: problems with 3, 4 or 5 numbers (data.countdown.LEVELS; "
+        "default 1, as `pasr train --preset rrr`); how many problems: --limit (default 1000)",
+    )
     add_alias(g, "--countdown-difficulty", difficulty)
-    g.add_argument("--method", default="pasr", metavar="{" + ",".join(METHOD_NAMES) + "}",
-                   help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
-                   "(for Reflect, Retry, Reward checkpoints); best-of-n: --samples N answers, one chosen by "
-                   "--select")  # fmt: skip
+    g.add_argument(
+        "--method",
+        default="pasr",
+        metavar="{" + ",".join(METHOD_NAMES) + "}",
+        help="default: pasr; reflect-retry: attempt, and for a failure one reflection and one retry "
+        "(for Reflect, Retry, Reward checkpoints); best-of-n: --samples N answers, one chosen by "
+        "--select",
+    )
     g.add_argument("--limit", type=int, metavar="N", help="first N questions of each dataset (AIME24 has 30)")
-    g.add_argument("--samples", type=int, default=1, metavar="K",
-                   help="samples per question; accuracy is then mean@K (default 1). best-of-n: the N candidates "
-                   "one answer is chosen from (one scored sample per question; changing N needs another --out)")  # fmt: skip
+    g.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="K",
+        help="samples per question; accuracy is then mean@K (default 1). best-of-n: the N candidates "
+        "one answer is chosen from (one scored sample per question; changing N needs another --out)",
+    )
     g.add_argument("--out", metavar="DIR", help="run directory (default: runs/eval/<model>-<method>)")
 
     g = parser.add_argument_group("generation")
-    g.add_argument("--backend", default="auto", metavar="{auto,vllm,hf}",
-                   help="vllm (GPU) or hf (transformers, CPU or one GPU); auto: vllm when it is "
-                   "installed and a GPU is visible, else hf")  # fmt: skip
+    g.add_argument(
+        "--backend",
+        default="auto",
+        metavar="{auto,vllm,hf}",
+        help="vllm (GPU) or hf (transformers, CPU or one GPU); auto: vllm when it is "
+        "installed and a GPU is visible, else hf",
+    )
     g.add_argument("--max-new-tokens", type=int, default=1500, help="per pass (default 1500, the paper's)")
-    g.add_argument("--temperature", type=finite_float,
-                   help="0 = greedy (default for one sample; 0.6 with --samples K > 1)")  # fmt: skip
+    g.add_argument(
+        "--temperature", type=finite_float, help="0 = greedy (default for one sample; 0.6 with --samples K > 1)"
+    )
     g.add_argument("--top-p", type=finite_float, help="nucleus sampling when temperature > 0 (default 0.95)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed (default 0)")
     g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
-    g.add_argument("--chunk-size", type=int,
-                   help="samples generated and written per step (default: the batch size for hf, "
-                   "4x for self-refine, 2x for reflect-retry; 512 for vllm)")  # fmt: skip
+    g.add_argument(
+        "--chunk-size",
+        type=int,
+        help="samples generated and written per step (default: the batch size for hf, "
+        "4x for self-refine, 2x for reflect-retry; 512 for vllm)",
+    )
     g.add_argument("--max-rounds", type=int, default=4, help="self-refine: feedback/refine rounds at most (default 4)")
-    g.add_argument("--refine-prompt", help="template name or file (method pasr; default: refine_system, or for a "
-                   "local run's checkpoint the run's pasr.prompts.refine)")
-    g.add_argument("--plain-prompt", help="template name or file (plain, self-refine; default: plain_system, or "
-                   "for a local run's checkpoint the run's pasr.prompts.plain)")
-    g.add_argument("--prefill-think", default="auto", choices=("auto", "on", "off"),
-                   help="start every answer under the refine and plain prompts with <think> already in the "
-                   "prompt, as training's pasr.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
-                   "local run that trained so (its config.yaml says), off otherwise: for a verl checkpoint trained with the "
-                   "prefill (the verl engine's default too), say on")  # fmt: skip
-    g.add_argument("--dtype", help="hf: auto (default: bfloat16 where a timed probe shows the CPU or GPU that computes runs it faster, else float32; training's rule too) | float32 | bfloat16 | float16; vllm: auto (default) | ...")
-    g.add_argument("--threads", type=thread_count, metavar="N",
-                   help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
-                   "else 1, as pasr train's model.threads=0; on a busy shared CPU, 1 can be several times faster)")  # fmt: skip
-    g.add_argument("--attention", default="grouped", metavar="{" + ",".join(ATTENTIONS) + "}",
-                   help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
-                   "in padded batches, same results, faster; sdpa: transformers' own")  # fmt: skip
-    g.add_argument("--device", default="auto", choices=DEVICES,
-                   help="hf: auto (default) takes the GPU torch sees, else the CPU")
+    g.add_argument(
+        "--refine-prompt",
+        help="template name or file (method pasr; default: refine_system, or for a "
+        "local run's checkpoint the run's pasr.prompts.refine)",
+    )
+    g.add_argument(
+        "--plain-prompt",
+        help="template name or file (plain, self-refine; default: plain_system, or "
+        "for a local run's checkpoint the run's pasr.prompts.plain)",
+    )
+    g.add_argument(
+        "--prefill-think",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="start every answer under the refine and plain prompts with <think> already in the "
+        "prompt, as training's pasr.prefill_think does (hf and vllm); auto (default): on for a checkpoint of a "
+        "local run that trained so (its config.yaml says), off otherwise: for a verl checkpoint trained with the "
+        "prefill (the verl engine's default too), say on",
+    )
+    g.add_argument(
+        "--dtype",
+        help="hf: auto (default: bfloat16 where a timed probe shows the CPU or GPU that computes runs it faster, "
+        "else float32; training's rule too) | float32 | bfloat16 | float16; vllm: auto (default) | ...",
+    )
+    g.add_argument(
+        "--threads",
+        type=thread_count,
+        metavar="N",
+        help="hf on CPU: torch threads (default or 0: all cores where a probe matmul shows they help, "
+        "else 1, as pasr train's model.threads=0; on a busy shared CPU, 1 can be several times faster)",
+    )
+    g.add_argument(
+        "--attention",
+        default="grouped",
+        metavar="{" + ",".join(ATTENTIONS) + "}",
+        help="hf: grouped (default) computes grouped-query attention without copying the KV cache "
+        "in padded batches, same results, faster; sdpa: transformers' own",
+    )
+    g.add_argument(
+        "--device", default="auto", choices=DEVICES, help="hf: auto (default) takes the GPU torch sees, else the CPU"
+    )
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm")
     g.add_argument("--gpu-memory-utilization", type=finite_float, default=0.9, help="vllm")
     g.add_argument("--max-model-len", type=int, help="vllm: context length (self-refine histories grow)")
-    g.add_argument("--enforce-eager", default="auto", choices=("auto", "on", "off"),
-                   help="vllm: on skips CUDA-graph capture and torch.compile (a faster start, slower decoding); "
-                   "auto (default): on for models whose weights are under 2 GiB")  # fmt: skip
+    g.add_argument(
+        "--enforce-eager",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="vllm: on skips CUDA-graph capture and torch.compile (a faster start, slower decoding); "
+        "auto (default): on for models whose weights are under 2 GiB",
+    )
 
     g = parser.add_argument_group(
         "choosing among candidates (self-refine, best-of-n)",
@@ -165,53 +227,88 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "no score is a failed score that cannot win; with no score at all the fallback (self-refine: the\n"
         "latest answer, best-of-n: the first) is returned and counted. Tokens of scoring passes count.",
     )
-    g.add_argument("--select", metavar="{latest,best,majority,score}",
-                   help="which candidate is the answer. self-refine: latest (default, Madaan et al.) or best "
-                   "(every answer of the loop scored by the model, the best-scored one, the earlier on a tie; "
-                   "the scoring passes' tokens count). best-of-n: majority (default: the answer most candidates "
-                   "give, compared as the judge compares answers, the earliest on a tie) or score (the "
-                   "best-scored candidate, the earlier on a tie; the scoring passes' tokens count)")  # fmt: skip
-    g.add_argument("--max-score-tokens", type=int, metavar="N",
-                   help="--select best/score: new tokens of a scoring pass (default: --max-new-tokens); a "
-                   "reply cut off before its 'Score:' line is a failed score")  # fmt: skip
-    g.add_argument("--score-prompt", metavar="NAME_OR_FILE",
-                   help="--select best/score: the scoring template, with {question} and {answer} "
-                   "(default: self_score)")  # fmt: skip
+    g.add_argument(
+        "--select",
+        metavar="{latest,best,majority,score}",
+        help="which candidate is the answer. self-refine: latest (default, Madaan et al.) or best "
+        "(every answer of the loop scored by the model, the best-scored one, the earlier on a tie; "
+        "the scoring passes' tokens count). best-of-n: majority (default: the answer most candidates "
+        "give, compared as the judge compares answers, the earliest on a tie) or score (the "
+        "best-scored candidate, the earlier on a tie; the scoring passes' tokens count)",
+    )
+    g.add_argument(
+        "--max-score-tokens",
+        type=int,
+        metavar="N",
+        help="--select best/score: new tokens of a scoring pass (default: --max-new-tokens); a "
+        "reply cut off before its 'Score:' line is a failed score",
+    )
+    g.add_argument(
+        "--score-prompt",
+        metavar="NAME_OR_FILE",
+        help="--select best/score: the scoring template, with {question} and {answer} (default: self_score)",
+    )
 
     # defaults are training's (rrr.* in recipe/rrr_config.py), filled in by run(): not imported here
     g = parser.add_argument_group("reflect-retry (defaults: training's rrr.* settings, recipe/rrr_config.py)")
-    g.add_argument("--max-reflection-tokens", type=int,
-                   help="new tokens of the reflection pass (default: rrr.max_reflection_tokens); the attempt "
-                   "and the retry get --max-new-tokens")  # fmt: skip
-    for part, what in (("attempt", "system prompt of the attempt and the retry"), ("reflect", "reflection template"),
-                       ("retry", "retry template"), ("feedback", "the binary feedback a reflection is given")):  # fmt: skip
-        g.add_argument(f"--rrr-{part}-prompt", metavar="NAME_OR_FILE",
-                       help=f"{what} (default: training's rrr.prompts.{part})")  # fmt: skip
+    g.add_argument(
+        "--max-reflection-tokens",
+        type=int,
+        help="new tokens of the reflection pass (default: rrr.max_reflection_tokens); the attempt "
+        "and the retry get --max-new-tokens",
+    )
+    for part, what in (
+        ("attempt", "system prompt of the attempt and the retry"),
+        ("reflect", "reflection template"),
+        ("retry", "retry template"),
+        ("feedback", "the binary feedback a reflection is given"),
+    ):
+        g.add_argument(
+            f"--rrr-{part}-prompt", metavar="NAME_OR_FILE", help=f"{what} (default: training's rrr.prompts.{part})"
+        )
 
     g = parser.add_argument_group("scoring")
-    g.add_argument("--judge", default="auto", metavar="{auto,rule,openai,hybrid,countdown}",
-                   help="auto (default): countdown for Countdown datasets, rule otherwise; rule: Math-Verify; "
-                   "openai: an OpenAI-compatible LLM judge; hybrid: rule for math golds, LLM otherwise; "
-                   "countdown: the exact Countdown equation verifier")  # fmt: skip
-    base_url = g.add_argument("--judge-base-url", metavar="URL",
-                              help="LLM judge endpoint (pasr.judge.base_url), e.g. http://host:8000/v1")  # fmt: skip
+    g.add_argument(
+        "--judge",
+        default="auto",
+        metavar="{auto,rule,openai,hybrid,countdown}",
+        help="auto (default): countdown for Countdown datasets, rule otherwise; rule: Math-Verify; "
+        "openai: an OpenAI-compatible LLM judge; hybrid: rule for math golds, LLM otherwise; "
+        "countdown: the exact Countdown equation verifier",
+    )
+    base_url = g.add_argument(
+        "--judge-base-url", metavar="URL", help="LLM judge endpoint (pasr.judge.base_url), e.g. http://host:8000/v1"
+    )
     add_alias(g, "--judge-url", base_url)
     g.add_argument("--judge-model", metavar="NAME", help="LLM judge model name (pasr.judge.model)")
     g.add_argument("--judge-prompt", default="judge_binary", help="LLM judge template (default judge_binary)")
-    g.add_argument("--judge-timeout", type=finite_float, default=30.0, metavar="SECONDS",
-                   help="LLM judge: time limit of one request attempt (default 30); a sample whose judge "
-                   "fails is recorded as a judge error and re-judged by the next run in the same --out")  # fmt: skip
-    g.add_argument("--fallback-last-number", action="store_true",
-                   help="a response with neither <answer> nor \\boxed{} is judged on its last number (off by "
-                   "default: it credits answers the model never marked; useful for tiny models)")  # fmt: skip
+    g.add_argument(
+        "--judge-timeout",
+        type=finite_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="LLM judge: time limit of one request attempt (default 30); a sample whose judge "
+        "fails is recorded as a judge error and re-judged by the next run in the same --out",
+    )
+    g.add_argument(
+        "--fallback-last-number",
+        action="store_true",
+        help="a response with neither <answer> nor \\boxed{} is judged on its last number (off by "
+        "default: it credits answers the model never marked; useful for tiny models)",
+    )
 
     g = parser.add_argument_group("run control")
-    g.add_argument("--retry-errors", action="store_true",
-                   help="on resume, also regenerate samples whose generation failed (judge errors are "
-                   "re-judged on every resume)")  # fmt: skip
-    progress = g.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                              help="progress bar on stderr while samples are generated (auto, the default, "
-                              "and on: shown; off: none)")  # fmt: skip
+    g.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="on resume, also regenerate samples whose generation failed (judge errors are re-judged on every resume)",
+    )
+    progress = g.add_argument(
+        "--progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="progress bar on stderr while samples are generated (auto, the default, and on: shown; off: none)",
+    )
     add_alias(g, "--no-progress", progress, value="off")
 
     sub = parser.add_subparsers(dest="eval_command", title="other commands", metavar="compare")
@@ -224,9 +321,14 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         f"scatter plot ({COMPARE_STEM}.png) into the --out folder.",
     )
     cp.add_argument("dirs", nargs="+", metavar="DIR", help="run directories of `pasr eval` (with summary.json)")
-    cp.add_argument("--out", dest="compare_out", default=".", metavar="DIR",
-                    help=f"folder for {COMPARE_STEM}.md (the table) and {COMPARE_STEM}.png (the accuracy-vs-tokens "
-                    "plot); default: the current folder")  # fmt: skip
+    cp.add_argument(
+        "--out",
+        dest="compare_out",
+        default=".",
+        metavar="DIR",
+        help=f"folder for {COMPARE_STEM}.md (the table) and {COMPARE_STEM}.png (the accuracy-vs-tokens "
+        "plot); default: the current folder",
+    )
 
 
 def compare_outputs(out: str) -> tuple[Path, Path]:
@@ -260,9 +362,15 @@ def answer_settings(args) -> tuple[str, str, str]:
     plain = args.plain_prompt or (run.plain_prompt if run else PromptsConfig.plain)
     think = {"on": True, "off": False}.get(args.prefill_think, bool(run and run.prefill_think))
     if run is not None:
-        taken = [f"{name} {value}" for name, value, given in (
-            ("--refine-prompt", refine, args.refine_prompt), ("--plain-prompt", plain, args.plain_prompt),
-            ("--prefill-think", "on" if think else "off", args.prefill_think != "auto")) if not given]
+        taken = [
+            f"{name} {value}"
+            for name, value, given in (
+                ("--refine-prompt", refine, args.refine_prompt),
+                ("--plain-prompt", plain, args.plain_prompt),
+                ("--prefill-think", "on" if think else "off", args.prefill_think != "auto"),
+            )
+            if not given
+        ]
         if taken:
             print(f"pasr eval: as the local run that wrote {args.model} trained: {', '.join(taken)}", file=sys.stderr)
     return refine, plain, THINK_PREFILL if think else ""
@@ -341,15 +449,20 @@ def run(args) -> int:
         select=args.select,
         max_score_tokens=args.max_score_tokens,
         score_prompt=args.score_prompt,
-        judge=JudgeConfig(kind=args.judge, base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout),
+        judge=JudgeConfig(
+            kind=args.judge, base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout
+        ),
         judge_prompt=args.judge_prompt,
         refine_prompt=refine_prompt,
         plain_prompt=plain_prompt,
         prefill=prefill,
-        rrr_prompts=RrrPromptsConfig(**{
-            part: name for part in ("attempt", "reflect", "retry", "feedback")
-            if (name := getattr(args, f"rrr_{part}_prompt")) is not None
-        }),  # fmt: skip
+        rrr_prompts=RrrPromptsConfig(
+            **{
+                part: name
+                for part in ("attempt", "reflect", "retry", "feedback")
+                if (name := getattr(args, f"rrr_{part}_prompt")) is not None
+            }
+        ),
         max_reflection_tokens=(
             args.max_reflection_tokens if args.max_reflection_tokens is not None else RrrConfig.max_reflection_tokens
         ),

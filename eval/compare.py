@@ -33,8 +33,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.best_of_n import METHOD as BEST_OF_N
+from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.stats import plot_style as ps
 from eval.summary import SUMMARY_JSON, method_label
 
@@ -44,8 +44,15 @@ class CompareError(ValueError):
 
 
 _COUNTS = ("n_questions", "n_samples", "expected_samples", "n_scored", "errors", "generation_errors", "judge_errors")
-_RATES = ("accuracy", "format_rate", "refine_rate", "truncated_rate", "first_attempt_accuracy", "retry_rate",
-          "recovered_rate")  # fmt: skip
+_RATES = (
+    "accuracy",
+    "format_rate",
+    "refine_rate",
+    "truncated_rate",
+    "first_attempt_accuracy",
+    "retry_rate",
+    "recovered_rate",
+)
 _AMOUNTS = ("mean_tokens", "mean_refines")
 
 
@@ -65,8 +72,11 @@ def summary_problem(summary: Any) -> str | None:
         if summary.get(key) is not None and not isinstance(summary[key], str):
             return f"{key!r} is not text"
     ckpt = summary.get("checkpoint")
-    if ckpt is not None and not (isinstance(ckpt, dict) and (ckpt.get("step") is None or isinstance(ckpt["step"], int))
-                                 and all(isinstance(ckpt.get(k), (str, type(None))) for k in ("run", "path"))):
+    if ckpt is not None and not (
+        isinstance(ckpt, dict)
+        and (ckpt.get("step") is None or isinstance(ckpt["step"], int))
+        and all(isinstance(ckpt.get(k), (str, type(None))) for k in ("run", "path"))
+    ):
         return "'checkpoint' is not a step with its path"
     if summary.get("settings") is not None and not isinstance(summary["settings"], dict):
         return "'settings' is not an object"
@@ -106,8 +116,9 @@ def load_runs(dirs: list[str]) -> list[dict[str, Any]]:
         except ValueError as exc:  # UnicodeDecodeError included
             raise CompareError(f"{path}: not a pasr eval summary (not JSON: {str(exc).splitlines()[0]})") from None
         if (problem := summary_problem(summary)) is not None:
-            raise CompareError(f"{path}: not a pasr eval summary ({problem}); run `pasr eval` into {path.parent} "
-                               "again to rewrite it")
+            raise CompareError(
+                f"{path}: not a pasr eval summary ({problem}); run `pasr eval` into {path.parent} again to rewrite it"
+            )
         summary["_dir"] = str(d)
         runs.append(summary)
     if not runs:
@@ -200,6 +211,7 @@ def same_evaluations(runs: list[dict[str, Any]]) -> list[int | None]:
     identity included, and the same questions on every dataset), else None. Only summaries whose
     settings name the model by content can be matched (older ones held the ``--model`` text,
     which ``latest`` shares across checkpoints)."""
+
     def key(run):
         settings = run.get("settings") or {}
         if not isinstance(settings.get("model"), dict) or not run.get("fingerprint"):
@@ -234,7 +246,9 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+        return (
+            "| " + " | ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+        )
 
     sep = "| " + " | ".join(("-" * w if i < 2 else "-" * (w - 1) + ":") for i, w in enumerate(widths)) + " |"
     out = [line(head), sep, *(line(r) for r in rows)]
@@ -243,8 +257,10 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
         notes.append("* unfinished run, or samples with generation/judge errors (see that run's summary.md)")
     split = [ds for ds in datasets if any(letters[ds])]
     if split:
-        notes.append(f"[A], [B], ...: the runs evaluated different questions on {', '.join(split)} (another file, "
-                     "--limit or edited rows); compare accuracy only between rows of one letter")
+        notes.append(
+            f"[A], [B], ...: the runs evaluated different questions on {', '.join(split)} (another file, "
+            "--limit or edited rows); compare accuracy only between rows of one letter"
+        )
     if any(r is not None for r in repeats):
         notes.append("(= row N): the same evaluation as row N (same model weights, settings and questions)")
     if notes:
@@ -296,13 +312,25 @@ def scatter_figure(runs: list[dict[str, Any]]):
                 continue
             label = run_names[i]
             ax.scatter(
-                v["mean_tokens"], 100 * v["accuracy"], s=90, color=colors[i % len(colors)],
-                marker=markers.get(run.get("method"), "D"), label=None if label in labels_seen else label,
-                edgecolors="black", linewidths=0.5, zorder=3, clip_on=False,
-            )  # fmt: skip
+                v["mean_tokens"],
+                100 * v["accuracy"],
+                s=90,
+                color=colors[i % len(colors)],
+                marker=markers.get(run.get("method"), "D"),
+                label=None if label in labels_seen else label,
+                edgecolors="black",
+                linewidths=0.5,
+                zorder=3,
+                clip_on=False,
+            )
             labels_seen.add(label)
-            ax.annotate(label, (v["mean_tokens"], 100 * v["accuracy"]), textcoords="offset points",
-                        xytext=(6, 4 if v["accuracy"] < 0.9 else -10), fontsize=7)  # below a point at the top
+            ax.annotate(
+                label,
+                (v["mean_tokens"], 100 * v["accuracy"]),
+                textcoords="offset points",
+                xytext=(6, 4 if v["accuracy"] < 0.9 else -10),
+                fontsize=7,
+            )  # below a point at the top
             xs.append(v["mean_tokens"])
         if xs:
             _token_axis(ax, xs)

@@ -16,8 +16,8 @@ from eval.methods import SELECTS, MethodPrompts, Selection, check_method, check_
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.self_refine import MAX_ROUNDS
 from recipe.pasr_config import JudgeConfig, PromptsConfig
-from rewards.judge_kinds import JUDGE_KINDS as JUDGE_KINDS_BUILT
 from recipe.rrr_config import RrrConfig, RrrPromptsConfig
+from rewards.judge_kinds import JUDGE_KINDS as JUDGE_KINDS_BUILT
 
 JUDGE_KINDS = ("auto", *JUDGE_KINDS_BUILT)  # auto: picked per dataset
 LLM_JUDGES = ("openai", "hybrid")  # the kinds that need an endpoint and a judge prompt
@@ -84,7 +84,9 @@ class EvalConfig:
         if temp is None:
             temp = DEFAULT_SAMPLING_TEMPERATURE if self.samples > 1 else 0.0
         top_p = 1.0 if temp <= 0 else (self.top_p if self.top_p is not None else DEFAULT_SAMPLING_TOP_P)
-        return GenParams(max_new_tokens=self.max_new_tokens, temperature=float(temp), top_p=float(top_p), seed=self.seed)
+        return GenParams(
+            max_new_tokens=self.max_new_tokens, temperature=float(temp), top_p=float(top_p), seed=self.seed
+        )
 
     @property
     def records_per_question(self) -> int:
@@ -140,8 +142,7 @@ class EvalConfig:
 
             if self.countdown_difficulty not in DIFFICULTIES:
                 problems.append(
-                    f"--difficulty must be one of {', '.join(map(str, DIFFICULTIES))}, "
-                    f"got {self.countdown_difficulty}"
+                    f"--difficulty must be one of {', '.join(map(str, DIFFICULTIES))}, got {self.countdown_difficulty}"
                 )
             elif "countdown" not in [d.lower() for d in self.datasets]:
                 problems.append("--difficulty applies to --dataset countdown only")
@@ -152,7 +153,9 @@ class EvalConfig:
         elif not self.selection().scores(self.method):
             for flag, value in (("--max-score-tokens", self.max_score_tokens), ("--score-prompt", self.score_prompt)):
                 if value is not None:
-                    problems.append(f"{flag} applies to --select best (self-refine) and --select score (best-of-n) only")
+                    problems.append(
+                        f"{flag} applies to --select best (self-refine) and --select score (best-of-n) only"
+                    )
         if self.max_score_tokens is not None and self.max_score_tokens < 1:
             problems.append(f"--max-score-tokens must be >= 1, got {self.max_score_tokens}")
         if self.max_reflection_tokens < 1:
@@ -213,6 +216,9 @@ class EvalConfig:
         """The runtime settings as asked (``auto`` where not given), for a backend that decides
         nothing itself: vllm's ``auto`` dtype is the model config's, part of the model's identity."""
         if self.backend == "vllm":
-            return {"dtype": self.dtype or AUTO, "tensor_parallel_size": self.tensor_parallel_size,
-                    "max_model_len": self.max_model_len}
+            return {
+                "dtype": self.dtype or AUTO,
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "max_model_len": self.max_model_len,
+            }
         return {"device": self.device, "dtype": self.dtype or AUTO, "threads": self.threads or AUTO}

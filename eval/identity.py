@@ -109,10 +109,18 @@ def _verl_identity(spec: str, local: Path, actor: Path) -> ModelIdentity:
         except (OSError, UnicodeDecodeError):
             tracked = "?"
         if tracked != str(step):
-            note = (f"{tracker} names step {tracked}, which is not there: evaluating global_step_{step}, "
-                    "the newest checkpoint left")
-    return ModelIdentity(spec, str(actor.parent if actor.name == "actor" else actor), str(run) if run else None,
-                         step, folder_digest(actor), note)
+            note = (
+                f"{tracker} names step {tracked}, which is not there: evaluating global_step_{step}, "
+                "the newest checkpoint left"
+            )
+    return ModelIdentity(
+        spec,
+        str(actor.parent if actor.name == "actor" else actor),
+        str(run) if run else None,
+        step,
+        folder_digest(actor),
+        note,
+    )
 
 
 def model_identity(spec: str) -> ModelIdentity:
@@ -120,15 +128,23 @@ def model_identity(spec: str) -> ModelIdentity:
     merged; a spec that is not a local checkpoint or folder is identified by its name (the
     backend says later whether it exists)."""
     from runtime.hf_export import VerlCheckpointError, find_actor_dir
-    from runtime.model_loading import EMBEDDED_ALIASES, LATEST, ModelNotFoundError, checkpoint_named_by, resolve_model_path
+    from runtime.model_loading import (
+        EMBEDDED_ALIASES,
+        LATEST,
+        ModelNotFoundError,
+        checkpoint_named_by,
+        resolve_model_path,
+    )
 
     local = Path(spec).expanduser()
     if local.is_file() and local.name == LATEST:
         try:
             named = checkpoint_named_by(local)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ModelIdentityError(f"{spec}: cannot read the checkpoint it names ({exc}); point it at a "
-                                     "step_N folder or give that folder as --model") from None
+            raise ModelIdentityError(
+                f"{spec}: cannot read the checkpoint it names ({exc}); point it at a "
+                "step_N folder or give that folder as --model"
+            ) from None
         if named is None:
             raise ModelIdentityError(f"{spec} names no complete checkpoint")
         local = named

@@ -38,9 +38,13 @@ def resolve_judge(judge: JudgeConfig, data: dict[str, list]) -> JudgeConfig:
     if judge.kind == "auto":
         return dataclasses.replace(judge, kind="countdown" if countdown else "rule")
     if countdown and judge.kind != "countdown":
-        raise EvalError(f"dataset {countdown[0]!r} is Countdown: it needs --judge countdown (or --judge auto, the default)")
+        raise EvalError(
+            f"dataset {countdown[0]!r} is Countdown: it needs --judge countdown (or --judge auto, the default)"
+        )
     if other and judge.kind == "countdown":
-        raise EvalError(f"--judge countdown scores only Countdown equations; dataset {other[0]!r} needs --judge rule (or auto)")
+        raise EvalError(
+            f"--judge countdown scores only Countdown equations; dataset {other[0]!r} needs --judge rule (or auto)"
+        )
     return judge
 
 

@@ -214,8 +214,9 @@ def _self_refine_best(
     the earlier on a tie; with no score at all, the latest (today's answer), counted as a
     fallback. The scoring passes (``score:<round>``) are recorded and their tokens count."""
     answers = [t.answers for t in traces]
-    replies = score_candidates([t.question for t in traces], [[p.text for p in a] for a in answers],
-                               generate, score_prompt, score_tokens)  # fmt: skip
+    replies = score_candidates(
+        [t.question for t in traces], [[p.text for p in a] for a in answers], generate, score_prompt, score_tokens
+    )
     out = []
     for t, cands, rs in zip(traces, answers, replies):
         scores = scores_of(rs, len(cands))
@@ -230,11 +231,16 @@ def _self_refine_best(
                 finish_reason=final.finish_reason,
                 passes=[p.to_dict() for p in t.passes + score_passes],
                 meta={
-                    "rounds": t.rounds, "stop": t.stop, "final_tokens": final.n_tokens, "select": "best",
-                    "selected": final.name, "scores": scores, "score_failures": sum(s is None for s in scores),
+                    "rounds": t.rounds,
+                    "stop": t.stop,
+                    "final_tokens": final.n_tokens,
+                    "select": "best",
+                    "selected": final.name,
+                    "scores": scores,
+                    "score_failures": sum(s is None for s in scores),
                     "selection_fallback": choice.fallback,
                 },
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -246,10 +252,16 @@ def _best_of_n(questions, generate, prompts: MethodPrompts, selection: Selection
         return extract_answer(text, fallback_last_number=selection.fallback_last_number)
 
     traces = run_best_of_n(
-        questions, generate, prompts.prompts.plain, selection.candidates, selection.resolved(BEST_OF_N),
-        extract=extract, judge_kind=selection.judge_kind, score_prompt=prompts.score,
+        questions,
+        generate,
+        prompts.prompts.plain,
+        selection.candidates,
+        selection.resolved(BEST_OF_N),
+        extract=extract,
+        judge_kind=selection.judge_kind,
+        score_prompt=prompts.score,
         score_tokens=selection.score_tokens,
-    )  # fmt: skip
+    )
     return [_from_trace(t) for t in traces]
 
 

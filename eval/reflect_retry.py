@@ -56,7 +56,12 @@ class RrrPass:
 
     def to_dict(self) -> dict:
         """The shape of a pass in a record's ``extra["passes"]`` (as Self-Refine's)."""
-        return {"variant": self.variant, "text": self.text, "tokens": self.n_tokens, "finish_reason": self.finish_reason}
+        return {
+            "variant": self.variant,
+            "text": self.text,
+            "tokens": self.n_tokens,
+            "finish_reason": self.finish_reason,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> RrrPass:
@@ -108,7 +113,9 @@ class ReflectRetryTrace:
         }
 
 
-def _call(generate: Generator, chats: list[list[dict]], variant: str, max_new_tokens: int | None = None) -> list[RrrPass]:
+def _call(
+    generate: Generator, chats: list[list[dict]], variant: str, max_new_tokens: int | None = None
+) -> list[RrrPass]:
     if not chats:
         return []
     outs = generate(chats) if max_new_tokens is None else generate(chats, max_new_tokens=max_new_tokens)

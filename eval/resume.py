@@ -135,7 +135,9 @@ class RunDir:
                 raise TypeError
             return saved
         except (OSError, ValueError, KeyError, TypeError):
-            raise ResumeError(f"{self.run_path} is corrupt; delete it (and {SAMPLES_FILE}) or use another --out") from None
+            raise ResumeError(
+                f"{self.run_path} is corrupt; delete it (and {SAMPLES_FILE}) or use another --out"
+            ) from None
 
     def saved_settings(self) -> dict[str, Any] | None:
         saved = self._saved()
@@ -160,7 +162,8 @@ class RunDir:
             )
         if fingerprint(saved["settings"]) != fingerprint(settings):
             raise ResumeError(
-                f"{self.path} holds answers made with other settings ({'; '.join(differences(saved['settings'], settings))}); "
+                f"{self.path} holds answers made with other settings "
+                f"({'; '.join(differences(saved['settings'], settings))}); "
                 "rerun with those settings to resume, or choose another --out (or delete it to start over)"
             )
         for label, source in (sources or {}).items():

@@ -35,7 +35,9 @@ def _verifier(cfg: EvalConfig, judge, items: list[_Item]) -> Verifier:
 def _split_undecided(rejudge: list[_Item], done: dict[Key, RolloutRecord]) -> tuple[list[_Item], list[_Item]]:
     """Of the samples whose judge failed, the reflect-retry ones whose first attempt was never
     scored are finished, not re-judged: (those, each with its kept attempt; the rest, to re-judge)."""
-    unfinished = [dataclasses.replace(it, attempt=kept_attempt(done[it.key])) for it in rejudge if undecided(done[it.key])]
+    unfinished = [
+        dataclasses.replace(it, attempt=kept_attempt(done[it.key])) for it in rejudge if undecided(done[it.key])
+    ]
     return unfinished, [it for it in rejudge if not undecided(done[it.key])]
 
 

@@ -37,8 +37,12 @@ from typing import Any
 from data.records import RolloutRecord
 from eval.backends import Backend, BackendError, build_backend, check_local_path
 from eval.best_of_n import METHOD as BEST_OF_N
-from eval.chunks import MAX_CONSECUTIVE_GENERATION_ERRORS, _generate_chunks, _rejudge
-from eval.chunks import _ChunkTicks  # noqa: F401  (re-exported: tests import it from here)
+from eval.chunks import (
+    MAX_CONSECUTIVE_GENERATION_ERRORS,
+    _ChunkTicks,  # noqa: F401  (re-exported: tests import it from here)
+    _generate_chunks,
+    _rejudge,
+)
 from eval.config import (
     AUTO,
     COUNTDOWN_DIFFICULTY,
@@ -56,8 +60,15 @@ from eval.judging import _build_judge, is_countdown, resolve_judge
 from eval.methods import MethodPrompts
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.resume import (
-    Key, ResumeError, RunDir, adopt_runtime, changed_rows, fingerprint, is_generation_error, is_judge_error,
-)  # fmt: skip
+    Key,
+    ResumeError,
+    RunDir,
+    adopt_runtime,
+    changed_rows,
+    fingerprint,
+    is_generation_error,
+    is_judge_error,
+)
 from eval.rrr_driver import _split_undecided
 from eval.summary import summarize, write_summary
 
@@ -78,7 +89,10 @@ __all__ = [
     "run_eval",
 ]
 
-HELDOUT_SPLITS = {"countdown": "test", "synthetic": "test"}  # a generated set is evaluated on problems training never sees
+HELDOUT_SPLITS = {
+    "countdown": "test",
+    "synthetic": "test",
+}  # a generated set is evaluated on problems training never sees
 
 
 def _stderr(msg: str) -> None:
@@ -154,9 +168,12 @@ def run_eval(
     cfg.validate()
     try:
         prompts = MethodPrompts.load(
-            refine=cfg.refine_prompt, plain=cfg.plain_prompt, judge=cfg.judge_prompt, rrr=cfg.rrr_prompts,
+            refine=cfg.refine_prompt,
+            plain=cfg.plain_prompt,
+            judge=cfg.judge_prompt,
+            rrr=cfg.rrr_prompts,
             **({"score": cfg.score_prompt} if cfg.score_prompt else {}),
-        )  # fmt: skip
+        )
     except (KeyError, FileNotFoundError) as exc:
         raise EvalError(str(exc).strip("'\"")) from None
     data, sources = _load_data(cfg.datasets, cfg.limit, cfg.countdown_difficulty)
@@ -187,8 +204,9 @@ def run_eval(
         run_dir.unlock()
 
 
-def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None,
-             identity: ModelIdentity) -> tuple[EvalConfig, Any, dict, str]:  # fmt: skip
+def _decided(
+    cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | None, identity: ModelIdentity
+) -> tuple[EvalConfig, Any, dict, str]:
     """(the config with runtime settings left to ``auto`` taken from the run being resumed, the
     backend, built but not loaded, what it decided for the runtime settings, and a line saying
     which were taken, or ""). The backend loads the checkpoint ``identity`` names, not the spec
@@ -197,29 +215,55 @@ def _decided(cfg: EvalConfig, backend, prompts: MethodPrompts, saved: dict | Non
     adopted = adopt_runtime(asked, saved)
     taken = ""
     if adopted != asked:
-        taken = ("pasr eval: resuming with the run's own "
-                 + ", ".join(f"{k} {v}" for k, v in adopted.items() if v != asked[k]) + " (decided when it started)")
-        cfg = dataclasses.replace(cfg, **{
-            k: (None if v == AUTO else v) for k, v in adopted.items() if k in ("dtype", "threads", "device") and v != asked[k]
-        })  # fmt: skip
+        taken = (
+            "pasr eval: resuming with the run's own "
+            + ", ".join(f"{k} {v}" for k, v in adopted.items() if v != asked[k])
+            + " (decided when it started)"
+        )
+        cfg = dataclasses.replace(
+            cfg,
+            **{
+                k: (None if v == AUTO else v)
+                for k, v in adopted.items()
+                if k in ("dtype", "threads", "device") and v != asked[k]
+            },
+        )
     try:
         if backend is None:
             backend = build_backend(
-                cfg.backend, identity.path or cfg.model, prefill=cfg.prefill,
+                cfg.backend,
+                identity.path or cfg.model,
+                prefill=cfg.prefill,
                 systems=frozenset({prompts.prompts.refine, prompts.prompts.plain}),
-                batch_size=cfg.batch_size, seed=cfg.seed, dtype=cfg.dtype,
-                tensor_parallel_size=cfg.tensor_parallel_size, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                max_model_len=cfg.max_model_len, enforce_eager=cfg.enforce_eager, threads=cfg.threads, attention=cfg.attention,
-                device=cfg.device, max_new_tokens=cfg.max_new_tokens,
-            )  # fmt: skip
+                batch_size=cfg.batch_size,
+                seed=cfg.seed,
+                dtype=cfg.dtype,
+                tensor_parallel_size=cfg.tensor_parallel_size,
+                gpu_memory_utilization=cfg.gpu_memory_utilization,
+                max_model_len=cfg.max_model_len,
+                enforce_eager=cfg.enforce_eager,
+                threads=cfg.threads,
+                attention=cfg.attention,
+                device=cfg.device,
+                max_new_tokens=cfg.max_new_tokens,
+            )
         runtime = backend.decide() if hasattr(backend, "decide") else cfg.requested_runtime()
     except BackendError as exc:
         raise EvalError(str(exc)) from None
     return cfg, backend, runtime, taken
 
 
-def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, data: dict, sources: dict,
-                identity: ModelIdentity, run_dir: RunDir):  # fmt: skip
+def _run_locked(
+    cfg: EvalConfig,
+    backend,
+    judge,
+    log,
+    prompts: MethodPrompts,
+    data: dict,
+    sources: dict,
+    identity: ModelIdentity,
+    run_dir: RunDir,
+):
     """The run proper, while this process holds ``run_dir``."""
     try:
         saved = run_dir.saved_settings()
@@ -243,14 +287,18 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     rejudge = _forget_changed_rows(cfg, selection, done, run_dir, log)
     pending = [it for it in selection if it.key not in done]
     changed_gold = {it.key for it in rejudge}
-    rejudge += [it for it in selection if it.key in done and is_judge_error(done[it.key]) and it.key not in changed_gold]
+    rejudge += [
+        it for it in selection if it.key in done and is_judge_error(done[it.key]) and it.key not in changed_gold
+    ]
     if resuming:
         log(f"pasr eval: resuming {cfg.out}: {len(selection) - len(pending)} of {len(selection)} samples already done")
     # reflect-retry samples whose first attempt was never scored are finished, not re-judged
     unfinished, rejudge = _split_undecided(rejudge, done)
     if unfinished:
-        log(f"pasr eval: judging again {len(unfinished)} first attempt(s) whose judge failed; "
-            "failures are reflected on and retried")
+        log(
+            f"pasr eval: judging again {len(unfinished)} first attempt(s) whose judge failed; "
+            "failures are reflected on and retried"
+        )
         pending += unfinished
 
     header = {
@@ -299,14 +347,16 @@ def _run_locked(cfg: EvalConfig, backend, judge, log, prompts: MethodPrompts, da
     return summary
 
 
-def _forget_changed_rows(cfg: EvalConfig, selection: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir,
-                        log) -> list[_Item]:  # fmt: skip
+def _forget_changed_rows(
+    cfg: EvalConfig, selection: list[_Item], done: dict[Key, RolloutRecord], run_dir: RunDir, log
+) -> list[_Item]:
     """Samples made for rows that have changed in the data since (found by content:
     :func:`eval.resume.changed_rows`): a changed question's samples leave ``done`` and the file, to
     be made again; a sample whose gold answer alone changed is returned, to be judged again with
     the new gold (reflect-retry's and failed generations are made again: the retry followed the
     old verdict)."""
     asked, judged = changed_rows(selection, done)
+
     def answered_after_the_verdict(it: _Item) -> bool:
         return cfg.method == REFLECT_RETRY or is_generation_error(done[it.key])
 
@@ -317,15 +367,33 @@ def _forget_changed_rows(cfg: EvalConfig, selection: list[_Item], done: dict[Key
             del done[it.key]
         run_dir.rewrite(done.values())
     if remake or judged:
-        log(f"pasr eval: the data changed since {len(remake) + len(judged)} sample(s) were made: "
-            + "; ".join(part for part in (
-                f"{len(remake)} answered again (question changed)" if remake else "",
-                f"{len(judged)} judged again (gold answer changed)" if judged else "") if part))  # fmt: skip
+        log(
+            f"pasr eval: the data changed since {len(remake) + len(judged)} sample(s) were made: "
+            + "; ".join(
+                part
+                for part in (
+                    f"{len(remake)} answered again (question changed)" if remake else "",
+                    f"{len(judged)} judged again (gold answer changed)" if judged else "",
+                )
+                if part
+            )
+        )
     return judged
 
 
-def _generate(cfg: EvalConfig, backend, judge, pending: list[_Item], data: dict, prompts: MethodPrompts,
-              settings: dict, sources: dict, done: dict[Key, RolloutRecord], run_dir: RunDir, log) -> None:  # fmt: skip
+def _generate(
+    cfg: EvalConfig,
+    backend,
+    judge,
+    pending: list[_Item],
+    data: dict,
+    prompts: MethodPrompts,
+    settings: dict,
+    sources: dict,
+    done: dict[Key, RolloutRecord],
+    run_dir: RunDir,
+    log,
+) -> None:
     """Generate, judge and append the pending samples, chunk by chunk, with the backend
     :func:`_decided` built (``build_backend`` is looked up in this module, where tests replace it),
     loaded here; the chunk loop is :func:`eval.chunks._generate_chunks`."""

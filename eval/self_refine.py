@@ -66,7 +66,7 @@ class SelfRefinePrompts:
         plain: str | None = None,
         feedback: str = "self_refine_feedback",
         refine: str = "self_refine_refine",
-    ) -> "SelfRefinePrompts":
+    ) -> SelfRefinePrompts:
         """``plain``: the first answer's system prompt; None is ``pasr.prompts.plain``'s default."""
         from recipe.pasr_config import PromptsConfig
 
@@ -79,7 +79,9 @@ class SelfRefinePrompts:
         )
 
     def version(self) -> str:
-        return prompt_version("\x00".join([self.answer_system, self.feedback, self.refine, self.attempt_entry, self.feedback_entry]))
+        return prompt_version(
+            "\x00".join([self.answer_system, self.feedback, self.refine, self.attempt_entry, self.feedback_entry])
+        )
 
 
 @dataclass
@@ -100,7 +102,12 @@ class Pass:
         return self.name == "answer" or self.name.startswith("refine:")
 
     def to_dict(self) -> dict:
-        return {"variant": self.variant, "text": self.text, "tokens": self.n_tokens, "finish_reason": self.finish_reason}
+        return {
+            "variant": self.variant,
+            "text": self.text,
+            "tokens": self.n_tokens,
+            "finish_reason": self.finish_reason,
+        }
 
 
 @dataclass

@@ -87,7 +87,9 @@ def score_candidates(
     outs = call(generate, [prompt.chat(questions[qi], candidates[qi][ci]) for qi, ci in todo], max_new_tokens)
     replies: list[list[ScoreReply]] = [[] for _ in questions]
     for (qi, ci), o in zip(todo, outs):
-        replies[qi].append(ScoreReply(ci, o.text, int(o.n_tokens), getattr(o, "finish_reason", None), parse_score(o.text)))
+        replies[qi].append(
+            ScoreReply(ci, o.text, int(o.n_tokens), getattr(o, "finish_reason", None), parse_score(o.text))
+        )
     return replies
 
 

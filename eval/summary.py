@@ -182,20 +182,31 @@ def render_markdown(summary: dict[str, Any]) -> str:
     choice_cols += [("fallbacks", "selection_fallbacks")] if _chooses(select) else []
     choice_head = "".join(f" {head} |" for head, _ in choice_cols)
     lines += [
-        f"| dataset | questions | samples | {acc_head} |{retry_head} mean output tokens | format ok | refine rate | truncated | generation errors | judge errors |{choice_head}",
-        "| --- | ---: | ---: | ---: |" + " ---: |" * (3 if retry else 0) + " ---: | ---: | ---: | ---: | ---: | ---: |"
+        f"| dataset | questions | samples | {acc_head} |{retry_head} mean output tokens | format ok | refine rate "
+        f"| truncated | generation errors | judge errors |{choice_head}",
+        "| --- | ---: | ---: | ---: |"
+        + " ---: |" * (3 if retry else 0)
+        + " ---: | ---: | ---: | ---: | ---: | ---: |"
         + " ---: |" * len(choice_cols),
     ]
     for ds, v in summary["datasets"].items():
-        samples = f"{v['n_samples']}" if v["n_samples"] == v["expected_samples"] else f"{v['n_samples']}/{v['expected_samples']}"
+        samples = (
+            f"{v['n_samples']}"
+            if v["n_samples"] == v["expected_samples"]
+            else f"{v['n_samples']}/{v['expected_samples']}"
+        )
         retry_cells = (
-            f" {_pct(v.get('first_attempt_accuracy'))} | {_pct(v.get('retry_rate'))} | {_pct(v.get('recovered_rate'))} |"
-            if retry else ""
-        )  # fmt: skip
+            f" {_pct(v.get('first_attempt_accuracy'))} | {_pct(v.get('retry_rate'))} | "
+            f"{_pct(v.get('recovered_rate'))} |"
+            if retry
+            else ""
+        )
         lines.append(
-            f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} |{retry_cells} {_num(v['mean_tokens'])} | "
+            f"| {ds} | {v['n_questions']} | {samples} | {_pct(v['accuracy'])} |{retry_cells} "
+            f"{_num(v['mean_tokens'])} | "
             f"{_pct(v['format_rate'])} | {_pct(v['refine_rate'])} | {_pct(v['truncated_rate'])} | "
-            f"{v['generation_errors']} | {v['judge_errors']} |" + "".join(f" {v.get(key, 'n/a')} |" for _, key in choice_cols)
+            f"{v['generation_errors']} | {v['judge_errors']} |"
+            + "".join(f" {v.get(key, 'n/a')} |" for _, key in choice_cols)
         )
     scoring = " and every scoring reply" if select in SCORING_SELECTS else ""
     passes = {
@@ -213,18 +224,26 @@ def render_markdown(summary: dict[str, Any]) -> str:
         fallback = "the latest answer" if summary.get("method") == "self-refine" else "the first candidate"
         why = "no candidate had a score" if select in SCORING_SELECTS else "no candidate had an answer"
         lines.append(
-            ("Score failures: scoring replies with no parsable score (that candidate could not be chosen); " if scoring else "")
+            (
+                "Score failures: scoring replies with no parsable score (that candidate could not be chosen); "
+                if scoring
+                else ""
+            )
             + f"fallbacks: samples where {why}, so {fallback} was judged."
         )
     if retry:
         lines.append(
             "Accuracy is after at most one retry, first-attempt accuracy before it; retried: the scored first "
-            "attempts that failed (each got one reflection and one retry); recovered: the scored retries that succeeded."
+            "attempts that failed (each got one reflection and one retry); recovered: the scored retries that "
+            "succeeded."
         )
     return "\n".join(lines) + "\n"
 
 
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> None:
     out = Path(out_dir)
-    for name, text in ((SUMMARY_JSON, json.dumps(summary, indent=2, ensure_ascii=False) + "\n"), (SUMMARY_MD, render_markdown(summary))):
+    for name, text in (
+        (SUMMARY_JSON, json.dumps(summary, indent=2, ensure_ascii=False) + "\n"),
+        (SUMMARY_MD, render_markdown(summary)),
+    ):
         replace_text(out / name, text)

@@ -22,8 +22,14 @@ from recipe.local_engine import cli as train_cli
 
 # a group of actions, each in the module that owns it: action -> (module, one-line help)
 JUDGE_ACTIONS = {
-    "serve": (judge_server, "serve an LLM judge with vLLM on GPUs of the Ray cluster, optionally around a training command"),
-    "try": (judge_try, "render the judge prompt for a few rows of a data set and send it to a judge (--dry-run: print it)"),
+    "serve": (
+        judge_server,
+        "serve an LLM judge with vLLM on GPUs of the Ray cluster, optionally around a training command",
+    ),
+    "try": (
+        judge_try,
+        "render the judge prompt for a few rows of a data set and send it to a judge (--dry-run: print it)",
+    ),
 }
 
 # name -> (module, or a group of actions, one-line help)
@@ -32,9 +38,18 @@ SUBCOMMANDS = {
     "train": (train_cli, "train with PASR on this machine (CPU/one GPU, local engine)"),
     "submit": (submit, "submit PASR training to a Ray cluster as a Ray job"),
     "jobs": (jobs, "manage submitted Ray jobs: status, logs, stop"),
-    "check": (plan_check, "check a verl run before GPUs are held: config, data, judge, GPU and batch arithmetic; print the plan"),
-    "judge": (JUDGE_ACTIONS, "an LLM judge: serve it on GPUs of the Ray cluster for a training job; try a judge prompt on a few rows"),
-    "eval": (eval_cli, "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry"),
+    "check": (
+        plan_check,
+        "check a verl run before GPUs are held: config, data, judge, GPU and batch arithmetic; print the plan",
+    ),
+    "judge": (
+        JUDGE_ACTIONS,
+        "an LLM judge: serve it on GPUs of the Ray cluster for a training job; try a judge prompt on a few rows",
+    ),
+    "eval": (
+        eval_cli,
+        "evaluate a model on GSM8K / MATH-500 / AIME24 / Countdown: plain, pasr, self-refine, reflect-retry",
+    ),
     "stats": (stats_cli, "refine-tag usage statistics and plots from rollout dumps"),
 }
 

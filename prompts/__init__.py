@@ -22,4 +22,14 @@ from prompts.loader import (
 # text the reward reads starts with it (runtime.decoding.decode_response's ``prefill``).
 THINK_PREFILL = "<think>"
 
-__all__ = ["BUILTIN_PROMPTS", "DEFAULT_JUDGE", "DEFAULT_PLAIN", "DEFAULT_REFINE", "THINK_PREFILL", "PromptSet", "build_chat", "load_prompt", "prompt_version"]
+__all__ = [
+    "BUILTIN_PROMPTS",
+    "DEFAULT_JUDGE",
+    "DEFAULT_PLAIN",
+    "DEFAULT_REFINE",
+    "THINK_PREFILL",
+    "PromptSet",
+    "build_chat",
+    "load_prompt",
+    "prompt_version",
+]

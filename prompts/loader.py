@@ -45,9 +45,7 @@ def resolve_prompt_path(name_or_path: str) -> Path:
         return candidate.resolve()
     builtin = TEMPLATE_DIR / f"{name_or_path}.txt"
     if not builtin.is_file():
-        raise KeyError(
-            f"unknown prompt {name_or_path!r}: give a file path or one of {', '.join(BUILTIN_PROMPTS)}"
-        )
+        raise KeyError(f"unknown prompt {name_or_path!r}: give a file path or one of {', '.join(BUILTIN_PROMPTS)}")
     return builtin
 
 
@@ -97,8 +95,11 @@ class PromptSet:
     @classmethod
     def load(cls, refine: str | None = None, plain: str | None = None, judge: str | None = None):
         """The templates named (a name or a path); one left out is ``pasr.prompts``'s default."""
-        return cls(refine=load_prompt(refine or DEFAULT_REFINE), plain=load_prompt(plain or DEFAULT_PLAIN),
-                   judge=load_prompt(judge or DEFAULT_JUDGE))
+        return cls(
+            refine=load_prompt(refine or DEFAULT_REFINE),
+            plain=load_prompt(plain or DEFAULT_PLAIN),
+            judge=load_prompt(judge or DEFAULT_JUDGE),
+        )
 
     def refine_chat(self, question: str) -> list[dict[str, str]]:
         return build_chat(self.refine, question)

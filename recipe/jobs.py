@@ -63,7 +63,9 @@ def normalize_address(address: str | None, environ=None) -> str:
     """``http://host:port`` of the dashboard (scheme and default port added, trailing / dropped)."""
     address = (address or default_address(environ) or "").strip()
     if not address:
-        raise CliError("no Ray address: pass --address http://HEAD:8265 (the head's dashboard) or set RAY_API_SERVER_ADDRESS")
+        raise CliError(
+            "no Ray address: pass --address http://HEAD:8265 (the head's dashboard) or set RAY_API_SERVER_ADDRESS"
+        )
     if address.startswith("ray://"):
         raise CliError(f"{address} is a Ray Client address; pass the dashboard address, http://HEAD:{DEFAULT_PORT}")
     if "://" not in address:
@@ -83,7 +85,10 @@ def auth_token(environ=None) -> str | None:
     token = environ.get("RAY_AUTH_TOKEN", "").strip()
     if token:
         return token
-    candidates = [environ.get("RAY_AUTH_TOKEN_PATH"), str(Path(environ.get("HOME") or Path.home()) / ".ray" / "auth_token")]
+    candidates = [
+        environ.get("RAY_AUTH_TOKEN_PATH"),
+        str(Path(environ.get("HOME") or Path.home()) / ".ray" / "auth_token"),
+    ]
     for path in candidates:
         if path:
             try:
@@ -178,7 +183,9 @@ def cluster_node_gpus(address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> lis
     except AuthenticationError:
         raise CliError(_auth_hint(address)) from None
     except Exception as exc:  # the jobs API answered, so this is a state-API problem worth naming
-        raise CliError(f"cannot list the nodes of {address} for the GPU check ({exc}); --no-gpu-check skips it") from None
+        raise CliError(
+            f"cannot list the nodes of {address} for the GPU check ({exc}); --no-gpu-check skips it"
+        ) from None
     gpus = []
     for node in nodes:
         node = node if isinstance(node, dict) else node.__dict__
@@ -199,7 +206,13 @@ def _unreachable_errors() -> tuple[type[BaseException], ...]:
     import aiohttp
     import requests
 
-    return (requests.exceptions.ConnectionError, requests.exceptions.Timeout, aiohttp.ClientError, OSError, RuntimeError)
+    return (
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+        aiohttp.ClientError,
+        OSError,
+        RuntimeError,
+    )
 
 
 def follow(client, job_id: str, out=None, poll_s: float = 0.5, address: str | None = None) -> int:
@@ -234,8 +247,9 @@ def follow(client, job_id: str, out=None, poll_s: float = 0.5, address: str | No
     return report_status(client, job_id, status)
 
 
-def wait_terminal(client, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None,
-                  lost_after_s: float | None = None) -> str:
+def wait_terminal(
+    client, job_id: str, poll_s: float = 0.5, timeout_s: float | None = None, lost_after_s: float | None = None
+) -> str:
     """The job's status once terminal (or once ``timeout_s`` has passed). With ``lost_after_s``,
     a dashboard that answers no status query for that long is :class:`HeadLost`."""
     start = time.monotonic()
@@ -326,7 +340,11 @@ def quiet_ray_logs() -> None:
     """Ray's job SDK logs every packaging step at INFO on stderr; keep warnings only."""
     import logging
 
-    for name in ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging", "ray.dashboard.modules.job.sdk"):
+    for name in (
+        "ray.dashboard.modules.dashboard_sdk",
+        "ray._private.runtime_env.packaging",
+        "ray.dashboard.modules.job.sdk",
+    ):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

@@ -54,7 +54,12 @@ def judged_accuracy(scores: Iterable[float | bool | None]) -> float | None:
 
 
 def check_judge_errors(
-    records: Sequence[RolloutRecord], max_rate: float, *, step: int, judge, records_at: Path | str,
+    records: Sequence[RolloutRecord],
+    max_rate: float,
+    *,
+    step: int,
+    judge,
+    records_at: Path | str,
     resume: str = "resume from the last checkpoint",
 ) -> None:
     """The judge-error stop of training step ``step``, the same in both engines (call it after
@@ -72,7 +77,8 @@ def check_judge_errors(
     raise JudgeErrorRateExceeded(
         f"step {step}: the judge failed on {len(failed)} of {len(judged)} rollouts ({rate:.0%}), more than "
         f"{SETTING}={max_rate:g}; first error: {failed[0].judge_error!r}. "
-        f"Judge: kind={judge.kind} base_url={redact_url(str(judge.base_url))} model={judge.model}. The step's records: {records_at}. "
+        f"Judge: kind={judge.kind} base_url={redact_url(str(judge.base_url))} model={judge.model}. "
+        f"The step's records: {records_at}. "
         f"Stopping instead of training on masked rows; fix the judge and {resume}"
     )
 

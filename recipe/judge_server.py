@@ -104,9 +104,13 @@ class JudgeProcess:
             return {"problem": f"cannot write the judge's log {self.log} on {node_ip}: {exc.strerror or exc}"}
         try:
             self.proc = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         except OSError as exc:
             hint = " (pip install -e '.[gpu]' on every node installs vLLM)" if self.command[0] == "vllm" else ""
             return {"problem": f"cannot run {self.command[0]!r} on {node_ip}: {exc.strerror or exc}{hint}"}
@@ -367,22 +371,40 @@ def build_parser(serve: argparse.ArgumentParser) -> None:
         "until interrupted."
     )
     serve.usage = "pasr judge serve --judge-model NAME --judge-gpus N [options] [-- COMMAND...]"
-    serve.add_argument("--judge-model", metavar="NAME", help="the judge model (hub name or folder), also its served name")
-    serve.add_argument("--judge-gpus", type=int, metavar="N", help="GPUs for the judge (its tensor-parallel size); 2 for a 14B judge in bf16")
-    serve.add_argument("--port", type=int, default=0, metavar="PORT", help="port on the judge's node (default: a free one)")
-    serve.add_argument("--log", metavar="FILE", help="the serve process's log, on the judge's node (default: a temp file there)")
     serve.add_argument(
-        "--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
+        "--judge-model", metavar="NAME", help="the judge model (hub name or folder), also its served name"
+    )
+    serve.add_argument(
+        "--judge-gpus",
+        type=int,
+        metavar="N",
+        help="GPUs for the judge (its tensor-parallel size); 2 for a 14B judge in bf16",
+    )
+    serve.add_argument(
+        "--port", type=int, default=0, metavar="PORT", help="port on the judge's node (default: a free one)"
+    )
+    serve.add_argument(
+        "--log", metavar="FILE", help="the serve process's log, on the judge's node (default: a temp file there)"
+    )
+    serve.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=DEFAULT_READY_TIMEOUT_S,
+        metavar="SECONDS",
         help=f"how long to wait for the judge to answer (default {DEFAULT_READY_TIMEOUT_S:.0f})",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--serve-command", default=DEFAULT_SERVE_COMMAND, metavar="TEMPLATE",
+        "--serve-command",
+        default=DEFAULT_SERVE_COMMAND,
+        metavar="TEMPLATE",
         help="the serve command, {model}/{port}/{gpus} filled in (default: vllm serve with tensor parallelism {gpus})",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "train_command", nargs=argparse.REMAINDER, metavar="COMMAND",
+        "train_command",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
         help="after --: the training command (it takes Hydra overrides)",
-    )  # fmt: skip  (not "command": pasr_cli's own dest)
+    )  # named train_command, not "command": that is pasr_cli's own dest
 
 
 def run(args) -> int:
@@ -413,9 +435,13 @@ def run(args) -> int:
     judge = None
     try:
         judge = serve_judge(
-            args.judge_model, args.judge_gpus, serve_command=args.serve_command, port=args.port,
-            ready_timeout_s=args.ready_timeout, log=args.log,
-        )  # fmt: skip
+            args.judge_model,
+            args.judge_gpus,
+            serve_command=args.serve_command,
+            port=args.port,
+            ready_timeout_s=args.ready_timeout,
+            log=args.log,
+        )
         if not command:
             print(judge.base_url, flush=True)
             _say("serving until interrupted (Ctrl-C or SIGTERM stops it)")

@@ -22,20 +22,33 @@ import asyncio
 
 from data.cli_errors import CliError
 from data.prepare import _add_source_args, _load
-
 from prompts.loader import DEFAULT_JUDGE as DEFAULT_JUDGE_PROMPT  # pasr.prompts.judge's default
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "pasr judge try --dataset NAME_OR_FILE [--limit N] [--judge-prompt NAME_OR_FILE] (--dry-run | --judge-base-url URL --judge-model NAME)"
+    parser.usage = (
+        "pasr judge try --dataset NAME_OR_FILE [--limit N] [--judge-prompt NAME_OR_FILE] "
+        "(--dry-run | --judge-base-url URL --judge-model NAME)"
+    )
     _add_source_args(parser, limit_default=3)
-    parser.add_argument("--judge-prompt", default=DEFAULT_JUDGE_PROMPT, metavar="NAME_OR_FILE",
-                        help=f"the judge template, as pasr.prompts.judge takes it: a built-in name or a .txt file "
-                             f"(default {DEFAULT_JUDGE_PROMPT}, training's default)")  # fmt: skip
-    parser.add_argument("--judge-base-url", metavar="URL", help="the judge's endpoint (pasr.judge.base_url), e.g. http://host:8000/v1")
+    parser.add_argument(
+        "--judge-prompt",
+        default=DEFAULT_JUDGE_PROMPT,
+        metavar="NAME_OR_FILE",
+        help=f"the judge template, as pasr.prompts.judge takes it: a built-in name or a .txt file "
+        f"(default {DEFAULT_JUDGE_PROMPT}, training's default)",
+    )
+    parser.add_argument(
+        "--judge-base-url", metavar="URL", help="the judge's endpoint (pasr.judge.base_url), e.g. http://host:8000/v1"
+    )
     parser.add_argument("--judge-model", metavar="NAME", help="the judge's served model name (pasr.judge.model)")
-    parser.add_argument("--judge-timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="time limit of one request (pasr.judge.timeout_s; default 30)")  # fmt: skip
+    parser.add_argument(
+        "--judge-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time limit of one request (pasr.judge.timeout_s; default 30)",
+    )
     parser.add_argument("--answer", metavar="TEXT", help="the answer judged for every row (default: each row's gold)")
     parser.add_argument("--dry-run", action="store_true", help="print the rendered prompts; send nothing")
 
@@ -58,12 +71,18 @@ def _judge(args):
     from recipe.pasr_config import JudgeConfig
     from rewards.judges import build_judge
 
-    missing = [flag for flag, value in (("--judge-base-url", args.judge_base_url), ("--judge-model", args.judge_model)) if not value]
+    missing = [
+        flag
+        for flag, value in (("--judge-base-url", args.judge_base_url), ("--judge-model", args.judge_model))
+        if not value
+    ]
     if missing:
         raise CliError(f"{' and '.join(missing)} required to send the prompts (or --dry-run to print them)")
     if not 0 < args.judge_timeout < float("inf"):
         raise CliError(f"--judge-timeout must be a number of seconds > 0, got {args.judge_timeout}")
-    cfg = JudgeConfig(kind="openai", base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout, retries=0)
+    cfg = JudgeConfig(
+        kind="openai", base_url=args.judge_base_url, model=args.judge_model, timeout_s=args.judge_timeout, retries=0
+    )
     try:
         return build_judge(cfg, args.judge_prompt)
     except ValueError as exc:  # a URL that is not one

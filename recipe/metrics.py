@@ -69,8 +69,12 @@ class RefineTally:
         def ratio(num: int, den: int) -> float | None:
             return num / den if den else None
 
-        return RefineRates(ratio(self.empty, self.spans), ratio(self.fixes, self.fix_known),
-                           ratio(self.drafts_ok, self.draft_known), ratio(self.breaks, self.break_known))
+        return RefineRates(
+            ratio(self.empty, self.spans),
+            ratio(self.fixes, self.fix_known),
+            ratio(self.drafts_ok, self.draft_known),
+            ratio(self.breaks, self.break_known),
+        )
 
 
 def refine_quality_rates(records: Sequence[RolloutRecord]) -> RefineRates:

@@ -32,10 +32,17 @@ METRICS_FILE = "metrics.jsonl"
 # agree) and the package each imports when the run starts (None: none). Importing verl itself
 # takes seconds, too slow for a config check.
 TRACKING_BACKENDS = {
-    "console": None, "file": None, "tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
-    "swanlab": "swanlab", "vemlp_wandb": "volcengine_ml_platform", "clearml": "clearml", "trackio": "trackio",
+    "console": None,
+    "file": None,
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "swanlab": "swanlab",
+    "vemlp_wandb": "volcengine_ml_platform",
+    "clearml": "clearml",
+    "trackio": "trackio",
     "rl_insight": "rl_insight",
-}  # fmt: skip
+}
 
 
 def logger_problems(loggers: list[str] | str, find_module: Callable[[str], object] | None = None) -> list[str]:

@@ -24,7 +24,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from prompts.loader import DEFAULT_JUDGE, DEFAULT_PLAIN, DEFAULT_REFINE
-from recipe.judge_errors import DEFAULT_MAX_JUDGE_ERROR_RATE, SETTING as MAX_JUDGE_ERROR_RATE, max_judge_error_rate_problem
+from recipe.judge_errors import (
+    DEFAULT_MAX_JUDGE_ERROR_RATE,
+    max_judge_error_rate_problem,
+)
+from recipe.judge_errors import (
+    SETTING as MAX_JUDGE_ERROR_RATE,
+)
 from recipe.retired_keys import is_retired_key, retired_settings
 from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.pasr import RewardWeights
@@ -118,15 +124,19 @@ class PasrConfig:
             problems.append(problem)
         problems += prompt_problems(self.prompts, "pasr.prompts")
         default_judge_prompt = PromptsConfig.judge
-        if self.judge.kind in JUDGE_KINDS and self.judge.kind not in LLM_JUDGE_KINDS and self.prompts.judge != default_judge_prompt:
+        if (
+            self.judge.kind in JUDGE_KINDS
+            and self.judge.kind not in LLM_JUDGE_KINDS
+            and self.prompts.judge != default_judge_prompt
+        ):
             problems.append(
-                f"pasr.prompts.judge={self.prompts.judge} has no effect with pasr.judge.kind={self.judge.kind}: only an "
-                f"LLM judge ({', '.join(LLM_JUDGE_KINDS)}) sends a judge prompt; drop it, or set pasr.judge.kind=openai "
-                "with pasr.judge.base_url and pasr.judge.model"
+                f"pasr.prompts.judge={self.prompts.judge} has no effect with pasr.judge.kind={self.judge.kind}: "
+                f"only an LLM judge ({', '.join(LLM_JUDGE_KINDS)}) sends a judge prompt; drop it, "
+                "or set pasr.judge.kind=openai with pasr.judge.base_url and pasr.judge.model"
             )
         return problems
 
-    def validate(self) -> "PasrConfig":
+    def validate(self) -> PasrConfig:
         if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
@@ -147,7 +157,9 @@ def _non_finite_settings(node: Any, prefix: str = "") -> list[str]:
         items = list(enumerate(node))
     else:
         return [f"{prefix}={node}"] if isinstance(node, float) and not math.isfinite(node) else []
-    return [bad for key, value in items for bad in _non_finite_settings(value, f"{prefix}.{key}" if prefix else str(key))]
+    return [
+        bad for key, value in items for bad in _non_finite_settings(value, f"{prefix}.{key}" if prefix else str(key))
+    ]
 
 
 def non_finite_problems(config: Any, prefix: str = "") -> list[str]:
@@ -176,8 +188,11 @@ def prompt_problems(prompts: Any, prefix: str) -> list[str]:
     so a misspelt name fails before the run starts, not after its warm-up."""
     from prompts.loader import prompt_problem
 
-    return [f"{prefix}.{f.name}={getattr(prompts, f.name)}: {why}" for f in dataclasses.fields(prompts)
-            if (why := prompt_problem(str(getattr(prompts, f.name))))]  # fmt: skip
+    return [
+        f"{prefix}.{f.name}={getattr(prompts, f.name)}: {why}"
+        for f in dataclasses.fields(prompts)
+        if (why := prompt_problem(str(getattr(prompts, f.name))))
+    ]
 
 
 def unknown_keys(schema: Any, section: Any, prefix: str = "") -> list[str]:
@@ -237,7 +252,10 @@ def _unresolved(raw: Any, exc: BaseException) -> str:
     environment variable what to do about it)."""
     unset = re.search(r"Environment variable '([^']+)' not found", first_line(exc))
     if unset:
-        return f"the environment variable {unset[1]} is not set (set it, or give a default: ${{oc.env:{unset[1]},DEFAULT}})"
+        return (
+            f"the environment variable {unset[1]} is not set "
+            f"(set it, or give a default: ${{oc.env:{unset[1]},DEFAULT}})"
+        )
     return first_line(exc)
 
 
@@ -245,8 +263,11 @@ def missing_value_problems(section: Any, prefix: str = "") -> list[str]:
     """The refusal of every ``???`` (a value still to be given) in ``section``. Looked for in
     each layer before layers are merged: a merge keeps the value below a ``???`` silently."""
     plain = OmegaConf.to_container(section, resolve=False) if OmegaConf.is_config(section) else (section or {})
-    return [f"{_dotted(prefix, path)}={MISSING_VALUE}: give it a value" for path, value in _leaves(plain)
-            if isinstance(value, str) and value == MISSING_VALUE]  # fmt: skip
+    return [
+        f"{_dotted(prefix, path)}={MISSING_VALUE}: give it a value"
+        for path, value in _leaves(plain)
+        if isinstance(value, str) and value == MISSING_VALUE
+    ]
 
 
 def _resolved(node: DictConfig | ListConfig, prefix: str) -> tuple[Any, list[str]]:
@@ -294,8 +315,12 @@ def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig,
     if unknown:
         problems.append(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
     problems += missing_value_problems(plain, prefix)  # and left out: a merge would keep the default
-    leaves = [(path, value) for path, value in _leaves(plain)  # each refused above is left out: its default stands
-              if not (isinstance(value, str) and value == MISSING_VALUE) and not retired_settings(_nested(path, value), prefix)]
+    leaves = [
+        (path, value)
+        for path, value in _leaves(plain)  # each refused above is left out: its default stands
+        if not (isinstance(value, str) and value == MISSING_VALUE)
+        and not retired_settings(_nested(path, value), prefix)
+    ]
     base = OmegaConf.structured(schema)
     try:
         merged = OmegaConf.merge(base, *(_nested(path, value) for path, value in leaves))

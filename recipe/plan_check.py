@@ -61,7 +61,11 @@ class Report:
             out.append("plan:")
             out += [f"  {key:<16} {text}" for key, text in self.plan]
         n = self.problems
-        out.append(f"pasr check: {n} problem(s): fix the FAIL line(s) before GPUs are held" if n else "pasr check: no problem found")
+        out.append(
+            f"pasr check: {n} problem(s): fix the FAIL line(s) before GPUs are held"
+            if n
+            else "pasr check: no problem found"
+        )
         return "\n".join(out)
 
 
@@ -155,12 +159,18 @@ def check_data(config, report: Report, rows: int) -> int | None:
             path = Path(os.path.expanduser(name))
             if not path.is_file():
                 split = "train" if key == "data.train_files" else "test"
-                report.fail("data", f"{key}={name}: no such file here; `pasr data prepare --dataset NAME_OR_FILE --split {split} "
-                                    "--out DIR` writes DIR/<name>_" + split + ".parquet (or run pasr check where the file is)")  # fmt: skip
+                report.fail(
+                    "data",
+                    f"{key}={name}: no such file here; `pasr data prepare --dataset NAME_OR_FILE --split {split} "
+                    "--out DIR` writes DIR/<name>_" + split + ".parquet (or run pasr check where the file is)",
+                )
                 train_rows = None if key == "data.train_files" else train_rows
                 continue
             if path.suffix.lower() != ".parquet":
-                report.fail("data", f"{key}={name}: verl reads parquet; write one with `pasr data prepare --dataset {name} --out DIR`")
+                report.fail(
+                    "data",
+                    f"{key}={name}: verl reads parquet; write one with `pasr data prepare --dataset {name} --out DIR`",
+                )
                 train_rows = None if key == "data.train_files" else train_rows
                 continue
             why = rl_file_problem(path, prompt_key, rows)
@@ -187,29 +197,44 @@ def _short(text: str, width: int) -> str:
     return one if len(one) <= width else one[: width - 3] + "..."
 
 
-def check_judge(config, cfg, report: Report, served_gpus: int, ping_timeout_s: float, gpu_memory_gb: float, data_golds: list[str]) -> None:
+def check_judge(
+    config, cfg, report: Report, served_gpus: int, ping_timeout_s: float, gpu_memory_gb: float, data_golds: list[str]
+) -> None:
     """The judge: where it runs, an LLM judge pinged (or, served by the job, sized), and what
     ``hybrid`` sends to it."""
     kind = cfg.judge.kind
     if kind not in ("openai", "hybrid"):
         if served_gpus:
-            report.fail("judge", f"a judge is served on {served_gpus} GPU(s) but pasr.judge.kind={kind} never asks it: "
-                                 "set pasr.judge.kind=openai (or drop --judge-gpus and train on those GPUs)")  # fmt: skip
+            report.fail(
+                "judge",
+                f"a judge is served on {served_gpus} GPU(s) but pasr.judge.kind={kind} never asks it: "
+                "set pasr.judge.kind=openai (or drop --judge-gpus and train on those GPUs)",
+            )
         else:
             report.ok("judge", f"pasr.judge.kind={kind}: scored in the trainer's process, no GPU")
         return
     if served_gpus:
         params, source = model_params(cfg.judge.model)
         if params is None:
-            report.note("judge", f"{cfg.judge.model} on {served_gpus} GPU(s), served by the job (pasr judge serve); its size is {source}")
+            report.note(
+                "judge",
+                f"{cfg.judge.model} on {served_gpus} GPU(s), served by the job (pasr judge serve); "
+                f"its size is {source}",
+            )
         else:
             weights = params * 2 / 1e9
             per_gpu = weights / served_gpus
-            line = (f"{cfg.judge.model} ({_human(params)} from {source}): {weights:.0f} GB of bf16 weights, {per_gpu:.0f} GB a GPU "
-                    f"at tensor parallel {served_gpus}, served by the job (pasr judge serve; not pinged: it starts with the job)")  # fmt: skip
+            line = (
+                f"{cfg.judge.model} ({_human(params)} from {source}): {weights:.0f} GB of bf16 weights, "
+                f"{per_gpu:.0f} GB a GPU at tensor parallel {served_gpus}, "
+                "served by the job (pasr judge serve; not pinged: it starts with the job)"
+            )
             if per_gpu > 0.75 * 0.9 * gpu_memory_gb:  # vLLM takes 90% of a GPU; keep a quarter of it for the KV cache
-                report.fail("judge", line + f"; leaves less than a quarter of 90% of a {gpu_memory_gb:.0f} GB GPU for the KV cache: "
-                                            "more --judge-gpus")  # fmt: skip
+                report.fail(
+                    "judge",
+                    line + f"; leaves less than a quarter of 90% of a {gpu_memory_gb:.0f} GB GPU for the KV cache: "
+                    "more --judge-gpus",
+                )
             else:
                 report.ok("judge", line)
     else:
@@ -228,8 +253,11 @@ def check_judge(config, cfg, report: Report, served_gpus: int, ping_timeout_s: f
         from rewards.judges.hybrid import gold_is_math
 
         to_llm = sum(not gold_is_math(g) for g in data_golds)
-        report.note("judge", f"hybrid: {to_llm} of the first {len(data_golds)} training golds go to the LLM judge, the others to "
-                             "Math-Verify (math golds); pasr.judge.kind=openai asks the LLM judge for every rollout")  # fmt: skip
+        report.note(
+            "judge",
+            f"hybrid: {to_llm} of the first {len(data_golds)} training golds go to the LLM judge, the others to "
+            "Math-Verify (math golds); pasr.judge.kind=openai asks the LLM judge for every rollout",
+        )
 
 
 def batch_problems(config) -> list[str]:
@@ -251,7 +279,8 @@ def batch_problems(config) -> list[str]:
     tp = int(_select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1) or 1)
     if per_node % tp:
         problems.append(
-            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} does not divide trainer.n_gpus_per_node={per_node}: "
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} "
+            f"does not divide trainer.n_gpus_per_node={per_node}: "
             "a vLLM replica holds tp GPUs of one node"
         )
     bsz = int(_select(config, "data.train_batch_size"))
@@ -263,8 +292,8 @@ def batch_problems(config) -> list[str]:
     if rows % gpus:
         problems.append(
             f"data.train_batch_size={bsz} x rollout.n={n} = {rows} trained rows a step do not split evenly over the "
-            f"{gpus} training GPU(s) (trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}): verl gives every GPU "
-            f"the same number of rows; use a train_batch_size whose x{n} is a multiple of {gpus}"
+            f"{gpus} training GPU(s) (trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}): "
+            f"verl gives every GPU the same number of rows; use a train_batch_size whose x{n} is a multiple of {gpus}"
             + _nearest(bsz, lambda b: (b * n) % gpus == 0)
         )
     if mini > bsz or bsz % mini:
@@ -280,15 +309,22 @@ def batch_problems(config) -> list[str]:
         )
     seq = int(_select(config, "data.max_prompt_length", 0)) + int(_select(config, "data.max_response_length", 0))
     if _select(config, "actor_rollout_ref.actor.use_dynamic_bsz", False):
-        for key in ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
-                    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"):  # fmt: skip
+        for key in (
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+            "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+        ):
             limit = _select(config, key)
             if limit is not None and int(limit) < seq:
-                problems.append(f"{key}={limit} is less than a whole sequence (max_prompt_length + max_response_length = {seq})")
+                problems.append(
+                    f"{key}={limit} is less than a whole sequence (max_prompt_length + max_response_length = {seq})"
+                )
     else:
         micro = _select(config, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
         if micro is None:
-            problems.append("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is unset and use_dynamic_bsz=false: set one")
+            problems.append(
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is unset and use_dynamic_bsz=false: set one"
+            )
         elif (mini * n // dp) % int(micro):
             problems.append(
                 f"a GPU's share of a mini-batch ({mini} x {n} / {dp} = {mini * n // dp} rows) is not a whole number of "
@@ -325,7 +361,11 @@ def check_dirs(config, engine, report: Report) -> None:
             report.fail("dirs", f"{key}={text}: cannot be written here ({existing} is not a writable folder)")
             continue
         where = "exists" if existing == path else f"will be made in {existing}"
-        relative = "" if path.is_absolute() else "; relative: pasr submit refuses it (a job's copy of the repository is temporary)"
+        relative = (
+            ""
+            if path.is_absolute()
+            else "; relative: pasr submit refuses it (a job's copy of the repository is temporary)"
+        )
         report.ok("dirs", f"{key}={text}: writable ({where}){relative}")
 
 
@@ -361,8 +401,9 @@ def _peak_tflops(device: str) -> float | None:
     return next((v for k, v in BF16_PEAK_TFLOPS.items() if k in device), None)
 
 
-def step_estimate(params: float, gpus: int, bsz: int, n_refine: int, n_plain: int, seq: int, response: int,
-                  measured: dict) -> tuple[float, float | None, float | None]:  # fmt: skip
+def step_estimate(
+    params: float, gpus: int, bsz: int, n_refine: int, n_plain: int, seq: int, response: int, measured: dict
+) -> tuple[float, float | None, float | None]:
     """(estimate, floor, the measured step's share of the GPU's bf16 peak), in seconds.
 
     The estimate scales each measured part linearly: generation by parameters x generated
@@ -377,7 +418,11 @@ def step_estimate(params: float, gpus: int, bsz: int, n_refine: int, n_plain: in
     train_ratio = (bsz * n_refine * seq) / (m["bsz"] * m["n_refine"] * m["seq"])
     gpu_ratio = gpus / m["gpus"]
     parts = m["parts"]
-    estimate = (parts["gen"] * gen_ratio + (parts["old_log_prob"] + parts["ref"] + parts["update_actor"]) * train_ratio) * p_ratio / gpu_ratio
+    estimate = (
+        (parts["gen"] * gen_ratio + (parts["old_log_prob"] + parts["ref"] + parts["update_actor"]) * train_ratio)
+        * p_ratio
+        / gpu_ratio
+    )
     peak = _peak_tflops(m["device"])
     if peak is None:
         return estimate, None, None
@@ -405,53 +450,98 @@ def plan_lines(config, cfg, report: Report, judge_gpus: int, train_rows: int | N
     ref_offload = bool(_select(config, "actor_rollout_ref.ref.fsdp_config.param_offload", False))
     judge = f" + {judge_gpus} judge (vLLM, tensor parallel {judge_gpus}, on one node)" if judge_gpus else ""
     report.plan.append(("GPUs", f"{gpus + judge_gpus} = {gpus} training ({nnodes} node(s) x {per_node}){judge}"))
-    report.plan.append(("roles", f"the {gpus} training GPUs hold, in turn, the FSDP actor, the reference model"
-                                 f"{' (offloaded to CPU between uses)' if ref_offload else ''} and vLLM's rollout "
-                                 f"({gpus // tp} replica(s) of tensor parallel {tp})"))  # fmt: skip
+    report.plan.append(
+        (
+            "roles",
+            f"the {gpus} training GPUs hold, in turn, the FSDP actor, the reference model"
+            f"{' (offloaded to CPU between uses)' if ref_offload else ''} and vLLM's rollout "
+            f"({gpus // tp} replica(s) of tensor parallel {tp})",
+        )
+    )
     if params is not None:
         report.plan.append(("policy", f"{model}: {_human(params)} parameters (from {source})"))
     if method == "rrr":
-        report.plan.append(("rollouts a step", f"{bsz} first attempts, then up to {n} reflections and {n} retries per failed one "
-                                               f"(up to {bsz * (1 + 2 * n)}); {bsz * n} rows trained"))  # fmt: skip
+        report.plan.append(
+            (
+                "rollouts a step",
+                f"{bsz} first attempts, then up to {n} reflections and {n} retries per failed one "
+                f"(up to {bsz * (1 + 2 * n)}); {bsz * n} rows trained",
+            )
+        )
         generated, trained = bsz * (1 + 2 * n), bsz * n
     else:
         plain = int(cfg.n_plain)
         generated, trained = bsz * (n + plain), bsz * n
-        report.plan.append(("rollouts a step", f"{generated} = {bsz} prompts x ({n} refine + {plain} plain); {trained} refine rows trained"))
-    report.plan.append(("tokens a step", f"<= {generated * response:,} generated ({response} a response), <= {trained * (prompt + response):,} "
-                                         f"through log-probs and the update ({prompt} + {response} a row)"))  # fmt: skip
+        report.plan.append(
+            (
+                "rollouts a step",
+                f"{generated} = {bsz} prompts x ({n} refine + {plain} plain); {trained} refine rows trained",
+            )
+        )
+    report.plan.append(
+        (
+            "tokens a step",
+            f"<= {generated * response:,} generated ({response} a response), <= {trained * (prompt + response):,} "
+            f"through log-probs and the update ({prompt} + {response} a row)",
+        )
+    )
     if cfg.judge.kind in ("openai", "hybrid"):
         asked = "every rollout" if cfg.judge.kind == "openai" else "the rollouts whose gold is not math (hybrid)"
-        report.plan.append(("judge requests", f"<= {generated} a step, {asked}, after generation; each <= {prompt + response:,} "
-                                              f"tokens of question and answer plus the judge prompt (identical answers cached)"))  # fmt: skip
+        report.plan.append(
+            (
+                "judge requests",
+                f"<= {generated} a step, {asked}, after generation; each <= {prompt + response:,} "
+                f"tokens of question and answer plus the judge prompt (identical answers cached)",
+            )
+        )
     total = _select(config, "trainer.total_training_steps")
     epochs = int(_select(config, "trainer.total_epochs", 1))
     if train_rows:
         per_epoch = train_rows // bsz
         steps = int(total) if total else per_epoch * epochs
-        report.plan.append(("steps", f"{steps} ({per_epoch} a epoch: {train_rows} rows / {bsz}, x {epochs} epoch(s)"
-                                     + (f", capped by trainer.total_training_steps={total})" if total else ")")))  # fmt: skip
+        report.plan.append(
+            (
+                "steps",
+                f"{steps} ({per_epoch} a epoch: {train_rows} rows / {bsz}, x {epochs} epoch(s)"
+                + (f", capped by trainer.total_training_steps={total})" if total else ")"),
+            )
+        )
     measured = measured_step()
     if params is None or measured is None or method == "rrr":
-        why = "no model size" if params is None else "no measured GPU step in benchmarks/results" if measured is None else "no RRR step measured"
+        why = (
+            "no model size"
+            if params is None
+            else "no measured GPU step in benchmarks/results"
+            if measured is None
+            else "no RRR step measured"
+        )
         report.plan.append(("step time", f"no estimate ({why})"))
         return
-    estimate, floor, share = step_estimate(params, gpus, bsz, n, int(cfg.n_plain), prompt + response, response, measured)
+    estimate, floor, share = step_estimate(
+        params, gpus, bsz, n, int(cfg.n_plain), prompt + response, response, measured
+    )
     m = measured
-    report.plan.append((
-        "step time",
-        f"~{_seconds(estimate)} a step: an ESTIMATE, not a measurement: {m['file']}'s mean step ({m['step']:.1f} s, "
-        f"{MEASURED_MODEL[0]} on {m['gpus']} {m['device']}, {m['bsz']} prompts x ({m['n_refine']} + {m['n_plain']}) rollouts "
-        f"of <= {m['response']} tokens, {m['steps_averaged']} step(s) averaged) scaled by parameters "
-        f"(x{params / MEASURED_MODEL[1]:.0f}), tokens and GPUs ({m['gpus']} -> {gpus})",
-    ))  # fmt: skip
+    report.plan.append(
+        (
+            "step time",
+            f"~{_seconds(estimate)} a step: an ESTIMATE, not a measurement: "
+            f"{m['file']}'s mean step ({m['step']:.1f} s, "
+            f"{MEASURED_MODEL[0]} on {m['gpus']} {m['device']}, "
+            f"{m['bsz']} prompts x ({m['n_refine']} + {m['n_plain']}) rollouts "
+            f"of <= {m['response']} tokens, {m['steps_averaged']} step(s) averaged) scaled by parameters "
+            f"(x{params / MEASURED_MODEL[1]:.0f}), tokens and GPUs ({m['gpus']} -> {gpus})",
+        )
+    )
     if floor is not None:
-        report.plan.append((
-            "",
-            f"an upper bound: the measured step used {100 * share:.1f}% of the GPU's bf16 peak (a small model is bound by "
-            f"overheads, a {_human(params)} one much less so); no step is faster than ~{_seconds(floor)} (its FLOPs at the "
-            f"bf16 peak of {gpus} {m['device'].split()[-1] if m['device'] else 'GPU'}s)",
-        ))  # fmt: skip
+        report.plan.append(
+            (
+                "",
+                f"an upper bound: the measured step used {100 * share:.1f}% of the GPU's bf16 peak "
+                f"(a small model is bound by overheads, a {_human(params)} one much less so); "
+                f"no step is faster than ~{_seconds(floor)} (its FLOPs at the "
+                f"bf16 peak of {gpus} {m['device'].split()[-1] if m['device'] else 'GPU'}s)",
+            )
+        )
 
 
 def _seconds(s: float) -> str:
@@ -463,8 +553,16 @@ def _seconds(s: float) -> str:
 
 
 # --------------------------------------------------------------------------- entry
-def check(overrides: list[str], *, judge_gpus: int = 0, judge_model: str | None = None, node_gpus: int = 8,
-          rows: int = 3, ping_timeout_s: float = 5.0, gpu_memory_gb: float = 80.0) -> Report:  # fmt: skip
+def check(
+    overrides: list[str],
+    *,
+    judge_gpus: int = 0,
+    judge_model: str | None = None,
+    node_gpus: int = 8,
+    rows: int = 3,
+    ping_timeout_s: float = 5.0,
+    gpu_memory_gb: float = 80.0,
+) -> Report:
     """The whole check of the run ``python3 -m recipe.main_pasr OVERRIDES`` (served judge: as
     ``pasr judge serve --judge-gpus N --judge-model M -- ...`` runs it, on nodes of ``node_gpus``)."""
     from hydra.errors import HydraException
@@ -501,22 +599,31 @@ def check(overrides: list[str], *, judge_gpus: int = 0, judge_model: str | None 
     except (HydraException, OmegaConfBaseException, ConfigError, PreflightError) as exc:
         report.fail("config", str(exc).strip().splitlines()[0])
         return report
-    report.ok("config", "composed as `python3 -m recipe.main_pasr --cfg job` composes it; method, pasr.*, rrr.*, pasr_verl.* valid")
+    report.ok(
+        "config",
+        "composed as `python3 -m recipe.main_pasr --cfg job` composes it; method, pasr.*, rrr.*, pasr_verl.* valid",
+    )
     per_node = int(_select(config, "trainer.n_gpus_per_node", 1))
     if not judge_gpus and per_node > node_gpus:
         report.fail("GPUs", f"trainer.n_gpus_per_node={per_node} but a node has {node_gpus} GPU(s) (--node-gpus)")
     train_rows = check_data(config, report, rows)
     bsz = int(_select(config, "data.train_batch_size"))
     if train_rows is not None and train_rows < bsz:
-        report.fail("data", f"data.train_files hold {train_rows} rows, fewer than data.train_batch_size={bsz}: verl's loader "
-                            "drops a partial batch, so there is no step to train")  # fmt: skip
+        report.fail(
+            "data",
+            f"data.train_files hold {train_rows} rows, fewer than data.train_batch_size={bsz}: verl's loader "
+            "drops a partial batch, so there is no step to train",
+        )
     golds = _first_golds(config, rows) if cfg.judge.kind == "hybrid" else []
     check_judge(config, cfg, report, judge_gpus, ping_timeout_s, gpu_memory_gb, golds)
     problems = batch_problems(config)
     for line in problems:
         report.fail("batch", line)
     if not problems:
-        report.ok("batch", "GPU and batch arithmetic: rows split over the GPUs, whole mini-batches, micro-batches hold a sequence")
+        report.ok(
+            "batch",
+            "GPU and batch arithmetic: rows split over the GPUs, whole mini-batches, micro-batches hold a sequence",
+        )
     check_dirs(config, engine, report)
     plan_lines(config, cfg, report, judge_gpus, train_rows)
     return report
@@ -536,14 +643,36 @@ def _first_golds(config, rows: int) -> list[str]:
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "pasr check [--judge-model NAME --judge-gpus N] [options] -- [python3 -m recipe.main_pasr] OVERRIDES..."
-    parser.add_argument("--judge-model", metavar="NAME", help="the judge the job serves with pasr judge serve (with --judge-gpus)")
-    parser.add_argument("--judge-gpus", type=int, default=0, metavar="N", help="GPUs the job's judge takes (pasr judge serve --judge-gpus)")
-    parser.add_argument("--node-gpus", type=int, default=8, metavar="N", help="GPUs a node of the cluster has (default 8)")
+    parser.usage = (
+        "pasr check [--judge-model NAME --judge-gpus N] [options] -- [python3 -m recipe.main_pasr] OVERRIDES..."
+    )
+    parser.add_argument(
+        "--judge-model", metavar="NAME", help="the judge the job serves with pasr judge serve (with --judge-gpus)"
+    )
+    parser.add_argument(
+        "--judge-gpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="GPUs the job's judge takes (pasr judge serve --judge-gpus)",
+    )
+    parser.add_argument(
+        "--node-gpus", type=int, default=8, metavar="N", help="GPUs a node of the cluster has (default 8)"
+    )
     parser.add_argument("--rows", type=int, default=3, metavar="N", help="rows read from each data file (default 3)")
-    parser.add_argument("--ping-timeout", type=float, default=5.0, metavar="SECONDS", help="how long the judge ping waits (default 5)")
-    parser.add_argument("--gpu-memory-gb", type=float, default=80.0, metavar="GB", help="memory of a GPU, for the judge's size (default 80)")
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: the Hydra overrides of the run (or its whole command)")
+    parser.add_argument(
+        "--ping-timeout", type=float, default=5.0, metavar="SECONDS", help="how long the judge ping waits (default 5)"
+    )
+    parser.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=80.0,
+        metavar="GB",
+        help="memory of a GPU, for the judge's size (default 80)",
+    )
+    parser.add_argument(
+        "overrides", nargs=argparse.REMAINDER, help="after --: the Hydra overrides of the run (or its whole command)"
+    )
 
 
 def run(args) -> int:
@@ -551,8 +680,13 @@ def run(args) -> int:
     if overrides and overrides[0] == "--":
         overrides = overrides[1:]
     report = check(
-        overrides, judge_gpus=args.judge_gpus, judge_model=args.judge_model, node_gpus=args.node_gpus,
-        rows=args.rows, ping_timeout_s=args.ping_timeout, gpu_memory_gb=args.gpu_memory_gb,
-    )  # fmt: skip
+        overrides,
+        judge_gpus=args.judge_gpus,
+        judge_model=args.judge_model,
+        node_gpus=args.node_gpus,
+        rows=args.rows,
+        ping_timeout_s=args.ping_timeout,
+        gpu_memory_gb=args.gpu_memory_gb,
+    )
     print(report.render(), flush=True)
     return 2 if report.problems else 0

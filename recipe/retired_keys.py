@@ -156,7 +156,9 @@ def drop_settings_kept_as_defaults(saved: Any) -> list[str]:
     (``train_plain: true``, ``cap`` with a value, ``draft_credit: value``) is left in place and
     refused in one line as usual.
 
-    >>> cfg = OmegaConf.create({"pasr": {"train_plain": False, "empty_refine_mode": "fixed", "empty_refine_value": 0.0}})
+    >>> cfg = OmegaConf.create(
+    ...     {"pasr": {"train_plain": False, "empty_refine_mode": "fixed", "empty_refine_value": 0.0}}
+    ... )
     >>> drop_settings_kept_as_defaults(cfg), OmegaConf.to_container(cfg)
     (['pasr.train_plain', 'pasr.empty_refine_mode'], {'pasr': {'empty_refine_value': 0.0}})
     """

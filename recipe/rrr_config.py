@@ -50,7 +50,7 @@ class RrrConfig:
             problems.append(f"rrr.max_retry_tokens must be >= 1 or null, got {self.max_retry_tokens}")
         return problems + prompt_problems(self.prompts, "rrr.prompts")
 
-    def validate(self) -> "RrrConfig":
+    def validate(self) -> RrrConfig:
         if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self

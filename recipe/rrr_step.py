@@ -103,7 +103,11 @@ class RrrPrompts:
 
     def retry_chat(self, question: str, attempt: str, reflection: str) -> list[dict[str, str]]:
         user = fill(
-            self.retry, question=question, attempt=attempt.strip(), feedback=self.feedback, reflection=reflection.strip()
+            self.retry,
+            question=question,
+            attempt=attempt.strip(),
+            feedback=self.feedback,
+            reflection=reflection.strip(),
         )
         return build_chat(self.attempt_system, user)
 
@@ -141,17 +145,35 @@ class ReflectionRequest:
         return prompts.retry_chat(self.attempt.question, self.attempt.text, reflection)
 
 
-def reflection_record(retry: RolloutRecord, text: str, ids: list[int], finish: str, reward: float | None) -> RolloutRecord:
+def reflection_record(
+    retry: RolloutRecord, text: str, ids: list[int], finish: str, reward: float | None
+) -> RolloutRecord:
     """A reflection as a record, the same in both engines: its own text and tokens, the rest
     (query, gold, step, run) from its retry's record; ``acc`` and ``total_reward`` are its reward
     (its retry's success), None with the retry's judge error when that was unscored."""
     fmt = check_format(text)
     return RolloutRecord(
-        run_id=retry.run_id, query_id=retry.query_id, data_source=retry.data_source, variant=REFLECTION,
-        prompt=retry.prompt, response=text, response_tokens=len(ids), format_ok=fmt.ok, format_reason=fmt.reason,
-        n_refine=fmt.n_refine, extracted_answer=None, gold=retry.gold, acc=reward, judge_error=retry.judge_error,
-        total_reward=reward, step=retry.step, dataset=retry.dataset, sample_index=retry.sample_index,
-        engine=retry.engine, prompt_version=retry.prompt_version, finish_reason=finish,
+        run_id=retry.run_id,
+        query_id=retry.query_id,
+        data_source=retry.data_source,
+        variant=REFLECTION,
+        prompt=retry.prompt,
+        response=text,
+        response_tokens=len(ids),
+        format_ok=fmt.ok,
+        format_reason=fmt.reason,
+        n_refine=fmt.n_refine,
+        extracted_answer=None,
+        gold=retry.gold,
+        acc=reward,
+        judge_error=retry.judge_error,
+        total_reward=reward,
+        step=retry.step,
+        dataset=retry.dataset,
+        sample_index=retry.sample_index,
+        engine=retry.engine,
+        prompt_version=retry.prompt_version,
+        finish_reason=finish,
     )
 
 
@@ -199,7 +221,9 @@ class ReflectionRow:
 def training_rows(reflections: Sequence[Reflection]) -> list[ReflectionRow]:
     """The rows to train on: every reflection whose retry was scored, grouped by query."""
     return [
-        ReflectionRow(uid=r.query_id, prompt_ids=list(r.prompt_ids), response_ids=list(r.reflection_ids), reward=r.reward)
+        ReflectionRow(
+            uid=r.query_id, prompt_ids=list(r.prompt_ids), response_ids=list(r.reflection_ids), reward=r.reward
+        )
         for r in reflections
         if r.reward is not None
     ]

@@ -13,8 +13,8 @@ scores (:mod:`recipe.local_engine.policy_update`, :mod:`recipe.verl_engine.batch
 **Judge errors.** A rollout whose judge failed (a timeout, an unparseable reply, a judge that
 raised) has no accuracy (``acc=None``, the error in ``judge_error``) and no total reward; it is
 never scored 0, because a timeout is not a wrong answer. A rollout with no answer to judge is
-a wrong answer (0.0), never a judge error, even when the judge breaks (:func:`judge_answers`). It is masked out of the update (mask
-False: no loss) and left out of its group's GRPO statistics: the group's mean and std are over
+a wrong answer (0.0), never a judge error, even when the judge breaks (:func:`judge_answers`). It is masked out of the
+update (mask False: no loss) and left out of its group's GRPO statistics: the group's mean and std are over
 its judged rows only (:mod:`recipe.advantages`). Such rows are counted in ``pasr/judge_errors``.
 A plain rollout whose judge failed is left out of its query's baseline
 (:func:`rewards.refine.plain_baseline`). When a step's failures stop the run, and how an

@@ -65,7 +65,9 @@ def build_entrypoint(engine: str, overrides: list[str], entrypoint: str | None =
     return " ".join([head, *(shlex.quote(o) for o in overrides)])
 
 
-def data_steps(train: str | None, val: str | None, data_dir: str | None, mapping: dict[str, str]) -> tuple[list[list[str]], list[str]]:
+def data_steps(
+    train: str | None, val: str | None, data_dir: str | None, mapping: dict[str, str]
+) -> tuple[list[list[str]], list[str]]:
     """(the ``pasr data prepare`` commands the job runs first, the ``data.*_files`` overrides
     naming what they write) for ``--train-dataset`` / ``--val-dataset``. The field mapping goes
     to each source that is a file (a named set has its own layout)."""
@@ -74,10 +76,16 @@ def data_steps(train: str | None, val: str | None, data_dir: str | None, mapping
     from data.loaders import looks_like_path
     from data.prepare import output_file
 
-    sources = [(s, split, key) for s, split, key in ((train, "train", "data.train_files"), (val, "test", "data.val_files")) if s]
+    sources = [
+        (s, split, key)
+        for s, split, key in ((train, "train", "data.train_files"), (val, "test", "data.val_files"))
+        if s
+    ]
     if not sources:
         if mapping:
-            raise CliError(f"--{'/--'.join(k.replace('_', '-') for k in mapping)}: only with --train-dataset/--val-dataset")
+            raise CliError(
+                f"--{'/--'.join(k.replace('_', '-') for k in mapping)}: only with --train-dataset/--val-dataset"
+            )
         return [], []
     if not data_dir or not data_dir.startswith("/"):
         raise CliError(
@@ -222,7 +230,9 @@ def check_local_run(argv: list[str], working_dir: Path) -> str:
         yield args.resume, "--resume"
         yield args.run_dir, "--run-dir"
         try:
-            overrides = OmegaConf.to_container(OmegaConf.from_dotlist([o for o in args.overrides if "=" in o]), resolve=False)
+            overrides = OmegaConf.to_container(
+                OmegaConf.from_dotlist([o for o in args.overrides if "=" in o]), resolve=False
+            )
         except (YAMLError, OmegaConfBaseException) as exc:
             raise CliError(f"the pasr train overrides after --: {str(exc).splitlines()[0]}") from None
         yield _layer_run_dir(overrides), "trainer.run_dir="
@@ -256,45 +266,94 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     from recipe.jobs import add_address_arg
 
     add_address_arg(parser)
-    parser.add_argument("--engine", choices=sorted(ENTRYPOINTS), default="verl", help="verl (GPU cluster, default) or local")
+    parser.add_argument(
+        "--engine", choices=sorted(ENTRYPOINTS), default="verl", help="verl (GPU cluster, default) or local"
+    )
     from recipe.jobs import FOLLOW_EXIT_CODES
 
     parser.add_argument("--follow", "-f", action="store_true", help=f"stream the job's logs; {FOLLOW_EXIT_CODES}")
-    parser.add_argument("--working-dir", default=".", metavar="DIR", help="the repository to upload (default: .); overrides the runtime env file's")
     parser.add_argument(
-        "--runtime-env", type=Path, default=RUNTIME_ENV_FILE, metavar="FILE",
-        help="the job's runtime env, a YAML file as for `ray job submit --runtime-env` (default: recipe/runtime_env.yaml)",
-    )  # fmt: skip
-    parser.add_argument("--no-gpu-check", action="store_true", help="submit even if the cluster lacks the GPUs the config asks for")
-    submission_id = parser.add_argument(
-        "--submission-id", dest="submission_id", default=None, metavar="ID",
-        help="submission id to use (default: Ray picks one)",
-    )  # fmt: skip
-    add_alias(parser, "--job-id", submission_id)  # Ray's older name
-    parser.add_argument("--metadata-json", default=None, metavar="JSON", help="metadata to attach to the job (a JSON object)")
-    parser.add_argument(
-        "--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for the job (repeatable); KEY alone passes this shell's value, e.g. --env WANDB_API_KEY"
+        "--working-dir",
+        default=".",
+        metavar="DIR",
+        help="the repository to upload (default: .); overrides the runtime env file's",
     )
     parser.add_argument(
-        "--entrypoint", default=None, metavar="CMD",
-        help="run CMD instead of the engine's command (the overrides are appended); nothing of the recipe is checked then",
-    )  # fmt: skip
+        "--runtime-env",
+        type=Path,
+        default=RUNTIME_ENV_FILE,
+        metavar="FILE",
+        help="the job's runtime env, a YAML file as for `ray job submit --runtime-env` "
+        "(default: recipe/runtime_env.yaml)",
+    )
+    parser.add_argument(
+        "--no-gpu-check", action="store_true", help="submit even if the cluster lacks the GPUs the config asks for"
+    )
+    submission_id = parser.add_argument(
+        "--submission-id",
+        dest="submission_id",
+        default=None,
+        metavar="ID",
+        help="submission id to use (default: Ray picks one)",
+    )
+    add_alias(parser, "--job-id", submission_id)  # Ray's older name
+    parser.add_argument(
+        "--metadata-json", default=None, metavar="JSON", help="metadata to attach to the job (a JSON object)"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the job (repeatable); KEY alone passes this shell's value, "
+        "e.g. --env WANDB_API_KEY",
+    )
+    parser.add_argument(
+        "--entrypoint",
+        default=None,
+        metavar="CMD",
+        help="run CMD instead of the engine's command (the overrides are appended); "
+        "nothing of the recipe is checked then",
+    )
     data = parser.add_argument_group("data prepared by the job (verl engine)")
     data.add_argument(
-        "--train-dataset", metavar="NAME_OR_FILE",
-        help="a set of `pasr data list` or a file on the cluster's storage, prepared into --data-dir as data.train_files",
-    )  # fmt: skip
+        "--train-dataset",
+        metavar="NAME_OR_FILE",
+        help="a set of `pasr data list` or a file on the cluster's storage, "
+        "prepared into --data-dir as data.train_files",
+    )
     data.add_argument("--val-dataset", metavar="NAME_OR_FILE", help="the same for data.val_files (split test)")
-    data.add_argument("--question-field", metavar="FIELD", help="the question field of a data file of another layout (as pasr data prepare)")
+    data.add_argument(
+        "--question-field",
+        metavar="FIELD",
+        help="the question field of a data file of another layout (as pasr data prepare)",
+    )
     data.add_argument("--answer-field", metavar="FIELD", help="its reference answer field")
-    data.add_argument("--data-dir", metavar="DIR", help="absolute folder on storage every node sees, for the prepared parquet files")
+    data.add_argument(
+        "--data-dir", metavar="DIR", help="absolute folder on storage every node sees, for the prepared parquet files"
+    )
     judge = parser.add_argument_group("an LLM judge served by the job (verl engine; pasr judge serve)")
     judge.add_argument("--judge-model", metavar="NAME", help="the judge model to serve with vLLM (its served name too)")
-    judge.add_argument("--judge-gpus", type=int, metavar="N", help="GPUs of the cluster for the judge; training takes the rest of its node")
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: Hydra overrides (verl) or train arguments (local)")
+    judge.add_argument(
+        "--judge-gpus",
+        type=int,
+        metavar="N",
+        help="GPUs of the cluster for the judge; training takes the rest of its node",
+    )
+    parser.add_argument(
+        "overrides", nargs=argparse.REMAINDER, help="after --: Hydra overrides (verl) or train arguments (local)"
+    )
 
 
-_JOB_ADDITIONS = ("train_dataset", "val_dataset", "question_field", "answer_field", "data_dir", "judge_model", "judge_gpus")
+_JOB_ADDITIONS = (
+    "train_dataset",
+    "val_dataset",
+    "question_field",
+    "answer_field",
+    "data_dir",
+    "judge_model",
+    "judge_gpus",
+)
 
 
 def job_additions(args, overrides: list[str]) -> tuple[list[str], list[list[str]], list[str]]:
@@ -358,7 +417,9 @@ def run(args) -> int:
     if recipe_run:
         overrides, prepare, checked = job_additions(args, overrides)
     elif any(getattr(args, k) for k in _JOB_ADDITIONS):
-        raise CliError(f"{'/'.join('--' + k.replace('_', '-') for k in _JOB_ADDITIONS)}: only for the verl engine's own entrypoint")
+        raise CliError(
+            f"{'/'.join('--' + k.replace('_', '-') for k in _JOB_ADDITIONS)}: only for the verl engine's own entrypoint"
+        )
     config = check_verl_run(checked) if recipe_run else None
     if recipe_run and args.judge_model:
         log = f"{config.trainer.default_local_dir}/judge_vllm.log"

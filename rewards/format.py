@@ -28,9 +28,7 @@ TAG_NAMES = ("think", "answer", "refine")
 # help here (a name starts with neither whitespace nor ``/``; ``[^<>]`` excludes ``>``). The
 # older ``<\s*/?\s*`` let two ``\s*`` share a whitespace run in every possible split, so
 # ``"<" + " " * n`` cost O(n^2): 64k spaces took over a minute. Same language, linear time.
-_TAG_LIKE = re.compile(
-    r"<(?=(\s*))\1(?:/(?=(\s*))\2)?(?:think|answer|refine)\b(?=([^<>]*))\3>", re.IGNORECASE
-)
+_TAG_LIKE = re.compile(r"<(?=(\s*))\1(?:/(?=(\s*))\2)?(?:think|answer|refine)\b(?=([^<>]*))\3>", re.IGNORECASE)
 _EXACT = {f"<{n}>": (n, False) for n in TAG_NAMES} | {f"</{n}>": (n, True) for n in TAG_NAMES}
 _REFINE_OPEN, _REFINE_CLOSE = "<refine>", "</refine>"
 

@@ -95,13 +95,23 @@ def score_group(
         if acc is None:
             out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, None, 0.0, JUDGE_ERROR, baseline, None))
             continue
-        empty = empty_refine_value is not None and fmt.has_refine and all(assess_refines(text, None, None, fmt=fmt).empty)
+        empty = (
+            empty_refine_value is not None and fmt.has_refine and all(assess_refines(text, None, None, fmt=fmt).empty)
+        )
         ref = refine_reward(
-            acc, fmt.has_refine, baseline, tie_value=tie_value, zeta=zeta, empty=empty, empty_value=empty_refine_value,
+            acc,
+            fmt.has_refine,
+            baseline,
+            tie_value=tie_value,
+            zeta=zeta,
+            empty=empty,
+            empty_value=empty_refine_value,
             compare=refine_compare,
         )
         total = weighted_total(weights, fmt.reward, acc, ref.value)
-        out.append(PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total))
+        out.append(
+            PasrReward(fmt.reward, fmt.ok, fmt.reason, fmt.n_refine, acc, ref.value, ref.outcome, baseline, total)
+        )
     return out
 
 

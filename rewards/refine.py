@@ -95,8 +95,8 @@ def refine_reward(
             that is better or worse (``pasr.refine_compare``; module docstring).
 
     Returns:
-        A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0 ``none``
-        (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (every refine span empty,
+        A :class:`RefineReward`: +1 ``better``, -1 ``worse`` (``margin``: ``acc - baseline``), ``tie_value`` ``tie``, 0
+        ``none`` (no refine), 0 ``no_baseline``, or ``empty_value`` ``empty`` (every refine span empty,
         with ``empty_value`` set and a baseline to compare with).
 
     Example:

@@ -135,8 +135,8 @@ def _last_number(text: str, end: int) -> re.Match[str] | None:
     """The last number in ``text[:end]``: the draft, when ``end`` is where the first refine
     starts."""
     last = None
-    for last in NUMBER_RE.finditer(text, 0, end):
-        pass
+    for match in NUMBER_RE.finditer(text, 0, end):
+        last = match
     return last
 
 
@@ -249,7 +249,7 @@ def assess_refines(
             words_upto = end
             return words
 
-        empty.append(_adds_nothing(span.text, lambda: seen, words_before))
+        empty.append(_adds_nothing(span.text, lambda seen=seen: seen, words_before))
 
     gold_n = numeric_gold(gold)
     draft = _last_number(base, spans[0].start) if gold_n is not None else None

@@ -40,5 +40,9 @@ def cache_subdir(name: str) -> Path:
 
 
 def _cannot(path: Path, why: str) -> str:
-    where = f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else f"{CACHE_ENV} unset, so under HOME={Path.home()}"
+    where = (
+        f"{CACHE_ENV}={os.environ[CACHE_ENV]}"
+        if os.environ.get(CACHE_ENV)
+        else f"{CACHE_ENV} unset, so under HOME={Path.home()}"
+    )
     return f"cannot write the pasr cache folder {path} ({why}; {where}): set {CACHE_ENV} to a writable folder"

@@ -52,8 +52,10 @@ class DtypeChoice:
     def describe(self) -> str:
         if not self.measured:  # forced: there is no speed-up to report (it is NaN)
             return f"{self.device} dtype: {self.dtype} (forced, not measured; capability {self.capability})"
-        return (f"{self.device} dtype: {self.dtype} (bf16 matmul {self.bf16_speedup:.2f}x the speed of fp32 on this "
-                f"{'GPU' if self.device == 'cuda' else 'CPU'}, capability {self.capability}; bf16 needs >= {MIN_SPEEDUP}x)")
+        return (
+            f"{self.device} dtype: {self.dtype} (bf16 matmul {self.bf16_speedup:.2f}x the speed of fp32 on this "
+            f"{'GPU' if self.device == 'cuda' else 'CPU'}, capability {self.capability}; bf16 needs >= {MIN_SPEEDUP}x)"
+        )
 
 
 def cpu_capability() -> str:
@@ -63,7 +65,9 @@ def cpu_capability() -> str:
         return "unknown"
 
 
-def time_matmul(dtype: torch.dtype, shape: tuple[int, int, int] = MATMUL_SHAPE, reps: int = 3, device: str = "cpu") -> float:
+def time_matmul(
+    dtype: torch.dtype, shape: tuple[int, int, int] = MATMUL_SHAPE, reps: int = 3, device: str = "cpu"
+) -> float:
     """Best-of-``reps`` seconds for one ``(m x k) @ (k x n)`` matmul in ``dtype`` on ``device``,
     after a warm-up."""
     m, k, n = shape
@@ -121,7 +125,9 @@ def measured_gpu_dtype() -> DtypeChoice:
     return choose_gpu_dtype()
 
 
-def resolve_dtype(requested: str | None, measure: Callable[[], DtypeChoice] | None = None, device: str = "cpu") -> DtypeChoice:
+def resolve_dtype(
+    requested: str | None, measure: Callable[[], DtypeChoice] | None = None, device: str = "cpu"
+) -> DtypeChoice:
     """The compute dtype for ``requested`` on ``device`` (cpu | cuda): an explicit
     float32/bfloat16/float16 is kept as given (not measured); ``auto`` or None is measured there
     (:func:`measured_cpu_dtype`, :func:`measured_gpu_dtype`), the one rule of training and

@@ -24,7 +24,9 @@ NAME = "pasr_sdpa_grouped"
 ATTENTIONS = ("grouped", "sdpa")  # what the local engine and `pasr eval --backend hf` accept
 
 
-def grouped_sdpa_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+def grouped_sdpa_forward(
+    module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs
+):
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

@@ -57,11 +57,16 @@ def tracked_step(run_dir: Path) -> int | None:
     tracker = run_dir / TRACKER
     if not tracker.is_file():
         return None
-    fix = "it should hold the step of one of the global_step_N folders beside it; write that step into it, or give the folder itself"
+    fix = (
+        "it should hold the step of one of the global_step_N folders beside it; "
+        "write that step into it, or give the folder itself"
+    )
     try:
         text = tracker.read_bytes().decode("utf-8").strip()
     except UnicodeDecodeError as exc:
-        raise VerlCheckpointError(f"{tracker} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}") from None
+        raise VerlCheckpointError(
+            f"{tracker} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}"
+        ) from None
     except OSError as exc:
         raise VerlCheckpointError(f"{tracker} cannot be read ({exc.strerror or exc}): {fix}") from None
     if not (text.isascii() and text.isdigit()):
@@ -153,7 +158,9 @@ def fsdp_world_size(actor: Path) -> int:
     try:
         data = json.loads(config.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise VerlCheckpointError(f"{config} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}") from None
+        raise VerlCheckpointError(
+            f"{config} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): {fix}"
+        ) from None
     except ValueError as exc:
         raise VerlCheckpointError(f"{config} is not valid JSON ({exc}): {fix}") from None
     except OSError as exc:

@@ -115,8 +115,17 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 DROP_EVERY = 8
 
 
-def _generate_dropping_finished(model, ids, mask, cache, params: SamplingParams, eos: set[int], pad_id: int,
-                                on_finished=None, room: Sequence[int] | None = None) -> list[list[int]]:
+def _generate_dropping_finished(
+    model,
+    ids,
+    mask,
+    cache,
+    params: SamplingParams,
+    eos: set[int],
+    pad_id: int,
+    on_finished=None,
+    room: Sequence[int] | None = None,
+) -> list[list[int]]:
     """The new tokens of each row, generated ``DROP_EVERY`` tokens at a time by ``model.generate``;
     rows that have stopped are dropped (with their KV cache) between two calls.
 
@@ -224,9 +233,14 @@ def generate_chats(
     """Generate one response per chat (repeat a chat in ``chats`` for several samples);
     ``context`` as for :func:`generate_ids`."""
     prompts = render_prompts(tokenizer, chats, prefill)
-    raw = generate_ids(model, tokenizer, prompts, params, batch_size=batch_size, on_batch=on_batch, on_finished=on_finished,
-                       context=context)
-    return [
-        Generation(p, r, decode_response(tokenizer, r, prefill), fr, prefill)
-        for p, (r, fr) in zip(prompts, raw)
-    ]
+    raw = generate_ids(
+        model,
+        tokenizer,
+        prompts,
+        params,
+        batch_size=batch_size,
+        on_batch=on_batch,
+        on_finished=on_finished,
+        context=context,
+    )
+    return [Generation(p, r, decode_response(tokenizer, r, prefill), fr, prefill) for p, (r, fr) in zip(prompts, raw)]

@@ -93,6 +93,7 @@ def checkpoint_named_by(pointer: Path) -> Path | None:
     complete (its ``trainer_state.json``, written last, is there). A pointer that does not hold
     the name of a folder beside it (not text, empty, a path, several lines) is a
     :class:`ModelNotFoundError` naming the file."""
+
     def broken(why: str) -> ModelNotFoundError:
         return ModelNotFoundError(
             f"{pointer} {why}: it should hold the name of a checkpoint folder beside it (step_N); "
@@ -174,8 +175,10 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device cuda asked for, but torch {torch.__version__} sees no GPU (a CPU-only build, or "
-                         "no device visible): use auto or cpu")
+        raise ValueError(
+            f"device cuda asked for, but torch {torch.__version__} sees no GPU (a CPU-only build, or "
+            "no device visible): use auto or cpu"
+        )
     return requested
 
 

@@ -82,7 +82,9 @@ def shared_prefixes(rows: Sequence[Sequence[int]]) -> list[int]:
     return per_group if prefill_tokens(rows, per_group) < prefill_tokens(rows, single) else single
 
 
-def pad_around_prefixes(rows: Sequence[Sequence[int]], pad_id: int, shared: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_around_prefixes(
+    rows: Sequence[Sequence[int]], pad_id: int, shared: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, attention mask) of ``rows`` in two padded regions: each row's first ``shared[i]``
     tokens right-aligned in a prefix region of ``max(shared)`` columns, then the rest of it
     right-aligned after that (all ``shared`` 0: ordinary left padding)."""
@@ -133,7 +135,9 @@ def prefill(body, ids: torch.Tensor, mask: torch.Tensor, shared: int):
         regions = torch.cat([u_ids[:, :shared], u_mask[:, :shared]], dim=1)
         prefixes, to_prefix = torch.unique(regions, dim=0, return_inverse=True)
         p_ids, p_mask = prefixes[:, :shared], prefixes[:, shared:]
-        cache = body(input_ids=p_ids, attention_mask=p_mask, position_ids=positions(p_mask), use_cache=True).past_key_values
+        cache = body(
+            input_ids=p_ids, attention_mask=p_mask, position_ids=positions(p_mask), use_cache=True
+        ).past_key_values
         cache.batch_select_indices(to_prefix)
     out = body(
         input_ids=u_ids[:, shared:],

@@ -38,8 +38,10 @@ class InverseCdfSampler(LogitsProcessor):
         total = cdf[:, -1:]
         # u * total can round up to the total itself (odds about 1e-7 a row): the largest float
         # below it still falls in the last token of positive probability, never past it
-        u = torch.minimum(torch.rand(total.shape, device=cdf.device, dtype=cdf.dtype) * total,
-                          torch.nextafter(total, torch.zeros_like(total)))
+        u = torch.minimum(
+            torch.rand(total.shape, device=cdf.device, dtype=cdf.dtype) * total,
+            torch.nextafter(total, torch.zeros_like(total)),
+        )
         token = torch.searchsorted(cdf, u, right=True)
         return cdf.fill_(float("-inf")).scatter_(1, token, 0.0)
 

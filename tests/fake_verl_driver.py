@@ -41,7 +41,9 @@ def main(argv: list[str]) -> int:
     print(f"{PREFIX} pasr verl: task runner on fakehost (pid 4242)", flush=True)
     tracker = ckpt / "latest_checkpointed_iteration.txt"
     start = int(tracker.read_text()) if tracker.is_file() else 0
-    print(f"{PREFIX} " + (f"Resuming from {ckpt}/global_step_{start}" if start else "Training from scratch"), flush=True)
+    print(
+        f"{PREFIX} " + (f"Resuming from {ckpt}/global_step_{start}" if start else "Training from scratch"), flush=True
+    )
 
     def save(step: int) -> None:
         actor = ckpt / f"global_step_{step}" / "actor"
@@ -53,8 +55,11 @@ def main(argv: list[str]) -> int:
     for step in StopAwareLoader(range(start + 1, total + 1), stop.is_set):
         time.sleep(STEP_S)
         last = step
-        print(f"{PREFIX} step:{step} - timing_s/gen:0.1 - timing_s/update_actor:0.2 - timing_s/step:{STEP_S}"
-              f" - pasr/acc_refine:0.5 - pasr/format_pass_rate:1.0", flush=True)
+        print(
+            f"{PREFIX} step:{step} - timing_s/gen:0.1 - timing_s/update_actor:0.2 - timing_s/step:{STEP_S}"
+            f" - pasr/acc_refine:0.5 - pasr/format_pass_rate:1.0",
+            flush=True,
+        )
         if step == total or step % save_freq == 0:
             save(step)
     if stop.is_set():

@@ -20,7 +20,6 @@ from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, to
     verl_mods,
 )
 
-
 RRR_OK = ["method=rrr", "rrr.n_reflections=2", "data.max_prompt_length=2048"]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from eval.backends import Completion, GenParams
 
-
 SCORE_MARK = "Proposed answer:"  # in prompts/templates/self_score.txt
 
 

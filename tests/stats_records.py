@@ -14,9 +14,19 @@ from rewards.format import check_format
 def rec(run_id, qid, variant, response, gold, acc, **kw) -> RolloutRecord:
     fmt = check_format(response)
     base = dict(
-        run_id=run_id, query_id=qid, data_source="gsm8k", variant=variant, prompt="q?", response=response,
-        response_tokens=len(response) // 4, format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
-        extracted_answer=None, gold=gold, acc=acc,
+        run_id=run_id,
+        query_id=qid,
+        data_source="gsm8k",
+        variant=variant,
+        prompt="q?",
+        response=response,
+        response_tokens=len(response) // 4,
+        format_ok=fmt.ok,
+        format_reason=fmt.reason,
+        n_refine=fmt.n_refine,
+        extracted_answer=None,
+        gold=gold,
+        acc=acc,
     )
     base.update(kw)
     return RolloutRecord(**base)
@@ -24,7 +34,9 @@ def rec(run_id, qid, variant, response, gold, acc, **kw) -> RolloutRecord:
 
 def write(path: Path, lines: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((x.to_json() if isinstance(x, RolloutRecord) else x) + "\n" for x in lines), encoding="utf-8")
+    path.write_text(
+        "".join((x.to_json() if isinstance(x, RolloutRecord) else x) + "\n" for x in lines), encoding="utf-8"
+    )
 
 
 # Training run "runA": step 0 and 1, refine and plain rollouts.
@@ -37,7 +49,10 @@ P_RIGHT = "Step by step: 40. The answer is \\boxed{40}."
 P_WRONG = "Step by step: 41. The answer is \\boxed{41}."
 T6_PRE = "Let us compute 7 + 8 = 14. "
 T6_MID = " "
-T6 = f"<think>{T6_PRE}<refine>Let me re-read the question.</refine>{T6_MID}<refine>7 + 8 = 15</refine> Done.</think><answer>15</answer>"
+T6 = (
+    f"<think>{T6_PRE}<refine>Let me re-read the question.</refine>{T6_MID}"
+    "<refine>7 + 8 = 15</refine> Done.</think><answer>15</answer>"
+)
 T7 = "<think>5 + 5 = 11 <refine>5 + 5 = 10</refine> so 10 <answer>10</answer>"  # broken format
 
 

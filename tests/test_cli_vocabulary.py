@@ -37,9 +37,10 @@ PARSERS: dict[tuple[str, ...], argparse.ArgumentParser] = dict(walk(build_parser
 def visible(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """The optional actions ``--help`` shows (not -h itself)."""
     return [
-        a for a in parser._actions
+        a
+        for a in parser._actions
         if a.option_strings and a.help is not argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
-    ]  # fmt: skip
+    ]
 
 
 def aliases(parser: argparse.ArgumentParser) -> list[DeprecatedAlias]:
@@ -121,7 +122,10 @@ def test_an_alias_parses_as_its_canonical_flag_with_a_note(path, base, old, new,
     [action] = [a for a in aliases(PARSERS[path]) if old[0] in a.option_strings]
     assert canonical[action.dest] != vars(parser.parse_args([*path, *base]))[action.dest]  # the flag set something
     replacement = " ".join(new) if len(old) == 1 else new[0]  # --no-progress: --progress off
-    assert err == f"pasr {' '.join(path)}: warning: {old[0]} is deprecated and will be removed in the next release; use {replacement}\n"
+    assert err == (
+        f"pasr {' '.join(path)}: warning: {old[0]} is deprecated and will be removed in the next release; "
+        f"use {replacement}\n"
+    )
 
 
 def test_every_alias_is_hidden_and_tested():
@@ -154,12 +158,26 @@ def test_help_shows_no_old_spelling_anywhere():
 DATA_SOURCE = {("data", "preview"), ("data", "prepare"), ("judge", "try")}
 JOBS = {("jobs", "status"), ("jobs", "logs"), ("jobs", "stop"), ("jobs", "list")}
 CONCEPTS = {
-    "data set(s)": ("--dataset", "NAME_OR_FILE", DATA_SOURCE | {("eval",)}, ["--datasets", "--data-set", "--dataset-name"]),
-    "output folder": ("--out", "DIR", {("data", "prepare"), ("eval",), ("eval", "compare"), ("stats",)},
-                      ["--out-dir", "--output", "--output-dir", "--outdir", "-o"]),
+    "data set(s)": (
+        "--dataset",
+        "NAME_OR_FILE",
+        DATA_SOURCE | {("eval",)},
+        ["--datasets", "--data-set", "--dataset-name"],
+    ),
+    "output folder": (
+        "--out",
+        "DIR",
+        {("data", "prepare"), ("eval",), ("eval", "compare"), ("stats",)},
+        ["--out-dir", "--output", "--output-dir", "--outdir", "-o"],
+    ),
     "progress bar": ("--progress", None, {("eval",), ("stats",)}, ["--no-progress", "--progress-bar", "--quiet"]),
     "problem level": ("--difficulty", None, DATA_SOURCE | {("eval",)}, ["--countdown-difficulty", "--level"]),
-    "LLM judge endpoint": ("--judge-base-url", "URL", {("eval",), ("judge", "try")}, ["--judge-url", "--judge-endpoint", "--base-url"]),
+    "LLM judge endpoint": (
+        "--judge-base-url",
+        "URL",
+        {("eval",), ("judge", "try")},
+        ["--judge-url", "--judge-endpoint", "--base-url"],
+    ),
     "first N": ("--limit", "N", DATA_SOURCE | {("eval",)}, ["--max-examples", "--num-examples", "--n-examples"]),
     "seed": ("--seed", "N", DATA_SOURCE | {("eval",), ("stats",)}, ["--random-seed"]),
     "CPU threads": ("--threads", "N", {("eval",)}, ["--num-threads", "--n-threads", "--nthreads"]),
@@ -168,7 +186,7 @@ CONCEPTS = {
     "dashboard timeout": ("--timeout", "SECONDS", JOBS | {("submit",)}, ["--timeout-s", "--request-timeout"]),
     "follow a job": ("--follow", None, {("jobs", "logs"), ("submit",)}, ["--tail", "--stream"]),
     "submission id": ("--submission-id", "ID", {("submit",)}, ["--job-id"]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("concept", list(CONCEPTS))
@@ -195,8 +213,11 @@ def test_progress_takes_the_same_three_values_wherever_it_is():
 # ----------------------------------------------------------------------------- --out is a folder
 def write_summary(run_dir: Path, method: str, accuracy: float) -> str:
     run_dir.mkdir(parents=True)
-    summary = {"model": "org/m", "method": method,
-               "datasets": {"gsm8k": {"accuracy": accuracy, "mean_tokens": 100.0, "n_samples": 4}}}  # fmt: skip
+    summary = {
+        "model": "org/m",
+        "method": method,
+        "datasets": {"gsm8k": {"accuracy": accuracy, "mean_tokens": 100.0, "n_samples": 4}},
+    }
     (run_dir / "summary.json").write_text(json.dumps(summary))
     return str(run_dir)
 

@@ -27,7 +27,9 @@ def test_context_length_from_a_config():
 
 def test_a_prompt_that_fills_the_context_is_refused_before_generating(tiny):
     model, tok = tiny
-    with pytest.raises(ContextLengthError, match="a prompt of 1030 tokens does not fit the model's context of 1024 positions"):
+    with pytest.raises(
+        ContextLengthError, match="a prompt of 1030 tokens does not fit the model's context of 1024 positions"
+    ):
         generate_ids(model, tok, [[5] * 20, [7] * 1030], GREEDY, context=1024)
 
 
@@ -45,7 +47,9 @@ def test_a_response_stops_at_the_end_of_the_context(tiny):
 
 
 def _dataset(path, questions):
-    path.write_text("".join(json.dumps({"id": f"q{i}", "question": q, "answer": "7"}) + "\n" for i, q in enumerate(questions)))
+    path.write_text(
+        "".join(json.dumps({"id": f"q{i}", "question": q, "answer": "7"}) + "\n" for i, q in enumerate(questions))
+    )
     return path
 
 
@@ -53,29 +57,74 @@ def test_pasr_eval_counts_a_prompt_over_the_context_as_its_own_error(tiny_model_
     """One problem longer than the model's context is recorded as a generation error saying so;
     the others in its chunk are answered. Before, it was generated past the model's 1024 positions
     and scored."""
-    data = _dataset(tmp_path / "probs.jsonl", ["What is 3+4? " + "Think about it. " * 400, "What is 3+4?", "What is 2+5?"])
+    data = _dataset(
+        tmp_path / "probs.jsonl", ["What is 3+4? " + "Think about it. " * 400, "What is 3+4?", "What is 2+5?"]
+    )
     out = tmp_path / "out"
-    rc, stdout, err = run_cli([
-        "eval", "--model", str(tiny_model_dir), "--dataset", str(data), "--method", "plain", "--backend", "hf",
-        "--max-new-tokens", "8", "--threads", "1", "--dtype", "float32", "--progress", "off", "--out", str(out),
-    ])  # fmt: skip
+    rc, stdout, err = run_cli(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--dataset",
+            str(data),
+            "--method",
+            "plain",
+            "--backend",
+            "hf",
+            "--max-new-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--dtype",
+            "float32",
+            "--progress",
+            "off",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0, err
     rows = [json.loads(line) for line in next(out.rglob("samples.jsonl")).read_text().splitlines()]
     errors = [r for r in rows if r["format_reason"] == "generation_error"]
     assert len(rows) == 3 and len(errors) == 1 and errors[0]["prompt"].startswith("What is 3+4? Think")
     error = errors[0]["extra"]["error"]
-    assert error.startswith("ContextLengthError: a prompt of") and "does not fit the model's context of 1024 positions" in error
+    assert (
+        error.startswith("ContextLengthError: a prompt of")
+        and "does not fit the model's context of 1024 positions" in error
+    )
     assert all(r["response_tokens"] > 0 for r in rows if r is not errors[0])
 
 
 def test_pasr_eval_refuses_max_new_tokens_beyond_the_context(tiny_model_dir, tmp_path, run_cli):
     data = _dataset(tmp_path / "probs.jsonl", ["What is 3+4?"])
-    rc, stdout, err = run_cli([
-        "eval", "--model", str(tiny_model_dir), "--dataset", str(data), "--method", "plain", "--backend", "hf",
-        "--max-new-tokens", "1500", "--threads", "1", "--dtype", "float32", "--progress", "off",
-        "--out", str(tmp_path / "out"),
-    ])  # fmt: skip
+    rc, stdout, err = run_cli(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--dataset",
+            str(data),
+            "--method",
+            "plain",
+            "--backend",
+            "hf",
+            "--max-new-tokens",
+            "1500",
+            "--threads",
+            "1",
+            "--dtype",
+            "float32",
+            "--progress",
+            "off",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 2 and "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert "--max-new-tokens 1500 does not fit the model's context of 1024 positions" in line and "at most 1023" in line
-    assert not list((tmp_path / "out").rglob("samples.jsonl")) or not next((tmp_path / "out").rglob("samples.jsonl")).read_text()
+    assert (
+        not list((tmp_path / "out").rglob("samples.jsonl"))
+        or not next((tmp_path / "out").rglob("samples.jsonl")).read_text()
+    )

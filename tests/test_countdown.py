@@ -9,7 +9,14 @@ import pytest
 
 from data.countdown import DATA_SOURCE, LEVELS, generate_countdown, generate_problems
 from data.synthetic import split_of
-from rewards.countdown import MAX_EQUATION_CHARS, countdown_reward, equation_text, format_gold, parse_equation, parse_gold
+from rewards.countdown import (
+    MAX_EQUATION_CHARS,
+    countdown_reward,
+    equation_text,
+    format_gold,
+    parse_equation,
+    parse_gold,
+)
 
 # ---------------------------------------------------------------- generator
 
@@ -45,7 +52,10 @@ def test_rows_match_their_level_and_reference_solutions_verify(difficulty):
 
 def test_splits_never_share_a_problem_even_across_seeds():
     def keys(split, seed):
-        return {(tuple(sorted(e.extra["numbers"])), e.extra["target"]) for e in generate_countdown(300, seed=seed, split=split)}
+        return {
+            (tuple(sorted(e.extra["numbers"])), e.extra["target"])
+            for e in generate_countdown(300, seed=seed, split=split)
+        }
 
     train = keys("train", 0) | keys("train", 1)
     test = keys("test", 0) | keys("test", 1)
@@ -222,12 +232,15 @@ def test_countdown_judge_scores_through_the_judge_interface():
 
     judge = build_judge(JudgeConfig(kind="countdown"))
     gold = format_gold((25, 5, 4), 80)
-    out = score_sync(judge, [
-        JudgeItem("q", gold, "(25 - 5) * 4"),
-        JudgeItem("q", gold, "25 * 4"),  # 100: wrong
-        JudgeItem("q", gold, None),  # no answer: wrong, not an error
-        JudgeItem("q", "80", "(25 - 5) * 4"),  # not a Countdown gold: an error, never a 0
-    ])
+    out = score_sync(
+        judge,
+        [
+            JudgeItem("q", gold, "(25 - 5) * 4"),
+            JudgeItem("q", gold, "25 * 4"),  # 100: wrong
+            JudgeItem("q", gold, None),  # no answer: wrong, not an error
+            JudgeItem("q", "80", "(25 - 5) * 4"),  # not a Countdown gold: an error, never a 0
+        ],
+    )
     assert [r.score for r in out[:3]] == [1.0, 0.0, 0.0] and all(r.ok for r in out[:3])
     assert not out[3].ok and out[3].score is None and "Countdown gold" in out[3].error
 

@@ -89,7 +89,9 @@ def test_trainer_resolves_dtypes(monkeypatch, tmp_path, rollout_dtype, autocast,
     from recipe.local_engine.trainer import LocalPasrTrainer
 
     monkeypatch.setattr(cpu_dtype, "measured_cpu_dtype", lambda: DtypeChoice(measured, 1.0, "TEST"))
-    overrides = [f"model.rollout_dtype={rollout_dtype}"] + ([] if autocast is None else [f"algo.bf16_autocast={autocast}"])
+    overrides = [f"model.rollout_dtype={rollout_dtype}"] + (
+        [] if autocast is None else [f"algo.bf16_autocast={autocast}"]
+    )
     cfg = load_config(overrides=overrides)
     trainer = LocalPasrTrainer(cfg, run_dir=tmp_path)
     trainer._choose_dtypes()
@@ -141,8 +143,9 @@ def test_device_is_validated(monkeypatch):
         ("float32", False, "bfloat16", "float32", False),  # explicit settings still win
     ],
 )
-def test_auto_on_a_gpu_is_one_rule_for_training_and_eval(monkeypatch, tmp_path, rollout_dtype, autocast, measured,
-                                                        want_dtype, want_autocast):  # fmt: skip
+def test_auto_on_a_gpu_is_one_rule_for_training_and_eval(
+    monkeypatch, tmp_path, rollout_dtype, autocast, measured, want_dtype, want_autocast
+):
     """``auto`` on a GPU is measured there, by the same function for the trainer's rollouts and
     update and for pasr eval's hf backend (it was fp32 for training and bf16 for eval, unmeasured);
     threads left to auto keep torch's default there, in both. The CPU probe does not run."""
@@ -193,8 +196,8 @@ class _OnDevice:
 
 
 def test_update_batch_moves_to_the_model_and_leaves_the_callers():
-    from recipe.local_engine.policy_update import TrainRollout, build_batch, on_model_device
     from recipe.local_engine.config import AlgoConfig
+    from recipe.local_engine.policy_update import TrainRollout, build_batch, on_model_device
 
     rollouts = [TrainRollout("q", [1, 2], [3, 4, 5], 1.0), TrainRollout("q", [1, 2], [6], 0.0)]
     data = build_batch(rollouts, pad_id=0, algo=AlgoConfig())
@@ -211,8 +214,10 @@ def test_packed_batch_moves_whole():
     pb = pack([[1, 2], [3]], [[4], [5, 6]], pad_id=0)
     assert pb.to("cpu") is pb
     moved = pb.to("meta")
-    assert {t.device.type for t in (moved.input_ids, moved.attention_mask, moved.position_ids, moved.responses,
-                                    moved.response_mask)} == {"meta"}
+    assert {
+        t.device.type
+        for t in (moved.input_ids, moved.attention_mask, moved.position_ids, moved.responses, moved.response_mask)
+    } == {"meta"}
     assert moved.prompt_width == pb.prompt_width
 
 

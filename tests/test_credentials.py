@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -45,10 +44,22 @@ def test_the_judge_error_stop_message_hides_url_credentials():
     from recipe.pasr_config import JudgeConfig
 
     record = RolloutRecord(
-        run_id="r", query_id="q", data_source="s", variant="refine", prompt="p", response="", response_tokens=0,
-        format_ok=False, format_reason="x", n_refine=0, extracted_answer="1", gold="1", acc=None,
-        judge_error="openai judge: timeout", step=1,
-    )  # fmt: skip
+        run_id="r",
+        query_id="q",
+        data_source="s",
+        variant="refine",
+        prompt="p",
+        response="",
+        response_tokens=0,
+        format_ok=False,
+        format_reason="x",
+        n_refine=0,
+        extracted_answer="1",
+        gold="1",
+        acc=None,
+        judge_error="openai judge: timeout",
+        step=1,
+    )
     judge = JudgeConfig(kind="openai", base_url=URL, model="j")
     with pytest.raises(JudgeErrorRateExceeded) as exc:
         check_judge_errors([record], 0.2, step=1, judge=judge, records_at="x")
@@ -59,7 +70,9 @@ def test_the_verl_judge_endpoint_check_hides_url_credentials():
     from recipe.pasr_config import JudgeConfig, PasrConfig
     from recipe.verl_engine.config import check_judge_endpoint
 
-    judge = JudgeConfig(kind="openai", base_url=f"http://alice:{PASSWORD}@127.0.0.1:9/v1", model="j", timeout_s=2, retries=0)
+    judge = JudgeConfig(
+        kind="openai", base_url=f"http://alice:{PASSWORD}@127.0.0.1:9/v1", model="j", timeout_s=2, retries=0
+    )
     why = check_judge_endpoint(PasrConfig(judge=judge))
     assert why and "127.0.0.1:9" in why and PASSWORD not in why and "alice" not in why
 
@@ -70,11 +83,24 @@ def test_the_verl_entrypoint_writes_no_url_credentials(tmp_path):
     password included; nothing under its working directory or on its stderr holds it now."""
     env = {**os.environ, "PASR_SKIP_GPU_CHECK": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "recipe.main_pasr", *JUDGE[:1], f"pasr.judge.base_url=http://alice:{PASSWORD}@127.0.0.1:9/v1",
-         *JUDGE[2:], "actor_rollout_ref.rollout.name=hf"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 2 and "pasr verl: error: " in proc.stderr and "127.0.0.1:9" in proc.stderr  # the judge check
+        [
+            sys.executable,
+            "-m",
+            "recipe.main_pasr",
+            *JUDGE[:1],
+            f"pasr.judge.base_url=http://alice:{PASSWORD}@127.0.0.1:9/v1",
+            *JUDGE[2:],
+            "actor_rollout_ref.rollout.name=hf",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        proc.returncode == 2 and "pasr verl: error: " in proc.stderr and "127.0.0.1:9" in proc.stderr
+    )  # the judge check
     assert PASSWORD not in proc.stderr + proc.stdout
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert not [p for p in written if PASSWORD in p.read_text(errors="replace")], written

@@ -65,7 +65,9 @@ def test_limit_and_unknown_names(local_data):
     assert load_examples("aime24", limit=0) == []
     assert get_dataset("openai/gsm8k").name == "gsm8k"
     assert set(DATASETS) == {"gsm8k", "math500", "aime24", "math", "synthetic", "countdown"}
-    with pytest.raises(DatasetError, match="unknown dataset 'gsm9k'.*gsm8k, math500, aime24, math, synthetic, countdown"):
+    with pytest.raises(
+        DatasetError, match="unknown dataset 'gsm9k'.*gsm8k, math500, aime24, math, synthetic, countdown"
+    ):
         load_examples("gsm9k")
     with pytest.raises(DatasetError, match="no split 'train'"):
         load_examples("math500", split="train")
@@ -148,7 +150,14 @@ def test_hub_loading_maps_fields(tmp_path, monkeypatch):
     fake = {
         ("openai/gsm8k", "main", "test"): [{"question": "2+2?", "answer": "2+2=4\n#### 4"}],
         ("HuggingFaceH4/MATH-500", None, "test"): [
-            {"problem": "x?", "solution": "...", "answer": "\\frac12", "subject": "Algebra", "level": 1, "unique_id": "test/a/1.json"}
+            {
+                "problem": "x?",
+                "solution": "...",
+                "answer": "\\frac12",
+                "subject": "Algebra",
+                "level": 1,
+                "unique_id": "test/a/1.json",
+            }
         ],
         ("HuggingFaceH4/aime_2024", None, "train"): [
             {"id": 60, "problem": "p1", "solution": "", "answer": "033", "url": "u", "year": "2024"},
@@ -168,7 +177,11 @@ def test_hub_loading_maps_fields(tmp_path, monkeypatch):
     assert (m.id, m.answer, m.question) == ("math500:test/a/1.json", "\\frac12", "x?")
     aime = load_examples("aime24", limit=5)
     assert [(e.id, e.answer) for e in aime] == [("aime24:60", "33"), ("aime24:61", "7")]
-    assert calls == [("openai/gsm8k", "main", "test"), ("HuggingFaceH4/MATH-500", None, "test"), ("HuggingFaceH4/aime_2024", None, "train")]
+    assert calls == [
+        ("openai/gsm8k", "main", "test"),
+        ("HuggingFaceH4/MATH-500", None, "test"),
+        ("HuggingFaceH4/aime_2024", None, "train"),
+    ]
 
     fake[("HuggingFaceH4/aime_2024", None, "train")] = [{"id": 1, "problem": "p", "answer": "n/a"}]
     with pytest.raises(DataFormatError, match=r"hub:HuggingFaceH4/aime_2024\[train\]:row 1: .*integer"):
@@ -234,7 +247,13 @@ def test_synthetic_train_heldout_disjoint():
 def _sample_examples() -> list[Example]:
     return [
         Example("gsm8k:test:0", "gsm8k", "Janet has 3 ducks. How many?", "3", {"split": "test"}),
-        Example("synthetic:d1:s0:train:0", "synthetic", "Mia has 4 marbles. She finds 2 more. How many?", "6", {"split": "train"}),
+        Example(
+            "synthetic:d1:s0:train:0",
+            "synthetic",
+            "Mia has 4 marbles. She finds 2 more. How many?",
+            "6",
+            {"split": "train"},
+        ),
     ]
 
 
@@ -303,7 +322,9 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, monkeypatch):
     batch = collate_fn([ds[0], ds[1]])
     assert batch["dummy_tensor"].shape[0] == 2 and list(batch["index"]) == [0, 1]
     # the length filter really tokenised the prompts: a tiny limit drops both rows
-    short = RLHFDataset(str(path), tokenizer, OmegaConf.create({"max_prompt_length": 16, "filter_overlong_prompts_workers": 1}))
+    short = RLHFDataset(
+        str(path), tokenizer, OmegaConf.create({"max_prompt_length": 16, "filter_overlong_prompts_workers": 1})
+    )
     assert len(short) == 0
 
 
@@ -375,8 +396,14 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--dataset", str(tmp_path / "absent.jsonl")], "data file not found"),
         (["--dataset", str(bad)], "bad.jsonl:2: bad JSON"),
         (["--dataset", "gsm8k", "--seed", "1"], "--seed: only for --dataset synthetic or countdown"),
-        (["--dataset", "math500", "--n", "5", "--difficulty", "2"], "--n/--difficulty: only for --dataset synthetic or countdown"),
-        (["--dataset", "countdown", "--question-field", "q"], "--question-field: only for a data file given as --dataset FILE"),
+        (
+            ["--dataset", "math500", "--n", "5", "--difficulty", "2"],
+            "--n/--difficulty: only for --dataset synthetic or countdown",
+        ),
+        (
+            ["--dataset", "countdown", "--question-field", "q"],
+            "--question-field: only for a data file given as --dataset FILE",
+        ),
         (["--dataset", "synthetic", "--system-prompt", "no_such_prompt"], "unknown prompt 'no_such_prompt'"),
     ]
     latin1 = tmp_path / "latin1.jsonl"
@@ -395,12 +422,18 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert err.startswith("pasr data: error: ") and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
     (tmp_path / "a_file").write_text("x")
-    assert pasr_main(["data", "prepare", "--dataset", "synthetic", "--n", "2", "--out", str(tmp_path / "a_file" / "o")]) == 2
+    assert (
+        pasr_main(["data", "prepare", "--dataset", "synthetic", "--n", "2", "--out", str(tmp_path / "a_file" / "o")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{tmp_path / 'a_file'} is a file, not a directory" in err and "File exists" not in err
     proc = subprocess.run(
         [sys.executable, "-m", "recipe", "data", "preview", "--dataset", "gsm9k"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
@@ -431,15 +464,27 @@ def test_text_no_utf8_can_hold_is_named_by_file_and_line(tmp_path, capsys):
     loader (JSONL and a JSON array alike); an escaped pair (an emoji) is an ordinary character."""
     pair = _write_jsonl(tmp_path / "pair.jsonl", ['{"question": "smile \\ud83d\\ude00", "answer": "x #### 1"}'])
     assert load_examples(str(pair))[0].question == "smile \U0001f600"
-    lone = _write_jsonl(tmp_path / "lone.jsonl", [{"question": "q", "answer": "#### 1"}, '{"question": "q", "answer": "#### 1", "meta": {"note": ["ok", "bad \\uDFFF"]}}'])
-    with pytest.raises(DataFormatError, match=r"lone\.jsonl:2: field 'meta\.note\.1' holds a lone UTF-16 surrogate \(\\udfff\)"):
+    lone = _write_jsonl(
+        tmp_path / "lone.jsonl",
+        [
+            {"question": "q", "answer": "#### 1"},
+            '{"question": "q", "answer": "#### 1", "meta": {"note": ["ok", "bad \\uDFFF"]}}',
+        ],
+    )
+    with pytest.raises(
+        DataFormatError, match=r"lone\.jsonl:2: field 'meta\.note\.1' holds a lone UTF-16 surrogate \(\\udfff\)"
+    ):
         load_examples(str(lone))
     arr = tmp_path / "arr.json"
-    arr.write_text('[\n  {"question": "q", "answer": "1"},\n  {"question": "\\ud800?", "answer": "2"}\n]\n', encoding="utf-8")
+    arr.write_text(
+        '[\n  {"question": "q", "answer": "1"},\n  {"question": "\\ud800?", "answer": "2"}\n]\n', encoding="utf-8"
+    )
     with pytest.raises(DataFormatError, match=r"arr\.json:3: field 'question' holds a lone UTF-16 surrogate"):
         load_examples(str(arr))
     for command in (["preview"], ["prepare", "--out", str(tmp_path / "o")]):
         assert pasr_main(["data", *command, "--dataset", str(lone)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("pasr data: error: ") and "lone.jsonl:2: field 'meta.note.1'" in err and err.count("\n") == 1, err
+        assert (
+            err.startswith("pasr data: error: ") and "lone.jsonl:2: field 'meta.note.1'" in err and err.count("\n") == 1
+        ), err
     assert not (tmp_path / "o").exists()

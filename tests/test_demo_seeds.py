@@ -13,11 +13,29 @@ def _records(right: list[bool], refine: list[bool]) -> list[RolloutRecord]:
     out = []
     for i, (ok, ref) in enumerate(zip(right, refine)):
         draft = "41" if not ok else "42"
-        text = f"<think>6 x 7 = {draft}. <refine>check: 42</refine></think><answer>{42 if ok else 41}</answer>" if ref else \
-            f"<think>6 x 7 = 42</think><answer>{42 if ok else 41}</answer>"
-        out.append(RolloutRecord(run_id="r", query_id=f"q{i}", data_source="synthetic", variant="refine", prompt="6 x 7?",
-                                 response=text, response_tokens=10, format_ok=True, format_reason="ok", n_refine=int(ref),
-                                 extracted_answer=str(42 if ok else 41), gold="42", acc=float(ok), dataset="t"))
+        text = (
+            f"<think>6 x 7 = {draft}. <refine>check: 42</refine></think><answer>{42 if ok else 41}</answer>"
+            if ref
+            else f"<think>6 x 7 = 42</think><answer>{42 if ok else 41}</answer>"
+        )
+        out.append(
+            RolloutRecord(
+                run_id="r",
+                query_id=f"q{i}",
+                data_source="synthetic",
+                variant="refine",
+                prompt="6 x 7?",
+                response=text,
+                response_tokens=10,
+                format_ok=True,
+                format_reason="ok",
+                n_refine=int(ref),
+                extracted_answer=str(42 if ok else 41),
+                gold="42",
+                acc=float(ok),
+                dataset="t",
+            )
+        )
     return out
 
 
@@ -76,9 +94,17 @@ def test_warmup_schedule_compares_the_four_evaluations_of_a_seed(tmp_path, capsy
     out = tmp_path / "cmp.json"
     assert compare(["--constant", str(constant), "--cosine", str(cosine), "--seeds", "2", "--out", str(out)]) == 0
     (row,) = json.loads(out.read_text())["runs"]
-    assert [row[f"{k}_acc"] for k in ("constant_warmup", "constant_pasr", "cosine_warmup", "cosine_pasr")] == [0.4, 0.6, 0.8, 0.7]
+    assert [row[f"{k}_acc"] for k in ("constant_warmup", "constant_pasr", "cosine_warmup", "cosine_pasr")] == [
+        0.4,
+        0.6,
+        0.8,
+        0.7,
+    ]
     assert (row["decay_vs_constant_warmup"]["wins"], row["decay_vs_constant_warmup"]["losses"]) == (4, 0)
-    assert (row["decay_vs_constant_warmup_plus_pasr"]["wins"], row["decay_vs_constant_warmup_plus_pasr"]["losses"]) == (2, 0)
+    assert (row["decay_vs_constant_warmup_plus_pasr"]["wins"], row["decay_vs_constant_warmup_plus_pasr"]["losses"]) == (
+        2,
+        0,
+    )
     assert (row["pasr_from_decayed_warmup"]["wins"], row["pasr_from_decayed_warmup"]["losses"]) == (0, 1)
     assert row["pasr_from_decayed_warmup"]["p"] == 1.0
     assert "| 2 | 0.400 | 0.600 | 0.800 | 0.700 |" in capsys.readouterr().out

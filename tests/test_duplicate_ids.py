@@ -16,8 +16,12 @@ from data.loaders import load_examples
 
 def _math_file(tmp_path, uids=("a/1.json", "b/2.json", "a/1.json", "c/3.json")):
     path = tmp_path / "math.jsonl"
-    path.write_text("".join(json.dumps({"problem": f"{i} + 1?", "answer": str(i + 1), "unique_id": uid}) + "\n"
-                            for i, uid in enumerate(uids)))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"problem": f"{i} + 1?", "answer": str(i + 1), "unique_id": uid}) + "\n"
+            for i, uid in enumerate(uids)
+        )
+    )
     return path
 
 
@@ -61,9 +65,22 @@ def test_pasr_train_refuses_a_repeated_id(tiny_model_dir, tmp_path, capsys):
 
     path = _math_file(tmp_path, uids=[f"u{i}" for i in range(6)] + ["u2"])
     run_dir = tmp_path / "run"
-    rc = main(["train", "--run-dir", str(run_dir), f"model.path={tiny_model_dir}", "model.threads=1",
-               f"data.source={path}", "rollout.queries_per_step=2", "data.train_size=12", "data.eval_size=2",
-               "warmup.steps=0", "trainer.steps=1", "trainer.eval_at_start=false"])  # fmt: skip
+    rc = main(
+        [
+            "train",
+            "--run-dir",
+            str(run_dir),
+            f"model.path={tiny_model_dir}",
+            "model.threads=1",
+            f"data.source={path}",
+            "rollout.queries_per_step=2",
+            "data.train_size=12",
+            "data.eval_size=2",
+            "warmup.steps=0",
+            "trainer.steps=1",
+            "trainer.eval_at_start=false",
+        ]
+    )
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert rc == 2 and last.startswith("pasr train: error: "), err

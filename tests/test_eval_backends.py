@@ -48,10 +48,11 @@ def test_vllm_backend_with_fake_engine(data_env, tmp_path, monkeypatch):
     backend = build_backend("vllm", str(model_dir), seed=3, max_model_len=4096, batch_size=99)
     assert isinstance(backend, VLLMBackend)
     summary = run_eval(
-        cfg_for(tmp_path, model=str(model_dir), method="pasr", backend="vllm", limit=3, max_new_tokens=99), backend=backend
+        cfg_for(tmp_path, model=str(model_dir), method="pasr", backend="vllm", limit=3, max_new_tokens=99),
+        backend=backend,
     )
     assert created["model"] == str(model_dir) and created["seed"] == 3 and created["max_model_len"] == 4096
-    (messages, sp), = backend.llm.calls
+    ((messages, sp),) = backend.llm.calls
     assert len(messages) == 3 and messages[0][0]["role"] == "system" and "<refine>" in messages[0][0]["content"]
     assert sp == {"n": 1, "max_tokens": 99, "temperature": 0.0, "top_p": 1.0}
     recs = records_of(tmp_path / "run")
@@ -62,8 +63,10 @@ def test_vllm_backend_with_fake_engine(data_env, tmp_path, monkeypatch):
     assert sampled.kw == {"n": 1, "max_tokens": 10, "temperature": 0.6, "top_p": 0.95}
 
 
-@pytest.mark.parametrize("weights_mb, asked, eager", [(270, None, True), (2100, None, False), (270, False, False),
-                                                      (2100, True, True), (0, None, False)])
+@pytest.mark.parametrize(
+    "weights_mb, asked, eager",
+    [(270, None, True), (2100, None, False), (270, False, False), (2100, True, True), (0, None, False)],
+)
 def test_vllm_eager_for_small_models_unless_asked(tmp_path, monkeypatch, weights_mb, asked, eager):
     """auto (None) skips CUDA graphs and torch.compile for weights under 2 GiB; on/off is obeyed;
     a folder with no weight file to size keeps vLLM's default."""
@@ -114,8 +117,27 @@ def test_hf_backend_unloadable_model_is_one_line(broken_model_dirs, broken):
 @pytest.mark.slow
 def test_hf_backend_smollm2_end_to_end(data_env, tmp_path, run_cli):
     out = tmp_path / "smol"
-    argv = ["eval", "--model", "smollm2", "--dataset", "gsm8k", "--method", "pasr", "--backend", "hf",
-            "--limit", "2", "--max-new-tokens", "16", "--threads", "1", "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "smollm2",
+        "--dataset",
+        "gsm8k",
+        "--method",
+        "pasr",
+        "--backend",
+        "hf",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--threads",
+        "1",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     recs = records_of(out)

@@ -19,18 +19,34 @@ from tests.scripted_selection import Scripted, generator, golds, score_reply, sc
 
 def test_best_of_n_majority_groups_answers_as_the_judge_compares_them():
     samples = {
-        "QA": ["\\boxed{3}", "\\boxed{0.5}", "\\boxed{\\frac{1}{2}}", "\\boxed{3}", "<answer>1/2</answer>"],  # 1/2 wins 3 to 2
+        "QA": [
+            "\\boxed{3}",
+            "\\boxed{0.5}",
+            "\\boxed{\\frac{1}{2}}",
+            "\\boxed{3}",
+            "<answer>1/2</answer>",
+        ],  # 1/2 wins 3 to 2
         "QB": ["\\boxed{7}", "\\boxed{8}", "\\boxed{8}", "\\boxed{7}"],  # a tie: the group that began first
         "QC": ["no answer", "\\boxed{1,000}", "<answer>\\$1000</answer>", "\\boxed{999}"],  # a None votes for nothing
         "QD": ["nothing", "still nothing", "no", "none"],  # no answer at all: the first, counted
     }
     backend = Scripted(scripted_samples(samples))
-    out = produce("best-of-n", ["QA"], generator(backend), MethodPrompts.load(),
-                  selection=Selection(candidates=5, judge_kind="rule"))  # fmt: skip (the default: majority)
+    out = produce(
+        "best-of-n",
+        ["QA"],
+        generator(backend),
+        MethodPrompts.load(),
+        selection=Selection(candidates=5, judge_kind="rule"),
+    )  # the default selection: majority
     assert "#1" in out[0].text and out[0].meta["votes"] == 3 and out[0].meta["selected"] == 1
     backend4 = Scripted(scripted_samples(samples))
-    rest = produce("best-of-n", ["QB", "QC", "QD"], generator(backend4), MethodPrompts.load(),
-                   selection=Selection(select="majority", candidates=4))  # fmt: skip
+    rest = produce(
+        "best-of-n",
+        ["QB", "QC", "QD"],
+        generator(backend4),
+        MethodPrompts.load(),
+        selection=Selection(select="majority", candidates=4),
+    )
     b, c, d = rest
     assert b.meta["selected"] == 0 and b.meta["votes"] == 2 and not b.meta["selection_fallback"]
     assert c.meta["selected"] == 1 and c.meta["votes"] == 2 and c.meta["answers"][0] is None
@@ -67,8 +83,13 @@ def test_best_of_n_score_selection_ties_and_failed_scores():
         "QD": [1, 0.0, 0.0, 0.0],  # the first can win on its own merit (not a fallback)
     }
     backend = Scripted(scripted_samples(samples, scores))
-    out = produce("best-of-n", list(samples), generator(backend), MethodPrompts.load(),
-                  selection=Selection(select="score", candidates=4, score_tokens=20))  # fmt: skip
+    out = produce(
+        "best-of-n",
+        list(samples),
+        generator(backend),
+        MethodPrompts.load(),
+        selection=Selection(select="score", candidates=4, score_tokens=20),
+    )
     expect = {"QA": (1, False), "QB": (1, False), "QC": (0, True), "QD": (0, False)}
     for q, p in zip(samples, out):
         index, fallback = expect[q]
@@ -87,7 +108,9 @@ def test_best_of_n_score_selection_ties_and_failed_scores():
 
 def test_best_of_n_one_candidate_is_the_plain_answer_and_not_scored():
     backend = Scripted(scripted_samples({"QA": ["\\boxed{4}"]}, {"QA": [0.3]}))
-    (p,) = produce("best-of-n", ["QA"], generator(backend), MethodPrompts.load(), selection=Selection("score", candidates=1))
+    (p,) = produce(
+        "best-of-n", ["QA"], generator(backend), MethodPrompts.load(), selection=Selection("score", candidates=1)
+    )
     assert p.meta["selected"] == 0 and p.meta["scores"] == [] and backend.kinds() == ["answer"]
     assert p.n_tokens == p.meta["final_tokens"]
 
@@ -123,8 +146,10 @@ def test_best_of_n_run_one_record_per_question_resume_and_summary(data_env, tmp_
     assert by_q[qs[2]].extra["selection_fallback"] is True and by_q[qs[2]].acc == 0.0
     for r in recs:
         assert r.extra["method"] == "best-of-n" and r.extra["candidates"] == 3 and r.extra["select"] == "majority"
-        assert r.response_tokens == sum(p["tokens"] for p in r.extra["passes"]) == sum(
-            len(t.split()) for t in (p["text"] for p in r.extra["passes"])
+        assert (
+            r.response_tokens
+            == sum(p["tokens"] for p in r.extra["passes"])
+            == sum(len(t.split()) for t in (p["text"] for p in r.extra["passes"]))
         )
     d = summary["datasets"]["gsm8k"]
     assert d["n_samples"] == d["expected_samples"] == 3 and d["n_questions"] == 3

@@ -34,7 +34,19 @@ def test_cli_errors_are_one_line(data_env, tmp_path, run_cli, argv, needle):
 
 def test_vllm_missing_is_one_line(data_env, tmp_path, run_cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    argv = ["eval", "--model", "m", "--dataset", "gsm8k", "--backend", "vllm", "--limit", "1", "--out", str(tmp_path / "o")]
+    argv = [
+        "eval",
+        "--model",
+        "m",
+        "--dataset",
+        "gsm8k",
+        "--backend",
+        "vllm",
+        "--limit",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     rc, _, err = run_cli(argv)
     assert rc == 2 and "vllm backend needs the vllm package" in err and err.count("\n") == 1
 
@@ -42,7 +54,10 @@ def test_vllm_missing_is_one_line(data_env, tmp_path, run_cli, monkeypatch):
 def test_out_under_a_file_names_the_file(data_env, tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(EvalError, match=r"cannot create --out .*: .*/f is a file, not a directory"):
-        run_eval(cfg_for(tmp_path, method="plain", limit=1, out=str(tmp_path / "f" / "run")), backend=Scripted(lambda s, u: "x"))
+        run_eval(
+            cfg_for(tmp_path, method="plain", limit=1, out=str(tmp_path / "f" / "run")),
+            backend=Scripted(lambda s, u: "x"),
+        )
 
 
 def test_dataset_file_errors_are_one_line(tmp_path, run_cli):
@@ -60,7 +75,9 @@ def test_parser_takes_run_and_compare():
     from pasr_cli import build_parser
 
     p = build_parser()
-    a = p.parse_args(["eval", "--model", "m", "--dataset", "gsm8k", "math500", "aime24", "--method", "plain", "--out", "d"])
+    a = p.parse_args(
+        ["eval", "--model", "m", "--dataset", "gsm8k", "math500", "aime24", "--method", "plain", "--out", "d"]
+    )
     assert a.eval_command is None and a.datasets == ["gsm8k", "math500", "aime24"] and a.out == "d"
     b = p.parse_args(["eval", "compare", "d1", "d2", "--out", "x"])
     assert b.eval_command == "compare" and b.dirs == ["d1", "d2"] and b.compare_out == "x"

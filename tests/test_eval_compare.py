@@ -38,8 +38,10 @@ def test_compare_missing_dir(tmp_path, run_cli):
 def _plain_run(data_env, tmp_path, name: str, limit: int, **kw) -> str:
     gold = golds(data_env, "gsm8k", limit)
     out = tmp_path / name
-    run_eval(cfg_for(tmp_path, method="plain", limit=limit, out=str(out), **kw),
-             backend=Scripted(lambda s, u: plain_text(gold[u])))  # fmt: skip
+    run_eval(
+        cfg_for(tmp_path, method="plain", limit=limit, out=str(out), **kw),
+        backend=Scripted(lambda s, u: plain_text(gold[u])),
+    )
     return str(out)
 
 
@@ -75,7 +77,9 @@ def test_compare_refuses_a_run_twice_and_marks_a_copy(data_env, tmp_path, run_cl
     assert "(= row" not in first[0] and second[0].endswith("(= row 1)") and "the same evaluation as row N" in out
 
 
-def test_compare_labels_runs_by_training_run_and_step_one_legend_entry_each(data_env, tiny_model_dir, tmp_path, run_cli):
+def test_compare_labels_runs_by_training_run_and_step_one_legend_entry_each(
+    data_env, tiny_model_dir, tmp_path, run_cli
+):
     """Two evaluations of ``RUN/checkpoints/latest`` (step 2, then step 4) were both labelled
     ``latest``, with one legend entry for two points: now each row names the run and step, and
     rows that would still read alike add their eval folder."""
@@ -90,8 +94,10 @@ def test_compare_labels_runs_by_training_run_and_step_one_legend_entry_each(data
     assert rc == 0, err
     assert [r[0] for r in _table_rows(out)[2:]] == ["train_run step 2", "train_run step 4"]
     twice = [_plain_run(data_env, tmp_path, name, 2) for name in ("x", "y")]  # one model and method, two folders
-    for dirs, labels in (([at2, at4], ["train_run step 2 / plain", "train_run step 4 / plain"]),
-                         (twice, ["scripted-model (x) / plain", "scripted-model (y) / plain"])):
+    for dirs, labels in (
+        ([at2, at4], ["train_run step 2 / plain", "train_run step 4 / plain"]),
+        (twice, ["scripted-model (x) / plain", "scripted-model (y) / plain"]),
+    ):
         fig = scatter_figure(load_runs(dirs))
         assert [t.get_text() for t in fig.legends[0].get_texts()] == labels
 
@@ -101,7 +107,10 @@ def test_compare_labels_runs_by_training_run_and_step_one_legend_entry_each(data
     [
         (lambda s: s["datasets"]["gsm8k"].update(accuracy="high"), "gsm8k.accuracy is not a rate in [0, 1]: 'high'"),
         (lambda s: s["datasets"]["gsm8k"].update(accuracy=1.5), "gsm8k.accuracy is not a rate in [0, 1]: 1.5"),
-        (lambda s: s["datasets"]["gsm8k"].update(mean_tokens=float("nan")), "gsm8k.mean_tokens is not a number >= 0: nan"),
+        (
+            lambda s: s["datasets"]["gsm8k"].update(mean_tokens=float("nan")),
+            "gsm8k.mean_tokens is not a number >= 0: nan",
+        ),
         (lambda s: s["datasets"]["gsm8k"].update(n_samples="2"), "gsm8k.n_samples is not a count: '2'"),
         (lambda s: s.update(datasets=["gsm8k"]), "no 'datasets' object"),
         (lambda s: s["datasets"].update(gsm8k=3), "dataset 'gsm8k' is not an object"),
@@ -121,4 +130,3 @@ def test_compare_hand_edited_summary_is_one_line(data_env, tmp_path, run_cli, ed
     rc, _, err = run_cli(["eval", "compare", run, "--out", str(tmp_path / "cmp")])
     assert rc == 2 and f"{path}: not a pasr eval summary ({needle})" in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
-

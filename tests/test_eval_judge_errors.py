@@ -57,7 +57,9 @@ def test_broken_judge_marks_the_chunk(data_env, tmp_path):
         async def score_many(self, items):
             raise ConnectionError("judge server down")
 
-    summary = run_eval(cfg_for(tmp_path, method="plain", limit=2), backend=Scripted(lambda s, u: plain_text(gold[u])), judge=Broken())
+    summary = run_eval(
+        cfg_for(tmp_path, method="plain", limit=2), backend=Scripted(lambda s, u: plain_text(gold[u])), judge=Broken()
+    )
     assert all("judge server down" in r.judge_error for r in records_of(tmp_path / "run"))
     assert summary["datasets"]["gsm8k"]["judge_errors"] == 2 and summary["datasets"]["gsm8k"]["accuracy"] is None
 
@@ -86,7 +88,9 @@ def test_rerun_rejudges_judge_errors(data_env, tmp_path, retry_errors):
     first = run_eval(cfg_for(tmp_path, method="plain", limit=3), backend=Scripted(respond), judge=Broken())
     assert first["datasets"]["gsm8k"]["judge_errors"] == 3
     again, judge = Scripted(respond), Counting()
-    summary = run_eval(cfg_for(tmp_path, method="plain", limit=3, retry_errors=retry_errors), backend=again, judge=judge)
+    summary = run_eval(
+        cfg_for(tmp_path, method="plain", limit=3, retry_errors=retry_errors), backend=again, judge=judge
+    )
     assert again.calls == []  # nothing regenerated
     assert sorted(i.answer for i in judge.items) == sorted(gold.values())  # every errored sample re-judged
     d = summary["datasets"]["gsm8k"]
@@ -133,8 +137,12 @@ def test_cli_judge_timeout_flag(data_env, tmp_path, run_cli, monkeypatch):
         raise EvalError("stop here")
 
     monkeypatch.setattr(eval.run, "run_eval", fake_run_eval)
-    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")])
+    rc, _, err = run_cli(
+        ["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "2.5", "--out", str(tmp_path / "o")]
+    )
     assert rc == 2 and seen == {"timeout_s": 2.5}
     monkeypatch.undo()
-    rc, _, err = run_cli(["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")])
+    rc, _, err = run_cli(
+        ["eval", "--model", "m", "--dataset", "gsm8k", "--judge-timeout", "0", "--out", str(tmp_path / "o")]
+    )
     assert rc == 2 and "--judge-timeout must be > 0" in err and err.count("\n") == 1

@@ -61,13 +61,16 @@ def test_a_local_runs_checkpoint_says_how_it_answered(tiny_model_dir, tmp_path):
     assert local_run_answers(tiny_model_dir) is None  # an exported folder: no run around it
     (run / "config.yaml").write_text("warmup: {}\nrollout: {max_new_tokens: 96}\n")  # keys left out: the defaults
     assert local_run_answers(run / "checkpoints" / "step_000002") == LocalRunAnswers(
-        False, "refine_system", "plain_system")  # pasr.*'s one default, the paper's (pasr train writes every key)
+        False, "refine_system", "plain_system"
+    )  # pasr.*'s one default, the paper's (pasr train writes every key)
     (run / "config.yaml").write_text("actor_rollout_ref: {}\n")  # not a local engine run
     assert local_run_answers(run / "checkpoints" / "step_000002") is None
 
 
 def _args(model: str, **kw) -> argparse.Namespace:
-    return argparse.Namespace(model=model, **{"refine_prompt": None, "plain_prompt": None, "prefill_think": "auto", **kw})
+    return argparse.Namespace(
+        model=model, **{"refine_prompt": None, "plain_prompt": None, "prefill_think": "auto", **kw}
+    )
 
 
 def test_pasr_eval_takes_the_runs_prompts_and_prefill_unless_told(tiny_model_dir, tmp_path, capsys):
@@ -102,7 +105,9 @@ def test_the_prefill_is_part_of_the_resume_fingerprint_only_when_set():
 def test_either_backend_takes_the_prefill():
     assert isinstance(build_backend("hf", "unused", prefill="<think>", systems=frozenset({"S"})), AnswerPrefillBackend)
     assert type(build_backend("hf", "unused")) is HFBackend
-    assert isinstance(build_backend("vllm", "unused", prefill="<think>", systems=frozenset({"S"})), VLLMAnswerPrefillBackend)
+    assert isinstance(
+        build_backend("vllm", "unused", prefill="<think>", systems=frozenset({"S"})), VLLMAnswerPrefillBackend
+    )
     assert type(build_backend("vllm", "unused")) is VLLMBackend
 
 
@@ -122,8 +127,15 @@ def test_vllm_answers_after_the_prompt_the_local_engine_renders(tiny, monkeypatc
             return tok
 
         def _outputs(self, n):
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="x</think><answer>1</answer>",
-                                                                        token_ids=[1, 2, 3], finish_reason="stop")])] * n
+            return [
+                types.SimpleNamespace(
+                    outputs=[
+                        types.SimpleNamespace(
+                            text="x</think><answer>1</answer>", token_ids=[1, 2, 3], finish_reason="stop"
+                        )
+                    ]
+                )
+            ] * n
 
         def generate(self, prompts, sampling_params, use_tqdm=True):
             calls.append(("generate", prompts))
@@ -141,8 +153,10 @@ def test_vllm_answers_after_the_prompt_the_local_engine_renders(tiny, monkeypatc
     out = backend.generate([answer, feedback], GenParams())
     assert [c.text for c in out] == ["<think>x</think><answer>1</answer>", "x</think><answer>1</answer>"]
     assert out[0].n_tokens == 3  # the prefill is prompt, not output
-    assert sorted(calls, key=lambda c: c[0]) == [("chat", [feedback]),
-                                                 ("generate", [{"prompt_token_ids": render_prompts(tok, [answer], "<think>")[0]}])]
+    assert sorted(calls, key=lambda c: c[0]) == [
+        ("chat", [feedback]),
+        ("generate", [{"prompt_token_ids": render_prompts(tok, [answer], "<think>")[0]}]),
+    ]
     (ids,) = [c[1][0]["prompt_token_ids"] for c in calls if c[0] == "generate"]
     assert tok.decode(ids).endswith("assistant\n<think>")
 
@@ -165,8 +179,12 @@ def test_prefill_backend_keeps_the_order_of_mixed_chats(monkeypatch):
 
     monkeypatch.setattr(HFBackend, "generate", fake_generate)
     backend = AnswerPrefillBackend("unused", "<think>", frozenset({"S"}))
-    chats = [[{"role": "user", "content": "a"}], [{"role": "system", "content": "S"}, {"role": "user", "content": "b"}],
-             [{"role": "user", "content": "c"}], [{"role": "system", "content": "S"}, {"role": "user", "content": "d"}]]
+    chats = [
+        [{"role": "user", "content": "a"}],
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "b"}],
+        [{"role": "user", "content": "c"}],
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "d"}],
+    ]
     out = backend.generate(chats, GenParams())
     assert [c.text for c in out] == ["a", "<think>b", "c", "<think>d"]
     assert sorted(calls) == [(2, ""), (2, "<think>")]

@@ -151,8 +151,12 @@ def test_failures_get_one_reflection_and_retry_successes_none():
     assert calls == [([ATTEMPT] * 4, None), ([REFLECTION] * 2, 7), ([RETRY] * 2, None)]
     assert verified == [[0, 1, 2, 3]]
     by_q = {t.question: t for t in traces}
-    assert [p.variant for p in by_q["q1"].passes] == [ATTEMPT, REFLECTION, RETRY] == [p.variant for p in by_q["q3"].passes]
-    assert by_q["q1"].final.variant == RETRY and by_q["q1"].total_tokens == 3 + 2 + 4 and by_q["q1"].final_verdict is None
+    assert (
+        [p.variant for p in by_q["q1"].passes] == [ATTEMPT, REFLECTION, RETRY] == [p.variant for p in by_q["q3"].passes]
+    )
+    assert (
+        by_q["q1"].final.variant == RETRY and by_q["q1"].total_tokens == 3 + 2 + 4 and by_q["q1"].final_verdict is None
+    )
     for q in ("q0", "q2"):  # a success, and an attempt the judge could not score: no retry
         assert [p.variant for p in by_q[q].passes] == [ATTEMPT] and by_q[q].total_tokens == 3
         assert by_q[q].final_verdict == verdicts[q]
@@ -185,7 +189,9 @@ def test_kept_attempts_are_not_generated_again():
         return [Out("y", 1) for _ in chats]
 
     kept = RrrPass(ATTEMPT, "<answer>1 + 1</answer>", 5)
-    traces = run_reflect_retry(["q0", "q1"], generate, lambda i, t: [(0.0, None)] * len(t), PROMPTS, attempts=[kept, None])
+    traces = run_reflect_retry(
+        ["q0", "q1"], generate, lambda i, t: [(0.0, None)] * len(t), PROMPTS, attempts=[kept, None]
+    )
     assert calls == [[ATTEMPT], [REFLECTION, REFLECTION], [RETRY, RETRY]]
     assert traces[0].attempt == kept and traces[0].total_tokens == 5 + 1 + 1
 
@@ -204,7 +210,12 @@ def test_countdown_run_records_and_summary(tmp_path):
     assert len(judge.items) == 4 + 3  # each attempt once, each retry once: a final attempt is not judged again
     recs = {r.prompt: r for r in records_of(tmp_path / "run")}
     first = recs[problems[0]]
-    assert (first.variant, first.acc, first.extra["retried"], first.extra["first_correct"]) == (ATTEMPT, 1.0, False, True)
+    assert (first.variant, first.acc, first.extra["retried"], first.extra["first_correct"]) == (
+        ATTEMPT,
+        1.0,
+        False,
+        True,
+    )
     assert [p["variant"] for p in first.extra["passes"]] == [ATTEMPT]
     for q, acc in ((problems[1], 1.0), (problems[2], 1.0), (problems[3], 0.0)):
         r = recs[q]
@@ -333,7 +344,9 @@ def test_prompt_overrides(tmp_path):
     feedback = tmp_path / "feedback.txt"
     feedback.write_text("Wrong: the equation does not reach the target.")
     backend = Scripted(script(set(), set()))
-    summary = run_eval(cfg_for(tmp_path, limit=1, rrr_prompts=RrrPromptsConfig(feedback=str(feedback))), backend=backend)
+    summary = run_eval(
+        cfg_for(tmp_path, limit=1, rrr_prompts=RrrPromptsConfig(feedback=str(feedback))), backend=backend
+    )
     assert summary["settings"]["prompts"] != PROMPTS.version()
     assert records_of(tmp_path / "run")[0].extra["retried"] is True
     reflection = next(c for c in backend.chats if pass_of(c) == REFLECTION)
@@ -366,7 +379,8 @@ def test_a_judge_that_cannot_score_the_data_is_refused(shared_data, monkeypatch,
 def test_other_methods_summaries_have_no_retry_keys(tmp_path):
     problems = countdown(2)
     summary = run_eval(
-        cfg_for(tmp_path, method="plain", limit=2), backend=Scripted(lambda k, q, c: answer(problems[q].extra["solution"]))
+        cfg_for(tmp_path, method="plain", limit=2),
+        backend=Scripted(lambda k, q, c: answer(problems[q].extra["solution"])),
     )
     d = summary["datasets"]["countdown"]
     assert d["accuracy"] == 1.0 and "first_attempt_accuracy" not in d and "retry_rate" not in d
@@ -383,8 +397,25 @@ def test_cli_runs_reflect_retry_on_countdown(tmp_path, run_cli, monkeypatch):
     backend = Scripted(script({problems[0]}, {problems[1]}))
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)
     out = tmp_path / "rr"
-    argv = ["eval", "--model", "m", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
-            "--limit", "2", "--max-reflection-tokens", "12", "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "m",
+        "--dataset",
+        "countdown",
+        "--method",
+        "reflect-retry",
+        "--backend",
+        "hf",
+        "--limit",
+        "2",
+        "--max-reflection-tokens",
+        "12",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% | 50.0% | 50.0% | 100.0% |" in stdout
@@ -400,8 +431,25 @@ def test_cli_countdown_difficulty_reaches_the_loader(tmp_path, run_cli, monkeypa
     backend = Scripted(lambda k, q, c: answer(hard[q].extra["solution"]))  # a KeyError if level 1 were asked
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: backend)
     out = tmp_path / "d3"
-    argv = ["eval", "--model", "m", "--dataset", "countdown", "--difficulty", "3", "--method", "plain",
-            "--backend", "hf", "--limit", "2", "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "m",
+        "--dataset",
+        "countdown",
+        "--difficulty",
+        "3",
+        "--method",
+        "plain",
+        "--backend",
+        "hf",
+        "--limit",
+        "2",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     assert "| countdown | 2 | 2 | 100.0% |" in stdout
@@ -428,8 +476,21 @@ def test_cli_bad_countdown_difficulty_is_one_line(tmp_path, run_cli, argv, needl
 
 
 def test_cli_judge_mismatch_is_one_line(tmp_path, run_cli):
-    argv = ["eval", "--model", "m", "--dataset", "countdown", "--judge", "rule", "--method", "reflect-retry",
-            "--limit", "1", "--out", str(tmp_path / "o")]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "m",
+        "--dataset",
+        "countdown",
+        "--judge",
+        "rule",
+        "--method",
+        "reflect-retry",
+        "--limit",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     rc, _, err = run_cli(argv)
     assert rc == 2 and "needs --judge countdown" in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -459,8 +520,13 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, r
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert "countdown 1st acc %" in lines[0] and "countdown retried %" in lines[0]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert head[2:] == ["countdown questions", "countdown acc %", "countdown tokens", "countdown 1st acc %",
-                        "countdown retried %"]  # fmt: skip
+    assert head[2:] == [
+        "countdown questions",
+        "countdown acc %",
+        "countdown tokens",
+        "countdown 1st acc %",
+        "countdown retried %",
+    ]
     rr, plain = ([c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:4])
     assert rr[1] == "reflect-retry" and (rr[2], rr[3], rr[5], rr[6]) == (str(N), "50.0", "25.0", "75.0")
     assert plain[1] == "plain" and (plain[2], plain[3], plain[5], plain[6]) == (str(N), "100.0", "-", "-")
@@ -472,9 +538,29 @@ def test_compare_shows_first_attempt_accuracy_for_reflect_retry_rows(tmp_path, r
 @pytest.mark.slow
 def test_hf_backend_smollm2_countdown(tmp_path, run_cli):
     out = tmp_path / "smol"
-    argv = ["eval", "--model", "smollm2", "--dataset", "countdown", "--method", "reflect-retry", "--backend", "hf",
-            "--limit", "2", "--max-new-tokens", "16", "--max-reflection-tokens", "8", "--threads", "1",
-            "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "smollm2",
+        "--dataset",
+        "countdown",
+        "--method",
+        "reflect-retry",
+        "--backend",
+        "hf",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--max-reflection-tokens",
+        "8",
+        "--threads",
+        "1",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     rc, stdout, err = run_cli(argv)
     assert rc == 0, err
     recs = records_of(out)

@@ -71,10 +71,17 @@ def test_second_run_into_the_same_out_is_refused(data_env, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from eval.resume import RunDir; RunDir(sys.argv[1]).lock(); "
-         "print('locked', flush=True); time.sleep(120)", str(out)],
-        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from eval.resume import RunDir; RunDir(sys.argv[1]).lock(); "
+            "print('locked', flush=True); time.sleep(120)",
+            str(out),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(EvalError) as err:

@@ -24,7 +24,9 @@ def test_latest_after_more_training_is_another_model(data_env, tiny_model_dir, t
     latest = str(run / "checkpoints" / "latest")
     cfg = cfg_for(tmp_path, method="plain", limit=2, model=latest)
     summary = run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
-    assert summary["checkpoint"]["step"] == 2 and summary["checkpoint"]["path"] == str(run / "checkpoints" / "step_000002")
+    assert summary["checkpoint"]["step"] == 2 and summary["checkpoint"]["path"] == str(
+        run / "checkpoints" / "step_000002"
+    )
     assert "checkpoint step 2 (" in (Path(cfg.out) / "summary.md").read_text().splitlines()[0]
 
     # the same checkpoint named by its folder is the same model: resumed, nothing made again
@@ -36,9 +38,13 @@ def test_latest_after_more_training_is_another_model(data_env, tiny_model_dir, t
     with pytest.raises(EvalError) as err:
         run_eval(cfg, backend=Scripted(lambda s, u: plain_text(gold[u])))
     msg = str(err.value)
-    assert "other settings" in msg and "model.step: 2 there, 4 now" in msg and "model.weights:" in msg and "\n" not in msg
-    fresh = run_eval(cfg_for(tmp_path, method="plain", limit=2, model=latest, out=str(tmp_path / "after")),
-                     backend=Scripted(lambda s, u: plain_text(gold[u])))  # fmt: skip
+    assert (
+        "other settings" in msg and "model.step: 2 there, 4 now" in msg and "model.weights:" in msg and "\n" not in msg
+    )
+    fresh = run_eval(
+        cfg_for(tmp_path, method="plain", limit=2, model=latest, out=str(tmp_path / "after")),
+        backend=Scripted(lambda s, u: plain_text(gold[u])),
+    )
     assert fresh["checkpoint"]["step"] == 4
 
 
@@ -79,7 +85,10 @@ def test_changed_rows_are_judged_or_answered_again(tmp_path, capsys):
     logs: list[str] = []
     fixed = run_eval(cfg, backend=rerun, log=logs.append)
     assert rerun.calls == []  # judged again, not generated again
-    assert fixed["datasets"]["qa"]["accuracy"] == 1.0 and fixed["datasets"]["qa"]["question_set"] != first["datasets"]["qa"]["question_set"]
+    assert (
+        fixed["datasets"]["qa"]["accuracy"] == 1.0
+        and fixed["datasets"]["qa"]["question_set"] != first["datasets"]["qa"]["question_set"]
+    )
     assert any("1 judged again (gold answer changed)" in line for line in logs), logs
     assert sorted(r.gold for r in records_of(cfg.out)) == ["2", "4", "6"]
 
@@ -90,7 +99,10 @@ def test_changed_rows_are_judged_or_answered_again(tmp_path, capsys):
     assert [c[-1]["content"] for call in rerun.calls for c in call] == ["5 + 5?"]
     assert any("1 answered again (question changed)" in line for line in logs), logs
     recs = records_of(cfg.out)
-    assert sorted(r.prompt for r in recs) == ["1 + 1?", "3 + 3?", "5 + 5?"] and changed["datasets"]["qa"]["accuracy"] == 1.0
+    assert (
+        sorted(r.prompt for r in recs) == ["1 + 1?", "3 + 3?", "5 + 5?"]
+        and changed["datasets"]["qa"]["accuracy"] == 1.0
+    )
 
 
 def test_another_dtype_is_refused(data_env, tmp_path):
@@ -102,7 +114,9 @@ def test_another_dtype_is_refused(data_env, tmp_path):
     assert 'runtime.dtype: "float32" there, "bfloat16" now' in str(err.value) and "\n" not in str(err.value)
 
 
-def test_auto_dtype_and_threads_are_recorded_as_decided_and_kept_on_resume(data_env, tiny_model_dir, tmp_path, monkeypatch):
+def test_auto_dtype_and_threads_are_recorded_as_decided_and_kept_on_resume(
+    data_env, tiny_model_dir, tmp_path, monkeypatch
+):
     """``auto`` was recorded as ``auto`` (or not at all), so a run whose probe chose bf16 resumed
     in fp32 where the probe chose otherwise. The hf backend's decision is in run.json; a resume
     left to ``auto`` takes it, an explicit other one is refused."""
@@ -166,10 +180,26 @@ def test_a_broken_latest_pointer_is_one_line(data_env, tmp_path, run_cli):
     run = tmp_path / "train_run"
     (run / "checkpoints").mkdir(parents=True)
     latest = run / "checkpoints" / "latest"
-    for content, needle in ((b"step_000009", "names no complete checkpoint"), (b"\xff\xfe", "cannot read the checkpoint")):
+    for content, needle in (
+        (b"step_000009", "names no complete checkpoint"),
+        (b"\xff\xfe", "cannot read the checkpoint"),
+    ):
         latest.write_bytes(content)
-        rc, _, err = run_cli(["eval", "--model", str(latest), "--dataset", "gsm8k", "--limit", "1",
-                              "--out", str(tmp_path / "o"), "--backend", "hf"])  # fmt: skip
+        rc, _, err = run_cli(
+            [
+                "eval",
+                "--model",
+                str(latest),
+                "--dataset",
+                "gsm8k",
+                "--limit",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+                "--backend",
+                "hf",
+            ]
+        )
         assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 

@@ -8,7 +8,6 @@ import pytest
 from eval.run import EvalConfig, run_eval
 from tests.scripted_eval import Scripted, cfg_for, golds, pasr_text, plain_text, records_of
 
-
 WRONG = {"gsm8k": "-12345", "math500": "\\frac{7}{13}", "aime24": "1000"}
 
 
@@ -110,9 +109,15 @@ def test_synthetic_is_the_local_engines_held_out_set_never_its_training_set():
 
     data = load_config().data
     evaluated = [e.question for e in load_datasets(["synthetic"], 40)["synthetic"]]
-    heldout = [p.question for p in generate_problems(40, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")]
+    heldout = [
+        p.question
+        for p in generate_problems(40, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")
+    ]
     assert evaluated == heldout
-    trained = {p.question for p in generate_problems(data.train_size, seed=data.seed, difficulty=data.difficulty, split="train")}
+    trained = {
+        p.question
+        for p in generate_problems(data.train_size, seed=data.seed, difficulty=data.difficulty, split="train")
+    }
     assert not trained & set(evaluated)
 
 
@@ -126,7 +131,12 @@ def test_countdown_is_the_rrr_presets_held_out_set():
     from recipe.local_engine.config import load_config
 
     data = load_config(preset="rrr").data
-    evaluated = [e.question for e in load_datasets(["countdown"], 30, countdown_difficulty=data.difficulty)["countdown"]]
-    heldout = [p.question for p in generate_problems(30, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")]
+    evaluated = [
+        e.question for e in load_datasets(["countdown"], 30, countdown_difficulty=data.difficulty)["countdown"]
+    ]
+    heldout = [
+        p.question
+        for p in generate_problems(30, seed=heldout_seed(data.seed), difficulty=data.difficulty, split="test")
+    ]
     assert evaluated == heldout
     assert evaluated != [p.question for p in generate_problems(30, seed=0, difficulty=data.difficulty, split="test")]

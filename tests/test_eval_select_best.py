@@ -38,7 +38,9 @@ def test_pick_best_returns_the_maximum_seen_and_the_earlier_on_a_tie():
 def test_score_candidates_parses_scores_and_records_failures():
     replies_for = {"A": "Score: 0.9", "B": "Looks fine to me, 9 out of 10", "C": "Score: 7", "D": "**Score:** 8/10"}
     backend = Scripted(lambda kind, user, chat: replies_for[candidate_of(user)])
-    (rs, single) = score_candidates(["Q1", "Q2"], [["A", "B", "C", "D"], ["only"]], generator(backend), ScorePrompt.load(), 32)
+    (rs, single) = score_candidates(
+        ["Q1", "Q2"], [["A", "B", "C", "D"], ["only"]], generator(backend), ScorePrompt.load(), 32
+    )
     assert [r.score for r in rs] == [0.9, None, None, 0.8]  # no label, and 7 (outside 0-1), are failed scores
     assert [r.candidate for r in rs] == [0, 1, 2, 3] and rs[1].text == replies_for["B"]
     assert single == []  # one candidate: nothing to choose, not scored
@@ -78,8 +80,14 @@ def test_self_refine_select_best_keeps_the_best_so_far():
         "QE": [0.7],  # one answer (NO CHANGE at once): not scored
     }
     backend = Scripted(scripted_self_refine({q: len(s) - 1 for q, s in plan.items()}, plan))
-    out = produce("self-refine", list(plan), generator(backend), MethodPrompts.load(), 4,
-                  selection=Selection(select="best", score_tokens=64))  # fmt: skip
+    out = produce(
+        "self-refine",
+        list(plan),
+        generator(backend),
+        MethodPrompts.load(),
+        4,
+        selection=Selection(select="best", score_tokens=64),
+    )
     got = dict(zip(plan, out))
     expect = {"QA": (1, False), "QB": (0, False), "QC": (1, False), "QD": (2, True), "QE": (0, False)}
     for q, p in got.items():
@@ -107,10 +115,12 @@ def test_self_refine_select_best_keeps_the_best_so_far():
 
 def test_self_refine_select_best_over_random_scripts_keeps_the_invariant():
     rng = random.Random(7)
-    plan = {f"Q{i:02d}": [rng.choice([None, 0.0, 0.3, 0.6, 0.6, 1.0]) for _ in range(rng.randint(1, 5))] for i in range(40)}
+    plan = {
+        f"Q{i:02d}": [rng.choice([None, 0.0, 0.3, 0.6, 0.6, 1.0]) for _ in range(rng.randint(1, 5))] for i in range(40)
+    }
     backend = Scripted(scripted_self_refine({q: len(s) - 1 for q, s in plan.items()}, plan))
     out = produce("self-refine", list(plan), generator(backend), MethodPrompts.load(), 4, selection=Selection("best"))
-    for (q, scores), p in zip(plan.items(), out):
+    for (_q, scores), p in zip(plan.items(), out):
         index = int(p.text.split()[1])
         seen = [s for s in scores if s is not None]
         if len(scores) == 1:
@@ -150,8 +160,9 @@ def test_self_refine_select_best_run_records_and_summary(data_env, tmp_path):
             return "Second try: \\boxed{-1}"  # the refine breaks it: latest would be wrong
         return score_reply(0.9 if "First try" in user else (None if q == q2 else 0.1))
 
-    summary = run_eval(cfg_for(tmp_path, method="self-refine", select="best", limit=2, max_score_tokens=48),
-                       backend=Scripted(respond))  # fmt: skip
+    summary = run_eval(
+        cfg_for(tmp_path, method="self-refine", select="best", limit=2, max_score_tokens=48), backend=Scripted(respond)
+    )
     d = summary["datasets"]["gsm8k"]
     assert d["accuracy"] == 1.0 and d["score_failures"] == 1 and d["selection_fallbacks"] == 0
     assert summary["select"] == "best"

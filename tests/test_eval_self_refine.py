@@ -76,7 +76,10 @@ def test_self_refine_method_records(data_env, tmp_path):
     assert r1.variant == "self_refine:answer" and r1.acc == 0.0 and r1.extra["stop"] == "no_change"
     assert r2.variant == "self_refine:refine:1" and r2.acc == 1.0 and r2.extra["rounds"] == 2
     assert [p["variant"] for p in r2.extra["passes"]] == [
-        "self_refine:answer", "self_refine:feedback:1", "self_refine:refine:1", "self_refine:feedback:2",
-    ]  # fmt: skip
+        "self_refine:answer",
+        "self_refine:feedback:1",
+        "self_refine:refine:1",
+        "self_refine:feedback:2",
+    ]
     assert r2.response_tokens == sum(p["tokens"] for p in r2.extra["passes"]) > r2.extra["final_tokens"]
     assert summary["datasets"]["gsm8k"]["accuracy"] == 0.5

@@ -21,8 +21,10 @@ ROW = ("acc", "format", "refine_rate", "refine_fix_rate")
 
 
 def test_step_line_is_read_through_rays_prefix():
-    line = ("(PasrTaskRunner pid=7) step:12 - timing_s/gen:3.25 - pasr/acc_refine:np.float64(0.5) - note:abc"
-            " - perf/x:1e-3 - actor/lr:np.float64(-2.5e-06)")  # numpy 2 scalars as verl's console prints them
+    line = (
+        "(PasrTaskRunner pid=7) step:12 - timing_s/gen:3.25 - pasr/acc_refine:np.float64(0.5) - note:abc"
+        " - perf/x:1e-3 - actor/lr:np.float64(-2.5e-06)"
+    )  # numpy 2 scalars as verl's console prints them
     step, metrics = parse_step_line(line)
     assert step == 12
     assert metrics == {"timing_s/gen": 3.25, "pasr/acc_refine": 0.5, "perf/x": 0.001, "actor/lr": -2.5e-06}
@@ -37,12 +39,22 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     args = build_parser().parse_args([])
     args.steps = 10
     cfg = local_settings(args)
-    config = compose_config(verl_overrides(args, cfg, tmp_path / "t.parquet", tmp_path / "v.parquet",
-                                           tmp_path / "warm", tmp_path / "ckpt"))
+    config = compose_config(
+        verl_overrides(args, cfg, tmp_path / "t.parquet", tmp_path / "v.parquet", tmp_path / "warm", tmp_path / "ckpt")
+    )
     preflight(config, local_gpus=lambda: 1, find_module=lambda name: True)
     verl_pasr, local = pasr_config(config), cfg.pasr
-    for key in ("n_refine", "n_plain", "tie_value", "zeta", "empty_refine_value",
-                "refine_compare", "weights", "prompts", "prefill_think"):
+    for key in (
+        "n_refine",
+        "n_plain",
+        "tie_value",
+        "zeta",
+        "empty_refine_value",
+        "refine_compare",
+        "weights",
+        "prompts",
+        "prefill_think",
+    ):
         assert getattr(verl_pasr, key) == getattr(local, key), key
     ar = config.actor_rollout_ref
     assert ar.rollout.n == local.n_refine
@@ -76,10 +88,33 @@ def test_stop_at_must_fall_inside_the_run():
 
 def _run(tmp_path, tiny_model_dir, *extra) -> dict:
     out = tmp_path / "gpu_check.json"
-    gpu_check.main(["--device", "cpu", "--preset", "tiny", "--local-override", f"model.path={tiny_model_dir}",
-                    "--local-override", "model.threads=1", "--verl-driver", FAKE, "--steps", "4", "--stop-at", "2",
-                    "--stop-delay-s", "0.1", "--eval-size", "4", "--run-dir", str(tmp_path / "run"),
-                    "--out", str(out), *extra])
+    gpu_check.main(
+        [
+            "--device",
+            "cpu",
+            "--preset",
+            "tiny",
+            "--local-override",
+            f"model.path={tiny_model_dir}",
+            "--local-override",
+            "model.threads=1",
+            "--verl-driver",
+            FAKE,
+            "--steps",
+            "4",
+            "--stop-at",
+            "2",
+            "--stop-delay-s",
+            "0.1",
+            "--eval-size",
+            "4",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
     return json.loads(out.read_text())
 
 
@@ -150,7 +185,9 @@ def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_model_dir):
     gpu_check.main(["--report", str(root), "--out", str(rebuilt)])
     cut = json.loads(rebuilt.read_text())
     stop = cut["stop"]
-    assert stop["source"] == "driver log" and stop["during_step"] == 2 and stop["checkpoint"] == 2 and stop["rc"] is None
+    assert (
+        stop["source"] == "driver log" and stop["during_step"] == 2 and stop["checkpoint"] == 2 and stop["rc"] is None
+    )
     checks = dict(cut["checks"])
     assert checks["run 1 checkpointed the step it was in (global_step_2) and stopped there"]
     assert not checks["run 1 exited 0 after the SIGTERM (exit code not recorded)"]

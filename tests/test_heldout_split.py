@@ -58,7 +58,10 @@ def test_the_split_follows_content_not_position(tmp_path):
 def test_a_copy_of_a_held_out_question_is_not_trained_on(tmp_path):
     rows = _rows(20)
     held = split_train_heldout(_write(tmp_path / "a.jsonl", rows), train_size=40, eval_size=3).heldout
-    copy = {"question": "  " + held[0].question.upper().replace(" ", "\n ") + " ", "answer": "0"}  # same question, other layout
+    copy = {
+        "question": "  " + held[0].question.upper().replace(" ", "\n ") + " ",
+        "answer": "0",
+    }  # same question, other layout
     split = split_train_heldout(_write(tmp_path / "b.jsonl", rows + [copy]), train_size=40, eval_size=3)
     assert _questions(split.heldout) == _questions(held) and not _questions(split.heldout) & _questions(split.train)
     assert split.record["dropped_from_train"] == 1 and split.record["dropped_ids"] == ["b:20"]
@@ -103,10 +106,13 @@ def test_generated_sets_keep_their_held_out_problems(tmp_path, source, judge):
     from data.generated_sets import heldout_seed
     from data.loaders import load_examples
 
-    t = _trainer_data(tmp_path, f"data.source={source}", f"pasr.judge.kind={judge}", "data.train_size=2000",
-                      "data.eval_size=300")
+    t = _trainer_data(
+        tmp_path, f"data.source={source}", f"pasr.judge.kind={judge}", "data.train_size=2000", "data.eval_size=300"
+    )
     cfg = t.cfg.data
-    assert t.heldout == load_examples(source, split="test", limit=300, seed=heldout_seed(cfg.seed), difficulty=cfg.difficulty)
+    assert t.heldout == load_examples(
+        source, split="test", limit=300, seed=heldout_seed(cfg.seed), difficulty=cfg.difficulty
+    )
     assert len(t.train) == 2000 and not _questions(t.heldout) & _questions(t.train)
     assert t.data_split["method"] == "splits" and t.data_split["dropped_from_train"] == 0
 

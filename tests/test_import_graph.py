@@ -41,7 +41,9 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 deps.update(filter(None, (resolve(a.name) for a in node.names)))
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                deps.update(filter(None, (resolve(f"{node.module}.{a.name}") or resolve(node.module) for a in node.names)))
+                deps.update(
+                    filter(None, (resolve(f"{node.module}.{a.name}") or resolve(node.module) for a in node.names))
+                )
         deps.discard(name)
         graph[name] = deps
     return graph
@@ -134,7 +136,7 @@ def test_every_module_compiles_without_a_syntax_warning():
     process that imported the rule judge. This interpreter may be older, so warnings are errors."""
     import warnings
 
-    for name, path in project_modules().items():
+    for _name, path in project_modules().items():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             compile(path.read_text(), str(path), "exec")  # raises SyntaxError / SyntaxWarning / DeprecationWarning

@@ -21,14 +21,15 @@ FAKE_SERVE = f"{sys.executable} -m benchmarks.fake_openai_server --latency-ms 0 
 # host is Ray's address of the judge's node (what other nodes reach); the fake server binds
 # loopback only, so the stand-in asks the URL's port there
 CHILD = [
-    sys.executable, "-c",
+    sys.executable,
+    "-c",
     "import json, os, sys, urllib.parse, urllib.request\n"
     "args = dict(a.split('=', 1) for a in sys.argv[1:])\n"
     "port = urllib.parse.urlsplit(args['pasr.judge.base_url']).port\n"
     "models = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/models', timeout=10))\n"
     "print('CHILD ' + json.dumps({'args': args, 'ray': os.environ.get('RAY_ADDRESS'), 'models': models}))\n"
     "sys.exit(int(args.get('exit', 0)))",
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +66,23 @@ def _node_address(ray) -> str:
 
 
 def _serve(tmp_path, *command, gpus="2", serve=FAKE_SERVE):
-    return pasr_main(["judge", "serve", "--judge-model", "fake-judge", "--judge-gpus", gpus, "--serve-command", serve,
-                      "--log", str(tmp_path / "judge.log"), "--ready-timeout", "120", *(["--", *command] if command else [])])  # fmt: skip
+    return pasr_main(
+        [
+            "judge",
+            "serve",
+            "--judge-model",
+            "fake-judge",
+            "--judge-gpus",
+            gpus,
+            "--serve-command",
+            serve,
+            "--log",
+            str(tmp_path / "judge.log"),
+            "--ready-timeout",
+            "120",
+            *(["--", *command] if command else []),
+        ]
+    )
 
 
 def test_the_command_runs_with_the_served_judge_on_the_rest_of_the_gpus(ray_node, tmp_path, capfd):
@@ -109,14 +125,30 @@ def test_a_serve_command_that_dies_is_one_line_and_nothing_trains(ray_node, tmp_
     out, err = capfd.readouterr()
     assert rc == 2 and "CHILD" not in out
     [line] = [ln for ln in err.splitlines() if "error" in ln]
-    assert line.startswith("pasr judge: error: the judge fake-judge did not start: the serve command exited with status 4")
+    assert line.startswith(
+        "pasr judge: error: the judge fake-judge did not start: the serve command exited with status 4"
+    )
     assert "its last line: CUDA out of memory on GPU 0" in line and str(tmp_path / "judge.log") in line
     assert "Traceback" not in err
 
 
 def test_a_judge_that_serves_another_model_is_refused(ray_node, tmp_path, capfd):
-    rc = pasr_main(["judge", "serve", "--judge-model", "Qwen/Qwen2.5-14B-Instruct", "--judge-gpus", "1",
-                    "--serve-command", FAKE_SERVE, "--ready-timeout", "120", "--", *CHILD])  # fmt: skip
+    rc = pasr_main(
+        [
+            "judge",
+            "serve",
+            "--judge-model",
+            "Qwen/Qwen2.5-14B-Instruct",
+            "--judge-gpus",
+            "1",
+            "--serve-command",
+            FAKE_SERVE,
+            "--ready-timeout",
+            "120",
+            "--",
+            *CHILD,
+        ]
+    )
     out, err = capfd.readouterr()
     assert rc == 2 and "CHILD" not in out
     assert "serves fake-judge, not Qwen/Qwen2.5-14B-Instruct" in err and err.count("error") == 1
@@ -126,7 +158,11 @@ def test_a_judge_that_serves_another_model_is_refused(ray_node, tmp_path, capfd)
     "gpus, extra, message",
     [
         ("4", [], "the judge needs 4 GPU(s) on one node but the Ray cluster's nodes have 3 GPU(s)"),
-        ("2", ["trainer.n_gpus_per_node=2"], "trainer.n_gpus_per_node=2 but the judge takes 2 of the node's 3 GPU(s): at most 1"),
+        (
+            "2",
+            ["trainer.n_gpus_per_node=2"],
+            "trainer.n_gpus_per_node=2 but the judge takes 2 of the node's 3 GPU(s): at most 1",
+        ),
         ("3", [], "the judge takes 3 of the node's 3 GPU(s): none is left to train on"),
     ],
 )
@@ -140,12 +176,15 @@ def test_gpus_that_do_not_fit_are_refused_before_the_judge_loads(ray_node, tmp_p
 def test_the_judges_overrides_leave_the_commands_own_settings():
     judge = ServedJudge("m", 2, "http://10.0.0.1:8000/v1", "10.0.0.1", 8, ["6", "7"], "/tmp/log")
     assert judge_overrides(["a=1"], judge) == [
-        "pasr.judge.base_url=http://10.0.0.1:8000/v1", "pasr.judge.model=m", "pasr.judge.kind=openai",
+        "pasr.judge.base_url=http://10.0.0.1:8000/v1",
+        "pasr.judge.model=m",
+        "pasr.judge.kind=openai",
         "trainer.n_gpus_per_node=6",
-    ]  # fmt: skip
+    ]
     assert judge_overrides(["pasr.judge.kind=hybrid", "trainer.n_gpus_per_node=4"], judge) == [
-        "pasr.judge.base_url=http://10.0.0.1:8000/v1", "pasr.judge.model=m",
-    ]  # fmt: skip
+        "pasr.judge.base_url=http://10.0.0.1:8000/v1",
+        "pasr.judge.model=m",
+    ]
     from data.cli_errors import CliError
 
     with pytest.raises(CliError, match="the command sets pasr.judge.base_url"):
@@ -159,7 +198,9 @@ def test_missing_flags_are_one_line(capsys):
     assert "--judge-model NAME is required" in capsys.readouterr().err
     assert pasr_main(["judge", "serve", "--judge-model", "m"]) == 2
     assert "--judge-gpus N is required" in capsys.readouterr().err
-    assert pasr_main(["judge", "serve", "--judge-model", "m", "--judge-gpus", "1", "--serve-command", "vllm {nope}"]) == 2
+    assert (
+        pasr_main(["judge", "serve", "--judge-model", "m", "--judge-gpus", "1", "--serve-command", "vllm {nope}"]) == 2
+    )
     assert "--serve-command: only {model}, {port} and {gpus}" in capsys.readouterr().err
 
 
@@ -176,16 +217,31 @@ def test_pasr_submit_runs_the_training_under_pasr_judge_serve():
 
     parser = argparse.ArgumentParser()
     build_submit_parser(parser)
-    args = parser.parse_args(["--address", "http://h:8265", "--judge-model", "Qwen/Qwen2.5-14B-Instruct", "--judge-gpus", "2",
-                              "--", "trainer.default_local_dir=/ck/x", "data.train_batch_size=96"])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "--address",
+            "http://h:8265",
+            "--judge-model",
+            "Qwen/Qwen2.5-14B-Instruct",
+            "--judge-gpus",
+            "2",
+            "--",
+            "trainer.default_local_dir=/ck/x",
+            "data.train_batch_size=96",
+        ]
+    )
     overrides, prepare, checked = job_additions(args, args.overrides[1:])
     assert overrides == ["trainer.default_local_dir=/ck/x", "data.train_batch_size=96"] and prepare == []
-    assert checked[2:] == ["pasr.judge.base_url=http://judge-node:8000/v1", "pasr.judge.model=Qwen/Qwen2.5-14B-Instruct",
-                           "pasr.judge.kind=openai"]  # fmt: skip
+    assert checked[2:] == [
+        "pasr.judge.base_url=http://judge-node:8000/v1",
+        "pasr.judge.model=Qwen/Qwen2.5-14B-Instruct",
+        "pasr.judge.kind=openai",
+    ]
     judge = ["--judge-model", "Qwen/Qwen2.5-14B-Instruct", "--judge-gpus", "2", "--log", "/ck/x/judge_vllm.log"]
     entry = recipe_entrypoint(overrides, prepare, judge)
     assert entry == (
-        "python3 -m recipe judge serve --judge-model Qwen/Qwen2.5-14B-Instruct --judge-gpus 2 --log /ck/x/judge_vllm.log "
+        "python3 -m recipe judge serve --judge-model Qwen/Qwen2.5-14B-Instruct --judge-gpus 2 "
+        "--log /ck/x/judge_vllm.log "
         "-- python3 -m recipe.main_pasr trainer.default_local_dir=/ck/x data.train_batch_size=96"
     )
     parsed = build_parser().parse_args(shlex.split(entry)[3:])  # what the job's pasr judge serve reads

@@ -35,8 +35,19 @@ def _try(capsys, *argv) -> tuple[int, str, str]:
 
 def test_each_row_is_sent_and_its_prompt_reply_and_score_printed(math_file, my_prompt, capsys):
     with FakeOpenAIServer(template=TEMPLATE) as srv:
-        rc, out, _ = _try(capsys, "--dataset", str(math_file), "--limit", "3", "--judge-prompt", str(my_prompt),
-                          "--judge-base-url", srv.base_url, "--judge-model", srv.model)  # fmt: skip
+        rc, out, _ = _try(
+            capsys,
+            "--dataset",
+            str(math_file),
+            "--limit",
+            "3",
+            "--judge-prompt",
+            str(my_prompt),
+            "--judge-base-url",
+            srv.base_url,
+            "--judge-model",
+            srv.model,
+        )
         assert srv.requests == 3  # one request a row, as training sends it (the server reads it back with the template)
     assert rc == 0
     for row, gold in zip(MATH_ROWS[:3], GOLDS):
@@ -44,15 +55,37 @@ def test_each_row_is_sent_and_its_prompt_reply_and_score_printed(math_file, my_p
     assert out.count("--- reply ---\nScore: 1.0\n--- score: 1.0 ---") == 3
     assert f"fake-judge at {srv.base_url}" in out and "3 of 3 row(s) scored (mean 1.000)" in out
     with FakeOpenAIServer(template=TEMPLATE) as srv:  # another answer for every row
-        rc, out, _ = _try(capsys, "--dataset", str(math_file), "--limit", "2", "--judge-prompt", str(my_prompt), "--answer", "7",
-                          "--judge-base-url", srv.base_url, "--judge-model", srv.model)  # fmt: skip
+        rc, out, _ = _try(
+            capsys,
+            "--dataset",
+            str(math_file),
+            "--limit",
+            "2",
+            "--judge-prompt",
+            str(my_prompt),
+            "--answer",
+            "7",
+            "--judge-base-url",
+            srv.base_url,
+            "--judge-model",
+            srv.model,
+        )
     assert rc == 0 and out.count("--- score: 0.0 ---") == 2 and "answer judged: 7" in out
 
 
 def test_a_reply_without_a_score_is_shown_and_the_exit_status_is_1(math_file, capsys):
     with FakeOpenAIServer(script=["garbage"]) as srv:  # the built-in judge_continuous on the server's side too
-        rc, out, _ = _try(capsys, "--dataset", str(math_file), "--limit", "1",
-                          "--judge-base-url", srv.base_url, "--judge-model", srv.model)  # fmt: skip
+        rc, out, _ = _try(
+            capsys,
+            "--dataset",
+            str(math_file),
+            "--limit",
+            "1",
+            "--judge-base-url",
+            srv.base_url,
+            "--judge-model",
+            srv.model,
+        )
         assert srv.requests == 1  # no retry: the reply that came back is the one shown
     assert rc == 1
     assert f"--- reply ---\n{GARBAGE_REPLY}\n--- no score: unparsable_score: " in out
@@ -81,7 +114,10 @@ def test_dry_run_prints_the_prompts_and_sends_nothing(math_file, capsys):
         (["--judge-prompt", "NO_ANSWER", "--dry-run"], "judge template has no {answer} placeholder"),
         ([], "--judge-base-url and --judge-model required to send the prompts (or --dry-run to print them)"),
         (["--judge-base-url", "http://127.0.0.1:9/v1"], "--judge-model required"),
-        (["--judge-base-url", "http://h/v1", "--judge-model", "m", "--judge-timeout", "0"], "--judge-timeout must be a number of seconds > 0"),
+        (
+            ["--judge-base-url", "http://h/v1", "--judge-model", "m", "--judge-timeout", "0"],
+            "--judge-timeout must be a number of seconds > 0",
+        ),
     ],
 )
 def test_bad_flags_and_templates_are_one_line(math_file, tmp_path, capsys, argv, message):

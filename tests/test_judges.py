@@ -163,7 +163,12 @@ def test_parse_score(text, expected):
 def test_parse_score_is_linear_on_hostile_replies():
     import time
 
-    replies = ["Score: 0." + "1" * 30000 + "x", "Score: 1" + " " * 30000 + "x", "score " * 10000, "Score:" + "*" * 30000]
+    replies = [
+        "Score: 0." + "1" * 30000 + "x",
+        "Score: 1" + " " * 30000 + "x",
+        "score " * 10000,
+        "Score:" + "*" * 30000,
+    ]
     for reply in replies:
         t0 = time.perf_counter()
         parse_score(reply)
@@ -191,7 +196,12 @@ def test_openai_judge_scores_and_request_shape(monkeypatch):
         assert srv.last_body["temperature"] == 0 and srv.last_body["model"] == srv.model
         assert srv.last_authorization == "Bearer sk-test"
         assert judge.stats.snapshot() == {
-            "requests": 2, "retries": 0, "errors": 0, "cache_hits": 0, "coalesced": 0, "no_answer": 1,
+            "requests": 2,
+            "retries": 0,
+            "errors": 0,
+            "cache_hits": 0,
+            "coalesced": 0,
+            "no_answer": 1,
         }
 
 
@@ -325,9 +335,19 @@ def test_openai_judge_pickles_with_its_cache():
 
 @pytest.mark.parametrize(
     "gold, math",
-    [("42", True), ("\\frac{14}{3}", True), ("p - q", True), ("\\sqrt{x}", True), ("\\text{(C)}", True),
-     ("10\\text{ inches}", True), ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
-     ("Paris", False), ("\\text{Evelyn}", False), ("blue whale", False), ("yes", False)],
+    [
+        ("42", True),
+        ("\\frac{14}{3}", True),
+        ("p - q", True),
+        ("\\sqrt{x}", True),
+        ("\\text{(C)}", True),
+        ("10\\text{ inches}", True),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
+        ("Paris", False),
+        ("\\text{Evelyn}", False),
+        ("blue whale", False),
+        ("yes", False),
+    ],
 )
 def test_gold_routing(gold, math):
     assert is_plain_words(gold) is not math
@@ -377,7 +397,13 @@ def test_openai_judge_reply_that_is_not_utf8_is_a_retryable_bad_response():
         judge = _judge(srv, retries=2)
         a, b, c = score_sync(judge, [JudgeItem("q", x, x) for x in ("a", "b", "c")])
         assert a.ok and a.score == 1.0  # the retry got a good reply
-        assert not b.ok and b.score is None and "bad_response" in b.error and "UTF-8" in b.error and "3 attempts" in b.error
+        assert (
+            not b.ok
+            and b.score is None
+            and "bad_response" in b.error
+            and "UTF-8" in b.error
+            and "3 attempts" in b.error
+        )
         assert c.ok and c.score == 1.0
         assert srv.by_answer == {"a": 2, "b": 3, "c": 1} and judge.stats.errors == 1
 
@@ -388,13 +414,21 @@ def test_redact_secrets():
     key = "tok_9QvX2LmW7bRk4TzN8yHc"
     assert redact_secrets(f"echo: {key}!", [key]) == f"echo: {REDACTED}!"
     assert redact_secrets("Authorization: Basic dXNlcjpwYXNz\nnext", []) == f"Authorization: {REDACTED}\nnext"
-    assert redact_secrets('{"authorization": "Bearer abc.def-ghi", "x": 1}') == f'{{"authorization": "{REDACTED}", "x": 1}}'
+    assert (
+        redact_secrets('{"authorization": "Bearer abc.def-ghi", "x": 1}')
+        == f'{{"authorization": "{REDACTED}", "x": 1}}'
+    )
     assert redact_secrets("bearer XYZ123/+=, retry") == f"bearer {REDACTED}, retry"
     assert redact_secrets("x-api-key: abc123 and api_key=def456") == f"x-api-key: {REDACTED} and api_key={REDACTED}"
     assert redact_secrets("used sk-abcdefghijklmnopqrst1234 here") == f"used {REDACTED} here"
     assert redact_secrets("sk-proj-Ab3_dE5-fGh7iJk9lMn0") == REDACTED
-    for text in ('http_500: {"error": {"message": "injected fault"}}', "unparsable_score: 'Score: maybe'", "timeout",
-                 "risk-free task-based answer", "transport: ClientConnectorError: Cannot connect to host 127.0.0.1:9"):
+    for text in (
+        'http_500: {"error": {"message": "injected fault"}}',
+        "unparsable_score: 'Score: maybe'",
+        "timeout",
+        "risk-free task-based answer",
+        "transport: ClientConnectorError: Cannot connect to host 127.0.0.1:9",
+    ):
         assert redact_secrets(text, ["EMPTY"]) == text  # nothing secret: untouched
     assert redact_secrets(redact_secrets(f"Bearer {key}", [key]), [key]) == f"Bearer {REDACTED}"  # idempotent
 

@@ -34,8 +34,16 @@ def test_non_finite_settings_are_refused_all_at_once():
     One check over every float key names all of them, in one line."""
     from recipe.pasr_config import load_pasr_config
 
-    bad = {"algo.lr": "inf", "warmup.lr": "inf", "pasr.weights.format": "nan", "pasr.zeta": "nan",
-           "pasr.tie_value": "nan", "pasr.weights.acc": "inf", "rollout.top_p": "-inf", "pasr.judge.backoff_s": "inf"}
+    bad = {
+        "algo.lr": "inf",
+        "warmup.lr": "inf",
+        "pasr.weights.format": "nan",
+        "pasr.zeta": "nan",
+        "pasr.tie_value": "nan",
+        "pasr.weights.acc": "inf",
+        "rollout.top_p": "-inf",
+        "pasr.judge.backoff_s": "inf",
+    }
     with pytest.raises(ConfigError) as exc:
         load_config(overrides=[f"{key}={value}" for key, value in bad.items()])
     message = str(exc.value)
@@ -66,7 +74,9 @@ def test_check_data_refuses_what_a_run_cannot_use():
 
 
 def test_rl_learning_rate_ramps_then_holds():
-    assert [rl_learning_rate(1e-5, s, 4) for s in (1, 2, 3, 4, 5, 40)] == pytest.approx([2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5])
+    assert [rl_learning_rate(1e-5, s, 4) for s in (1, 2, 3, 4, 5, 40)] == pytest.approx(
+        [2.5e-6, 5e-6, 7.5e-6, 1e-5, 1e-5, 1e-5]
+    )
     assert rl_learning_rate(1e-5, 1, 0) == 1e-5  # 0: no warm-up
     assert rl_learning_rate(1e-5, 1, 1) == 1e-5  # the first step is never a zero-lr no-op
     with pytest.raises(ConfigError, match="algo.lr_warmup_steps"):
@@ -77,7 +87,7 @@ def test_warmup_learning_rate_holds_or_decays_on_verls_cosine():
     assert [warmup_learning_rate(5e-5, s, 4, "constant") for s in (1, 4)] == [5e-5, 5e-5]
     cosine = [warmup_learning_rate(4.0, s, 4, "cosine") for s in (1, 2, 3, 4)]
     # half a cosine from the full lr at the first step towards zero after the last: 4 (1 + cos(pi k / 4)) / 2
-    assert cosine == pytest.approx([4.0, 2 + 2 ** 0.5, 2.0, 2 - 2 ** 0.5])
+    assert cosine == pytest.approx([4.0, 2 + 2**0.5, 2.0, 2 - 2**0.5])
     assert warmup_learning_rate(4.0, 50, 100, "cosine") > warmup_learning_rate(4.0, 51, 100, "cosine") > 0
     # supervised steps past the end (the learning-signal control continues the warm-up) stay at
     # the schedule's end, zero; verl's cosine alone would climb back towards the full rate
@@ -100,13 +110,25 @@ def test_every_bad_value_is_named_at_once_across_sections():
     """Issue 53: `pasr.tie_value=nan rollout.temperature=-1` named only tie_value (the
     non-finite check raised before any range check ran). One line now names every bad key of
     every section: values out of range, non-finite ones, wrong types and unknown keys together."""
-    bad = ["pasr.tie_value=nan", "rollout.temperature=-1", "trainer.seed=-1", "algo.lr=inf",
-           "warmup.steps=abc", "trainer.stepz=3"]  # fmt: skip
+    bad = [
+        "pasr.tie_value=nan",
+        "rollout.temperature=-1",
+        "trainer.seed=-1",
+        "algo.lr=inf",
+        "warmup.steps=abc",
+        "trainer.stepz=3",
+    ]
     with pytest.raises(ConfigError) as exc:
         load_config(preset="tiny", overrides=bad)
     message = str(exc.value)
-    for named in ("pasr.tie_value=nan", "rollout.temperature must be > 0", "trainer.seed must be in [0,",
-                  "algo.lr=inf", "invalid config key warmup.steps", "trainer.stepz (did you mean trainer.steps?)"):
+    for named in (
+        "pasr.tie_value=nan",
+        "rollout.temperature must be > 0",
+        "trainer.seed must be in [0,",
+        "algo.lr=inf",
+        "invalid config key warmup.steps",
+        "trainer.stepz (did you mean trainer.steps?)",
+    ):
         assert named in message, (named, message)
     assert "\n" not in message
     with pytest.raises(ConfigError) as exc:  # the section alone, as the verl engine loads it
@@ -124,16 +146,26 @@ def test_interpolations_resolve_at_load_or_are_refused_by_key(tmp_path, monkeypa
 
     monkeypatch.delenv("PASR_TEST_UNSET", raising=False)
     monkeypatch.setenv("PASR_TEST_SEED", "5")
-    cfg = load_config(preset="tiny", overrides=["trainer.seed=${oc.env:PASR_TEST_SEED}", "trainer.experiment_name=${data.source}-x"])
+    cfg = load_config(
+        preset="tiny", overrides=["trainer.seed=${oc.env:PASR_TEST_SEED}", "trainer.experiment_name=${data.source}-x"]
+    )
     assert cfg.trainer.seed == 5 and cfg.trainer.experiment_name == "synthetic-x"
     assert "seed: 5" in to_yaml(cfg) and "${" not in to_yaml(cfg)
     extra = tmp_path / "c.yaml"
-    extra.write_text("trainer:\n  run_dir: ${oc.env:PASR_TEST_UNSET}/r\n  steps: ???\nrollout:\n  max_new_tokens: ${oc.env:PASR_TEST_SEED}\n")
+    extra.write_text(
+        "trainer:\n  run_dir: ${oc.env:PASR_TEST_UNSET}/r\n  steps: ???\n"
+        "rollout:\n  max_new_tokens: ${oc.env:PASR_TEST_SEED}\n"
+    )
     with pytest.raises(ConfigError) as exc:
         load_config(preset="tiny", config_file=str(extra), overrides=["warmup.steps=???", "pasr.zeta=${nope.key}"])
     message = str(exc.value)
-    for named in ("trainer.run_dir=${oc.env:PASR_TEST_UNSET}/r cannot be resolved: the environment variable PASR_TEST_UNSET is not set",
-                  "trainer.steps=???: give it a value", "warmup.steps=???: give it a value", "pasr.zeta=${nope.key} cannot be resolved"):
+    for named in (
+        "trainer.run_dir=${oc.env:PASR_TEST_UNSET}/r cannot be resolved: "
+        "the environment variable PASR_TEST_UNSET is not set",
+        "trainer.steps=???: give it a value",
+        "warmup.steps=???: give it a value",
+        "pasr.zeta=${nope.key} cannot be resolved",
+    ):
         assert named in message, (named, message)
     assert "rollout.max_new_tokens" not in message and "\n" not in message and message.count("trainer.steps") == 1
 
@@ -146,25 +178,43 @@ def test_values_that_failed_later_are_refused_up_front(tmp_path):
 
     binary = tmp_path / "binary.txt"
     binary.write_bytes(b"\xff\xfe\x00prompt")
-    bad = {"pasr.prompts.refine": "refine_sytem", "pasr.prompts.plain": str(tmp_path / "absent.txt"),
-           "rrr.prompts.reflect": str(binary), "trainer.logger": "[console,foo]", "trainer.seed": "-1",
-           "warmup.seed": str(2**32), "data.seed": "-3", "model.threads": "100000"}  # fmt: skip
+    bad = {
+        "pasr.prompts.refine": "refine_sytem",
+        "pasr.prompts.plain": str(tmp_path / "absent.txt"),
+        "rrr.prompts.reflect": str(binary),
+        "trainer.logger": "[console,foo]",
+        "trainer.seed": "-1",
+        "warmup.seed": str(2**32),
+        "data.seed": "-3",
+        "model.threads": "100000",
+    }
     with pytest.raises(ConfigError) as exc:
         load_config(preset="tiny", overrides=[f"{k}={v}" for k, v in bad.items()])
     message = str(exc.value)
-    for named in ("pasr.prompts.refine=refine_sytem: unknown prompt 'refine_sytem'",
-                  f"pasr.prompts.plain={tmp_path / 'absent.txt'}: prompt template file not found",
-                  f"rrr.prompts.reflect={binary}: prompt template file {binary} is not UTF-8 text (byte 0xff at offset 0)",
-                  "trainer.logger: unknown logger 'foo'", "trainer.seed must be in [0, 4294967295], got -1",
-                  f"warmup.seed must be in [0, 4294967295], got {2**32}", "data.seed must be in [0, 4294967295], got -3",
-                  "model.threads must be 0 (measured at start) or 1 to the"):
+    for named in (
+        "pasr.prompts.refine=refine_sytem: unknown prompt 'refine_sytem'",
+        f"pasr.prompts.plain={tmp_path / 'absent.txt'}: prompt template file not found",
+        f"rrr.prompts.reflect={binary}: prompt template file {binary} is not UTF-8 text (byte 0xff at offset 0)",
+        "trainer.logger: unknown logger 'foo'",
+        "trainer.seed must be in [0, 4294967295], got -1",
+        f"warmup.seed must be in [0, 4294967295], got {2**32}",
+        "data.seed must be in [0, 4294967295], got -3",
+        "model.threads must be 0 (measured at start) or 1 to the",
+    ):
         assert named in message, (named, message)
     assert "\n" not in message and "unknown logger 'console'" not in message
     cores = len(os.sched_getaffinity(0))
     mine = tmp_path / "mine.txt"
     mine.write_text("Think, then answer.")
-    ok = load_config(preset="tiny", overrides=[f"model.threads={cores}", "trainer.logger=[console]",
-                                               f"trainer.seed={2**32 - 1}", f"pasr.prompts.refine={mine}"])  # fmt: skip
+    ok = load_config(
+        preset="tiny",
+        overrides=[
+            f"model.threads={cores}",
+            "trainer.logger=[console]",
+            f"trainer.seed={2**32 - 1}",
+            f"pasr.prompts.refine={mine}",
+        ],
+    )
     assert ok.model.threads == cores and ok.trainer.logger == ["console"]
 
 
@@ -173,7 +223,10 @@ def test_a_judge_prompt_needs_a_judge_that_sends_it():
     with pytest.raises(ConfigError, match=r"pasr.prompts.judge=judge_binary has no effect with pasr.judge.kind=rule"):
         load_config(preset="tiny", overrides=["pasr.prompts.judge=judge_binary"])
     llm = ["pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"]
-    assert load_config(preset="tiny", overrides=[*llm, "pasr.prompts.judge=judge_binary"]).pasr.prompts.judge == "judge_binary"
+    assert (
+        load_config(preset="tiny", overrides=[*llm, "pasr.prompts.judge=judge_binary"]).pasr.prompts.judge
+        == "judge_binary"
+    )
     assert load_config(preset="tiny").pasr.prompts.judge == "judge_continuous"  # the default is no setting
 
 
@@ -187,8 +240,11 @@ def test_the_logger_list_is_verls():
 
     tree = ast.parse(open(importlib.util.find_spec("verl.utils.tracking").origin).read())
     tracking = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "Tracking")
-    supported = next(ast.literal_eval(s.value) for s in tracking.body
-                     if isinstance(s, ast.Assign) and s.targets[0].id == "supported_backend")  # fmt: skip
+    supported = next(
+        ast.literal_eval(s.value)
+        for s in tracking.body
+        if isinstance(s, ast.Assign) and s.targets[0].id == "supported_backend"
+    )
     assert sorted(TRACKING_BACKENDS) == sorted(supported)
 
 

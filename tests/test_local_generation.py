@@ -55,10 +55,20 @@ def test_generate_step_layout(tiny):
 
     model, tok = tiny
     qs = [Example("a", "synthetic", "1+1?", "2"), Example("b", "synthetic", "2+2?", "4")]
-    gens = generate_step(model, tok, qs, PromptSet.load("refine_system_short", "plain_system_short"), 3, 2,
-                         SamplingParams(max_new_tokens=6), batch_size=4, prefill_think=True)
+    gens = generate_step(
+        model,
+        tok,
+        qs,
+        PromptSet.load("refine_system_short", "plain_system_short"),
+        3,
+        2,
+        SamplingParams(max_new_tokens=6),
+        batch_size=4,
+        prefill_think=True,
+    )
     assert [(g.rollout.query_id, g.rollout.variant) for g in gens] == (
-        [("a", "refine")] * 3 + [("a", "plain")] * 2 + [("b", "refine")] * 3 + [("b", "plain")] * 2)
+        [("a", "refine")] * 3 + [("a", "plain")] * 2 + [("b", "refine")] * 3 + [("b", "plain")] * 2
+    )
     for g in gens:
         assert g.rollout.n_tokens == len(g.response_ids) <= 6
         # both prompts ask for <think>…</think><answer>…</answer>, so both get the prefill
@@ -80,7 +90,14 @@ def test_shared_prefixes_and_repeated_prompts_are_prefilled_once_and_generate_th
 
     model, tok = tiny
     sys_a, sys_b = [5, 6, 7, 8, 9, 10], [5, 6, 11, 12, 13, 14]
-    prompts = [sys_a + [20, 21], sys_a + [20, 21], sys_a + [22], sys_b + [23, 24, 25], sys_b + [23, 24, 25], sys_b + [26, 27]]
+    prompts = [
+        sys_a + [20, 21],
+        sys_a + [20, 21],
+        sys_a + [22],
+        sys_b + [23, 24, 25],
+        sys_b + [23, 24, 25],
+        sys_b + [26, 27],
+    ]
     prefilled = []
     real_prefill = prompt_prefill.prefill
 
@@ -112,9 +129,9 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
     """model.attention=grouped (the default) switches the policy to the copy-free grouped-query
     attention with the same greedy tokens and log-probs as transformers' SDPA; evaluations
     generate in rollout.eval_batch_size batches, training steps in rollout.gen_batch_size."""
-    import recipe.local_engine.rollout as rollout_mod
     import copy
 
+    import recipe.local_engine.rollout as rollout_mod
     from recipe.local_engine.trainer import LocalPasrTrainer
     from runtime.gqa_attention import NAME, use_attention
     from runtime.hf_generate import SamplingParams
@@ -125,11 +142,22 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
         load_config(overrides=["rollout.eval_batch_size=0"])
     trainers = {}
     for attention in ("grouped", "sdpa"):
-        cfg = load_config(overrides=[
-            f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
-            "pasr.n_refine=2", "pasr.n_plain=1", "rollout.max_new_tokens=4", "rollout.eval_max_new_tokens=6",
-            "data.eval_size=5", "rollout.gen_batch_size=3", "rollout.eval_batch_size=4", f"model.attention={attention}",
-        ])
+        cfg = load_config(
+            overrides=[
+                f"model.path={tiny_model_dir}",
+                "warmup.steps=0",
+                "trainer.steps=1",
+                "rollout.queries_per_step=2",
+                "pasr.n_refine=2",
+                "pasr.n_plain=1",
+                "rollout.max_new_tokens=4",
+                "rollout.eval_max_new_tokens=6",
+                "data.eval_size=5",
+                "rollout.gen_batch_size=3",
+                "rollout.eval_batch_size=4",
+                f"model.attention={attention}",
+            ]
+        )
         trainers[attention] = t = LocalPasrTrainer(cfg, tmp_path / attention)
         t.setup()
     assert trainers["grouped"].model.config._attn_implementation == NAME
@@ -141,8 +169,10 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
 
     greedy = SamplingParams(max_new_tokens=8, do_sample=False)
     queries = trainers["grouped"].heldout
-    gens = {a: rollout_mod.generate_step(t.model, t.tokenizer, queries, t.prompts, 1, 1, greedy, 4, True)
-            for a, t in trainers.items()}
+    gens = {
+        a: rollout_mod.generate_step(t.model, t.tokenizer, queries, t.prompts, 1, 1, greedy, 4, True)
+        for a, t in trainers.items()
+    }
     assert [g.response_ids for g in gens["grouped"]] == [g.response_ids for g in gens["sdpa"]]
     rows = [(g.prompt_ids, g.response_ids) for g in gens["grouped"]]
     batch = pack([p for p, _ in rows], [r for _, r in rows], trainers["grouped"].tokenizer.pad_token_id)
@@ -152,7 +182,11 @@ def test_trainer_uses_grouped_attention_and_wide_eval_batches(tiny_model_dir, tm
 
     sizes = []
     real = rollout_mod.generate_ids
-    monkeypatch.setattr(rollout_mod, "generate_ids", lambda *a, batch_size, **k: sizes.append(batch_size) or real(*a, batch_size=batch_size, **k))
+    monkeypatch.setattr(
+        rollout_mod,
+        "generate_ids",
+        lambda *a, batch_size, **k: sizes.append(batch_size) or real(*a, batch_size=batch_size, **k),
+    )
     t = trainers["grouped"]
     t.evals = {}
     t._evaluate("final")

@@ -31,11 +31,19 @@ def test_judge_errors_are_counted_and_not_trained(tiny_model_dir, tmp_path):
     """Judged refine rows are trained on, the judge errors counted and masked."""
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    cfg = load_config(overrides=[
-        f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
-        "pasr.n_refine=3", "pasr.n_plain=2", "rollout.max_new_tokens=4", "algo.skip_zero_adv=false",
-        "pasr.max_judge_error_rate=0.5",  # 4 errors in 10 rollouts: trained around, not a stop
-    ])
+    cfg = load_config(
+        overrides=[
+            f"model.path={tiny_model_dir}",
+            "warmup.steps=0",
+            "trainer.steps=1",
+            "rollout.queries_per_step=2",
+            "pasr.n_refine=3",
+            "pasr.n_plain=2",
+            "rollout.max_new_tokens=4",
+            "algo.skip_zero_adv=false",
+            "pasr.max_judge_error_rate=0.5",  # 4 errors in 10 rollouts: trained around, not a stop
+        ]
+    )
     trainer = LocalPasrTrainer(cfg, tmp_path / "run")
     trainer.setup()
     trainer.judge = FlakyJudge()
@@ -90,17 +98,27 @@ def test_a_step_over_the_judge_error_limit_stops_before_its_update(tiny_model_di
     from recipe.judge_errors import JudgeErrorRateExceeded
     from recipe.local_engine.trainer import LocalPasrTrainer
 
-    cfg = load_config(overrides=[
-        f"model.path={tiny_model_dir}", "warmup.steps=0", "trainer.steps=1", "rollout.queries_per_step=2",
-        "pasr.n_refine=2", "pasr.n_plain=1", "rollout.max_new_tokens=4",
-    ])
+    cfg = load_config(
+        overrides=[
+            f"model.path={tiny_model_dir}",
+            "warmup.steps=0",
+            "trainer.steps=1",
+            "rollout.queries_per_step=2",
+            "pasr.n_refine=2",
+            "pasr.n_plain=1",
+            "rollout.max_new_tokens=4",
+        ]
+    )
     trainer = LocalPasrTrainer(cfg, tmp_path / "run")
     trainer.setup()
     trainer.judge = BrokenJudge()
     trainer.optimizer = trainer._make_optimizer("pasr")
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    with pytest.raises(JudgeErrorRateExceeded, match=r"step 1: the judge failed on 6 of 6 rollouts \(100%\), more than "
-                       r"pasr.max_judge_error_rate=0.2; first error: .*unparsable_score"):
+    with pytest.raises(
+        JudgeErrorRateExceeded,
+        match=r"step 1: the judge failed on 6 of 6 rollouts \(100%\), more than "
+        r"pasr.max_judge_error_rate=0.2; first error: .*unparsable_score",
+    ):
         trainer.pasr_step(1)
     assert len((tmp_path / "run" / "rollouts" / "step_000001.jsonl").read_text().splitlines()) == 6
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
@@ -115,11 +133,24 @@ def test_pasr_train_stops_on_a_judge_that_always_fails(tiny_model_dir, tmp_path,
 
     monkeypatch.setattr(rewards.judges, "build_judge", lambda cfg, prompt=None: BrokenJudge())
     run_dir = tmp_path / "run"
-    rc = main([
-        "train", "--run-dir", str(run_dir), f"model.path={tiny_model_dir}", "model.threads=1", "warmup.steps=0",
-        "trainer.steps=2", "rollout.queries_per_step=2", "pasr.n_refine=2", "pasr.n_plain=1", "rollout.max_new_tokens=4",
-        "rollout.eval_max_new_tokens=4", "data.eval_size=2", "data.train_size=8",
-    ])
+    rc = main(
+        [
+            "train",
+            "--run-dir",
+            str(run_dir),
+            f"model.path={tiny_model_dir}",
+            "model.threads=1",
+            "warmup.steps=0",
+            "trainer.steps=2",
+            "rollout.queries_per_step=2",
+            "pasr.n_refine=2",
+            "pasr.n_plain=1",
+            "rollout.max_new_tokens=4",
+            "rollout.eval_max_new_tokens=4",
+            "data.eval_size=2",
+            "data.train_size=8",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "Traceback" not in err
     assert "pasr train: error: step 1: the judge failed on 6 of 6 rollouts (100%)" in err
@@ -134,9 +165,18 @@ def test_pasr_train_stops_on_a_judge_that_always_fails(tiny_model_dir, tmp_path,
 def test_summarize_shows_the_judge_errors_and_no_accuracy_without_a_judged_sample():
     from recipe.local_engine.trainer import summarize
 
-    row = {"eval/format_pass_rate": 0.5, "eval/acc": None, "eval/refine_rate": 0.0, "eval/empty_refine_rate": 0.0,
-           "eval/refine_fix_rate": 0.0, "eval/response_length/mean": 4.0, "eval/judge_errors": 2.0}
-    header, _, base, final = summarize({"base": row, "final": {**row, "eval/acc": 0.75, "eval/judge_errors": 0.0}}).splitlines()
+    row = {
+        "eval/format_pass_rate": 0.5,
+        "eval/acc": None,
+        "eval/refine_rate": 0.0,
+        "eval/empty_refine_rate": 0.0,
+        "eval/refine_fix_rate": 0.0,
+        "eval/response_length/mean": 4.0,
+        "eval/judge_errors": 2.0,
+    }
+    header, _, base, final = summarize(
+        {"base": row, "final": {**row, "eval/acc": 0.75, "eval/judge_errors": 0.0}}
+    ).splitlines()
     assert header.endswith("| judge errors |")
     assert base.startswith("| base | 0.50 | - |") and base.endswith("| 2 |")
     assert final.startswith("| final | 0.50 | 0.75 |") and final.endswith("| 0 |")

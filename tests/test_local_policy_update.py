@@ -50,8 +50,12 @@ def test_update_moves_probability_towards_the_better_response(tiny):
     algo = LocalTrainConfig().algo
     algo.lr, algo.kl_coef = 1e-2, 0.0
     good, bad = [100, 200, tok.eos_token_id], [300, 400, tok.eos_token_id]
-    rolls = [TrainRollout("q", [1, 2, 3], good, 1.0), TrainRollout("q", [1, 2, 3], bad, -1.0),
-             TrainRollout("z", [1, 2, 3], good, 0.5), TrainRollout("z", [1, 2, 3], bad, 0.5)]
+    rolls = [
+        TrainRollout("q", [1, 2, 3], good, 1.0),
+        TrainRollout("q", [1, 2, 3], bad, -1.0),
+        TrainRollout("z", [1, 2, 3], good, 0.5),
+        TrainRollout("z", [1, 2, 3], bad, 0.5),
+    ]
     data = build_batch(rolls, tok.pad_token_id, algo)
     before = response_logprobs(model, pack([[1, 2, 3]] * 2, [good, bad], tok.pad_token_id)).sum(-1)
     opt = torch.optim.SGD(model.parameters(), lr=algo.lr)
@@ -131,8 +135,11 @@ def test_update_over_one_prompt_pass_gives_the_gradients_of_one_padded_pass(tiny
     algo.kl_coef, algo.max_grad_norm, algo.skip_zero_adv = 0.05, 1e9, False
     groups = {"a": [5, 6, 7, 8, 9], "b": [5, 6, 11, 12], "c": [5, 13, 14, 15, 16, 17]}
     lengths = {"a": (2, 9, 4, 1), "b": (7, 3, 3, 6), "c": (1, 1, 8, 2)}
-    rolls = [TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [eos], float(i % 2 + (q == "b")))
-             for q in groups for i, n in enumerate(lengths[q])]
+    rolls = [
+        TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [eos], float(i % 2 + (q == "b")))
+        for q in groups
+        for i, n in enumerate(lengths[q])
+    ]
 
     def update(micro_batch_size: int, shared: bool):
         m, ref = copy.deepcopy(model), copy.deepcopy(model)
@@ -220,7 +227,9 @@ def test_warmup_layout_is_chosen_by_cost():
     assert end_to_end_pays(smollm, *mixed)
     assert not end_to_end_pays(smollm, *uniform)
     assert not end_to_end_pays(smollm, [[1] * 10, [3] * 10], [[2] * 5] * 2)  # no padding at all: nothing to gain
-    assert not end_to_end_pays(smollm, [[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7)  # one prompt: the batch runs it once
+    assert not end_to_end_pays(
+        smollm, [[1] * 75] * 8, [[2] * 90] + [[2] * 20] * 7
+    )  # one prompt: the batch runs it once
 
 
 def _unchunked_token_logprobs(model, predicting, targets, temperature=1.0):
@@ -246,8 +255,11 @@ def test_chunked_logprobs_give_the_unchunked_loss_and_gradients(tiny_model_dir, 
     algo = LocalTrainConfig().algo
     algo.kl_coef, algo.max_grad_norm, algo.skip_zero_adv, algo.micro_batch_size = 0.05, 1e9, False, 3
     groups = {"a": [5, 6, 7, 8, 9], "b": [5, 6, 11, 12]}
-    rolls = [TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [2], float(i % 2))
-             for q in groups for i, n in enumerate((9, 4, 7, 1))]
+    rolls = [
+        TrainRollout(q, groups[q], [20 + (i * 7 + j) % 30 for j in range(n - 1)] + [2], float(i % 2))
+        for q in groups
+        for i, n in enumerate((9, 4, 7, 1))
+    ]
     prompts, responses = [r.prompt_ids for r in rolls], [r.response_ids for r in rolls]
 
     def run():
@@ -255,8 +267,11 @@ def test_chunked_logprobs_give_the_unchunked_loss_and_gradients(tiny_model_dir, 
         data = build_batch(rolls, 0, algo)
         opt, grads = _sgd_noting_gradients(m)
         metrics = update_policy(m, ref, opt, data, algo, temperature=0.9)
-        out = {"ref_log_prob": data.batch["ref_log_prob"], **{k: torch.tensor(metrics[k]) for k in ("actor/pg_loss", "actor/kl_loss")},
-               **{f"update {n}": g for n, g in grads.items()}}
+        out = {
+            "ref_log_prob": data.batch["ref_log_prob"],
+            **{k: torch.tensor(metrics[k]) for k in ("actor/pg_loss", "actor/kl_loss")},
+            **{f"update {n}": g for n, g in grads.items()},
+        }
         for layout in ("end_to_end", "padded"):
             m.zero_grad()
             loss = sft_loss(m, prompts, responses, 0, layout=layout)
@@ -271,7 +286,9 @@ def test_chunked_logprobs_give_the_unchunked_loss_and_gradients(tiny_model_dir, 
     whole = run()
     assert whole["update model.embed_tokens.weight"].abs().sum() > 0
     for name in whole:
-        torch.testing.assert_close(chunked[name], whole[name], rtol=1e-6, atol=1e-6 * float(whole[name].abs().max()), msg=name)
+        torch.testing.assert_close(
+            chunked[name], whole[name], rtol=1e-6, atol=1e-6 * float(whole[name].abs().max()), msg=name
+        )
 
 
 def test_chunked_logprobs_under_bf16_autocast(tiny_model_dir, monkeypatch):

@@ -22,12 +22,31 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _args(tiny_model_dir, run_dir):
     return [
-        sys.executable, "-m", "recipe", "train", "--run-dir", str(run_dir),
-        f"model.path={tiny_model_dir}", "model.threads=1",
-        "warmup.steps=2", "warmup.batch_size=2", "warmup.n_traces=8", "warmup.lr_schedule=cosine",
-        "trainer.steps=5", "trainer.save_every=1", "trainer.keep_last=2", "trainer.eval_at_start=false",
-        "rollout.queries_per_step=2", "pasr.n_refine=2", "pasr.n_plain=2", "algo.lr=2e-5", "algo.lr_warmup_steps=3",
-        "rollout.max_new_tokens=8", "rollout.eval_max_new_tokens=4", "data.eval_size=2", "data.train_size=12",
+        sys.executable,
+        "-m",
+        "recipe",
+        "train",
+        "--run-dir",
+        str(run_dir),
+        f"model.path={tiny_model_dir}",
+        "model.threads=1",
+        "warmup.steps=2",
+        "warmup.batch_size=2",
+        "warmup.n_traces=8",
+        "warmup.lr_schedule=cosine",
+        "trainer.steps=5",
+        "trainer.save_every=1",
+        "trainer.keep_last=2",
+        "trainer.eval_at_start=false",
+        "rollout.queries_per_step=2",
+        "pasr.n_refine=2",
+        "pasr.n_plain=2",
+        "algo.lr=2e-5",
+        "algo.lr_warmup_steps=3",
+        "rollout.max_new_tokens=8",
+        "rollout.eval_max_new_tokens=4",
+        "data.eval_size=2",
+        "data.train_size=12",
     ]
 
 
@@ -41,7 +60,10 @@ def _steps(run_dir: Path) -> list[tuple[int, str]]:
 
 
 def _rollouts(run_dir: Path) -> dict[str, list[str]]:
-    return {p.name: [json.loads(x)["response"] for x in p.read_text().splitlines()] for p in sorted((run_dir / "rollouts").glob("*.jsonl"))}
+    return {
+        p.name: [json.loads(x)["response"] for x in p.read_text().splitlines()]
+        for p in sorted((run_dir / "rollouts").glob("*.jsonl"))
+    }
 
 
 def _latest_step(run_dir: Path) -> int:
@@ -52,7 +74,9 @@ def _latest_step(run_dir: Path) -> int:
 @pytest.fixture(scope="module")
 def reference_run(tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("ref") / "run"
-    proc = subprocess.run(_args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        _args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "run directory:" in proc.stdout
     return run_dir
@@ -75,8 +99,12 @@ def test_uninterrupted_run_layout(reference_run):
     # the optimizer state (twice the weights' size) only where a resume reads it: the newest
     import torch
 
-    with_optimizer = [name for name in ckpts if (reference_run / "checkpoints" / name / "optimizer.pt").is_file()
-                      or torch.load(reference_run / "checkpoints" / name / "trainer.pt", weights_only=False).get("optimizer")]
+    with_optimizer = [
+        name
+        for name in ckpts
+        if (reference_run / "checkpoints" / name / "optimizer.pt").is_file()
+        or torch.load(reference_run / "checkpoints" / name / "trainer.pt", weights_only=False).get("optimizer")
+    ]
     assert with_optimizer == ["step_000007"]
     assert (reference_run / "eval" / "warmup.jsonl").is_file() and (reference_run / "eval" / "final.jsonl").is_file()
     assert (reference_run / "config.yaml").read_text().count("n_refine: 2") == 1
@@ -86,7 +114,9 @@ def test_uninterrupted_run_layout(reference_run):
 
 def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, reference_run):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(_args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        _args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.time() + 300
     while _latest_step(run_dir) < 4 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -96,8 +126,14 @@ def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, refer
     killed_at = _latest_step(run_dir)
     assert 4 <= killed_at < 7
 
-    resumed = subprocess.run(_args(tiny_model_dir, run_dir)[:4] + ["--resume", str(run_dir)], cwd=REPO, env=_env(),
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        _args(tiny_model_dir, run_dir)[:4] + ["--resume", str(run_dir)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"at step {killed_at}" in resumed.stderr
     assert _steps(run_dir) == EXPECTED  # no step lost, none repeated
@@ -106,7 +142,9 @@ def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, refer
 
 def test_ctrl_c_saves_and_resumes(tiny_model_dir, tmp_path, reference_run):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(_args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _args(tiny_model_dir, run_dir), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 300
     while not (run_dir / "metrics.jsonl").is_file() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -116,8 +154,14 @@ def test_ctrl_c_saves_and_resumes(tiny_model_dir, tmp_path, reference_run):
     stopped_at = _latest_step(run_dir)
     assert stopped_at == _steps(run_dir)[-1][0]  # the checkpoint is the last finished step
     assert "pasr train --resume" in err
-    resumed = subprocess.run(_args(tiny_model_dir, run_dir)[:4] + ["--resume", str(run_dir)], cwd=REPO, env=_env(),
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        _args(tiny_model_dir, run_dir)[:4] + ["--resume", str(run_dir)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _steps(run_dir) == EXPECTED
     assert _rollouts(run_dir) == _rollouts(reference_run)
@@ -126,10 +170,18 @@ def test_ctrl_c_saves_and_resumes(tiny_model_dir, tmp_path, reference_run):
 def test_bad_run_dir_errors(tmp_path, tiny_model_dir):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    proc = subprocess.run(_args(tiny_model_dir, tmp_path / "full"), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        _args(tiny_model_dir, tmp_path / "full"), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and "not empty" in proc.stderr and "Traceback" not in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "recipe", "train", "--resume", str(tmp_path / "nothing")], cwd=REPO,
-                          env=_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe", "train", "--resume", str(tmp_path / "nothing")],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "config.yaml" in proc.stderr
 
 
@@ -140,8 +192,14 @@ def test_bad_run_dir_errors(tmp_path, tiny_model_dir):
 
 
 def _resume(run_dir, *extra):
-    return subprocess.run([sys.executable, "-m", "recipe", "train", "--resume", str(run_dir), *extra], cwd=REPO,
-                          env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "recipe", "train", "--resume", str(run_dir), *extra],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _evals(run_dir: Path) -> list[tuple[int, str]]:
@@ -199,7 +257,9 @@ def test_resuming_a_finished_run_changes_nothing(reference_run, tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "finished at step 7: nothing to resume" in resumed.stderr
     assert "| final |" in resumed.stdout
-    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"} == before  # no second final eval
+    assert {
+        p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"
+    } == before  # no second final eval
 
 
 def test_final_eval_cut_off_is_redone_once(reference_run, tmp_path):
@@ -318,8 +378,10 @@ def test_too_little_data_fails_before_the_model_loads(tiny_model_dir, tmp_path, 
     empty.write_text("")
     one = tmp_path / "one.jsonl"  # one row to train on: the other two are the held-out set (data.eval_size=2)
     one.write_text("".join(f'{{"question": "2+{i}?", "answer": "{2 + i}"}}\n' for i in range(3)))
-    for source, needle in ((empty, f"data.source: {empty} holds no rows"),
-                           (one, f"data.source: {one} has 1 training row, fewer than rollout.queries_per_step=2")):
+    for source, needle in (
+        (empty, f"data.source: {empty} holds no rows"),
+        (one, f"data.source: {one} has 1 training row, fewer than rollout.queries_per_step=2"),
+    ):
         run_dir = tmp_path / f"run_{source.stem}"
         rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], f"data.source={source}")
         last = err.strip().splitlines()[-1]
@@ -360,8 +422,11 @@ def test_non_finite_loss_stops_the_run_before_its_checkpoint(
     if phase == "warmup":
         monkeypatch.setattr(trainer_mod, "sft_loss", poisoned(trainer_mod.sft_loss))
     else:
-        monkeypatch.setattr(policy_update.core_algos, "compute_policy_loss_vanilla",
-                            poisoned(policy_update.core_algos.compute_policy_loss_vanilla))
+        monkeypatch.setattr(
+            policy_update.core_algos,
+            "compute_policy_loss_vanilla",
+            poisoned(policy_update.core_algos.compute_policy_loss_vanilla),
+        )
     run_dir = tmp_path / "run"
     rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], *overrides)
     last = err.strip().splitlines()[-1]

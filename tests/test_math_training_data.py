@@ -24,15 +24,26 @@ REPO = Path(__file__).resolve().parents[1]
 # MATH train rows as the MATH set writes them: no answer field, the answer boxed in the solution
 # (the last box counts; braces nest; \fbox too)
 MATH_ROWS = [
-    {"problem": "What is $\\frac{1}{4}+\\frac{1}{4}$?", "level": "Level 1", "type": "Prealgebra",
-     "solution": "We add: $\\frac{1}{4}+\\frac{1}{4}=\\frac{2}{4}=\\boxed{\\frac{1}{2}}$."},
-    {"problem": "Simplify $\\sqrt{12}$.", "level": "Level 2", "type": "Algebra",
-     "solution": "First $\\boxed{12}=4\\cdot 3$ is not the answer; $\\sqrt{12}=\\boxed{2\\sqrt{3}}$."},
-    {"problem": "Solve $x+3=10$.", "level": "Level 1", "type": "Algebra",
-     "solution": "Subtract 3: $x = \\fbox{7}$."},
-    {"problem": "What percent of 50 is 20?", "level": "Level 2", "type": "Prealgebra",
-     "solution": "$20/50 = 0.4$, so the answer is $\\boxed{40\\%}$."},
-]  # fmt: skip
+    {
+        "problem": "What is $\\frac{1}{4}+\\frac{1}{4}$?",
+        "level": "Level 1",
+        "type": "Prealgebra",
+        "solution": "We add: $\\frac{1}{4}+\\frac{1}{4}=\\frac{2}{4}=\\boxed{\\frac{1}{2}}$.",
+    },
+    {
+        "problem": "Simplify $\\sqrt{12}$.",
+        "level": "Level 2",
+        "type": "Algebra",
+        "solution": "First $\\boxed{12}=4\\cdot 3$ is not the answer; $\\sqrt{12}=\\boxed{2\\sqrt{3}}$.",
+    },
+    {"problem": "Solve $x+3=10$.", "level": "Level 1", "type": "Algebra", "solution": "Subtract 3: $x = \\fbox{7}$."},
+    {
+        "problem": "What percent of 50 is 20?",
+        "level": "Level 2",
+        "type": "Prealgebra",
+        "solution": "$20/50 = 0.4$, so the answer is $\\boxed{40\\%}$.",
+    },
+]
 GOLDS = ["\\frac{1}{2}", "2\\sqrt{3}", "7", "40\\%"]
 
 
@@ -43,7 +54,9 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def test_a_math_style_file_is_prepared_with_the_boxed_answer_as_gold(tmp_path, capsys):
     src = _write_jsonl(tmp_path / "math_style.jsonl", MATH_ROWS)
-    assert pasr_main(["data", "prepare", "--dataset", str(src), "--split", "train", "--out", str(tmp_path / "out")]) == 0
+    assert (
+        pasr_main(["data", "prepare", "--dataset", str(src), "--split", "train", "--out", str(tmp_path / "out")]) == 0
+    )
     out = capsys.readouterr().out
     parquet = tmp_path / "out" / "math_style_train.parquet"
     assert f"wrote 4 rows (math_style) to {parquet}" in out and "layout: MATH training: problem + solution" in out
@@ -90,13 +103,29 @@ def test_a_math_row_without_a_boxed_answer_names_its_line(tmp_path, capsys):
 @pytest.mark.parametrize(
     "name, row, question, gold, layout",
     [
-        ("deepscaler", {"problem": "1+1?", "answer": "2", "solution": "It is \\boxed{3}."}, "1+1?", "2", "DeepScaleR style"),
+        (
+            "deepscaler",
+            {"problem": "1+1?", "answer": "2", "solution": "It is \\boxed{3}."},
+            "1+1?",
+            "2",
+            "DeepScaleR style",
+        ),
         ("prompt_answer", {"prompt": "2+2?", "answer": "4"}, "2+2?", "4", "prompt + answer"),
-        ("dapo", {"data_source": "math_dapo", "ability": "MATH", "extra_info": {"index": "a-1"},
-                  "prompt": [{"role": "user", "content": "3+3?"}],
-                  "reward_model": {"ground_truth": "6", "style": "rule-lighteval/MATH_v2"}}, "3+3?", "6", "verl RL parquet"),
+        (
+            "dapo",
+            {
+                "data_source": "math_dapo",
+                "ability": "MATH",
+                "extra_info": {"index": "a-1"},
+                "prompt": [{"role": "user", "content": "3+3?"}],
+                "reward_model": {"ground_truth": "6", "style": "rule-lighteval/MATH_v2"},
+            },
+            "3+3?",
+            "6",
+            "verl RL parquet",
+        ),
     ],
-)  # fmt: skip
+)
 def test_training_layouts_are_detected(tmp_path, capsys, name, row, question, gold, layout):
     src = _write_jsonl(tmp_path / f"{name}.jsonl", [row])
     assert pasr_main(["data", "prepare", "--dataset", str(src), "--split", "train", "--out", str(tmp_path)]) == 0
@@ -107,8 +136,23 @@ def test_training_layouts_are_detected(tmp_path, capsys, name, row, question, go
 
 def test_a_field_mapping_still_reads_any_file(tmp_path, capsys):
     src = _write_jsonl(tmp_path / "evol.jsonl", [{"instruction": "Name a prime.", "output": "2"}])
-    assert pasr_main(["data", "prepare", "--dataset", str(src), "--question-field", "instruction",
-                      "--answer-field", "output", "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert (
+        pasr_main(
+            [
+                "data",
+                "prepare",
+                "--dataset",
+                str(src),
+                "--question-field",
+                "instruction",
+                "--answer-field",
+                "output",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert "layout: question + answer, or any fields mapped" in capsys.readouterr().out
     assert read_rl_parquet(tmp_path / "evol.parquet")[0]["reward_model"]["ground_truth"] == "2"
 
@@ -121,7 +165,9 @@ def test_a_question_answer_parquet_is_not_a_verl_training_file(tmp_path):
     pq.write_table(pa.Table.from_pylist([{"question": "q", "answer": "1"}]), plain)
     assert "no column prompt, reward_model, data_source" in rl_file_problem(plain)
     text = tmp_path / "text_prompt.parquet"
-    pq.write_table(pa.Table.from_pylist([{"prompt": "q", "reward_model": {"ground_truth": "1"}, "data_source": "d"}]), text)
+    pq.write_table(
+        pa.Table.from_pylist([{"prompt": "q", "reward_model": {"ground_truth": "1"}, "data_source": "d"}]), text
+    )
     assert "row 1: prompt is not a list of chat messages" in rl_file_problem(text)
 
 
@@ -145,7 +191,10 @@ def test_gsm8k_train_split_is_prepared_from_the_local_copy(shared_data, monkeypa
     if not (shared_data / "gsm8k_train.jsonl").is_file():
         pytest.skip("gsm8k_train.jsonl not in the shared data")
     monkeypatch.setenv("PASR_DATA_DIR", str(shared_data))
-    assert pasr_main(["data", "prepare", "--dataset", "gsm8k", "--split", "train", "--limit", "3", "--out", str(tmp_path)]) == 0
+    assert (
+        pasr_main(["data", "prepare", "--dataset", "gsm8k", "--split", "train", "--limit", "3", "--out", str(tmp_path)])
+        == 0
+    )
     rows = read_rl_parquet(tmp_path / "gsm8k_train.parquet")
     assert [r["reward_model"]["ground_truth"] for r in rows] == ["72", "10", "5"]
     assert rows[0]["extra_info"]["id"] == "gsm8k:train:0"
@@ -163,20 +212,44 @@ def _script_data_step(tmp_path: Path, env: dict[str, str]) -> list[list[str]]:
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nfor i in 0 1 2 3 4 5 6 7; do echo GPU $i; done\n")
     for tool in ("python3", "nvidia-smi"):
         (bin_dir / tool).chmod(0o755)
-    full = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MODEL_PATH": "/m", "EXP_NAME": "e",
-            "DATA_DIR": str(tmp_path / "data"), "CKPT_DIR": str(tmp_path / "ckpt"), **env}  # fmt: skip
-    proc = subprocess.run(["bash", str(REPO / "recipe" / "scripts" / "run_pasr_node.sh")], env=full,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    full = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "MODEL_PATH": "/m",
+        "EXP_NAME": "e",
+        "DATA_DIR": str(tmp_path / "data"),
+        "CKPT_DIR": str(tmp_path / "ckpt"),
+        **env,
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO / "recipe" / "scripts" / "run_pasr_node.sh")],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return [line.split("\037")[:-1] for line in log.read_text().splitlines() if line]
 
 
 def test_the_run_script_takes_a_field_mapping_and_a_prepared_file(tmp_path):
-    calls = _script_data_step(tmp_path, {"TRAIN_DATASET": "/d/evol.jsonl", "TRAIN_QUESTION_FIELD": "instruction",
-                                         "TRAIN_ANSWER_FIELD": "output"})  # fmt: skip
+    calls = _script_data_step(
+        tmp_path,
+        {"TRAIN_DATASET": "/d/evol.jsonl", "TRAIN_QUESTION_FIELD": "instruction", "TRAIN_ANSWER_FIELD": "output"},
+    )
     prepare = [c for c in calls if c[:4] == ["-m", "recipe", "data", "prepare"]]
-    assert prepare[0][4:] == ["--dataset", "/d/evol.jsonl", "--split", "train", "--out", str(tmp_path / "data"),
-                              "--question-field", "instruction", "--answer-field", "output"]  # fmt: skip
+    assert prepare[0][4:] == [
+        "--dataset",
+        "/d/evol.jsonl",
+        "--split",
+        "train",
+        "--out",
+        str(tmp_path / "data"),
+        "--question-field",
+        "instruction",
+        "--answer-field",
+        "output",
+    ]
     train = next(c for c in calls if c[:2] == ["-m", "recipe.main_pasr"])
     assert f"data.train_files={tmp_path / 'data' / 'evol_train.parquet'}" in train
     # a prepared parquet is trained on as is: no preparation of it
@@ -198,17 +271,39 @@ def test_pasr_submit_prepares_the_data_in_the_job_with_the_same_mapping(tmp_path
     src = _write_jsonl(tmp_path / "evol.jsonl", [{"instruction": "Name a prime.", "output": "2"}])
     parser = argparse.ArgumentParser()
     build_parser(parser)
-    args = parser.parse_args(["--address", "http://h:8265", "--train-dataset", str(src), "--val-dataset", "math500",
-                              "--question-field", "instruction", "--answer-field", "output", "--data-dir", str(tmp_path / "d"),
-                              "--", "trainer.default_local_dir=/ck"])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "--address",
+            "http://h:8265",
+            "--train-dataset",
+            str(src),
+            "--val-dataset",
+            "math500",
+            "--question-field",
+            "instruction",
+            "--answer-field",
+            "output",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--",
+            "trainer.default_local_dir=/ck",
+        ]
+    )
     overrides, prepare, checked = job_additions(args, args.overrides[1:])
-    assert overrides[:2] == [f"data.train_files={tmp_path / 'd' / 'evol_train.parquet'}",
-                             f"data.val_files={tmp_path / 'd' / 'math500_test.parquet'}"]  # fmt: skip
+    assert overrides[:2] == [
+        f"data.train_files={tmp_path / 'd' / 'evol_train.parquet'}",
+        f"data.val_files={tmp_path / 'd' / 'math500_test.parquet'}",
+    ]
     assert checked == overrides and prepare[1][-2:] == ["--out", str(tmp_path / "d")]  # no mapping for a named set
     steps = recipe_entrypoint(overrides, prepare).split(" && ")
     assert steps[-1].startswith("python3 -m recipe.main_pasr data.train_files=")
-    result = subprocess.run(["bash", "-c", steps[0].replace("python3", shlex.quote(sys.executable), 1)], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        ["bash", "-c", steps[0].replace("python3", shlex.quote(sys.executable), 1)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert read_rl_parquet(tmp_path / "d" / "evol_train.parquet")[0]["reward_model"]["ground_truth"] == "2"
 
@@ -218,7 +313,10 @@ def test_pasr_submit_prepares_the_data_in_the_job_with_the_same_mapping(tmp_path
     [
         (["--train-dataset", "math", "--data-dir", "data"], "need --data-dir /ABSOLUTE/DIR"),
         (["--question-field", "q"], "--question-field: only with --train-dataset/--val-dataset"),
-        (["--train-dataset", "math", "--data-dir", "/d", "--", "data.train_files=/x.parquet"], "data.train_files is set by --train-dataset"),
+        (
+            ["--train-dataset", "math", "--data-dir", "/d", "--", "data.train_files=/x.parquet"],
+            "data.train_files is set by --train-dataset",
+        ),
         (["--engine", "local", "--train-dataset", "math"], "only for the verl engine's own entrypoint"),
     ],
 )

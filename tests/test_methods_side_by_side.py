@@ -14,7 +14,6 @@ import pytest
 from benchmarks import methods_side_by_side as bench
 from data.records import iter_records
 
-
 # ----------------------------------------------------------------------------- pure parts
 
 
@@ -28,7 +27,13 @@ def test_candidates_follow_the_token_ratio_rounded_half_up():
 
 def test_candidates_never_below_the_floor():
     assert bench.choose_candidates(30.0, 40.0)["n"] == 2  # ratio 0.75: one candidate would choose nothing
-    assert bench.choose_candidates(30.0, 0.0) == {"n": 2, "pasr_tokens": 30.0, "plain_tokens": 0.0, "ratio": None, "floor": 2}
+    assert bench.choose_candidates(30.0, 0.0) == {
+        "n": 2,
+        "pasr_tokens": 30.0,
+        "plain_tokens": 0.0,
+        "ratio": None,
+        "floor": 2,
+    }
     assert bench.choose_candidates(None, 20.0)["n"] == 2
     assert bench.choose_candidates(10.0, 10.0, floor=1)["n"] == 1
 
@@ -46,7 +51,9 @@ def test_paired_table_against_the_reference():
     assert table["warm-up"]["p"] == pytest.approx(1.0)
     assert table["same"] == {"wins": 0, "losses": 0, "p": 1.0, "n_paired": 5}
     assert table["partial"] == {"wins": 0, "losses": 1, "p": 1.0, "n_paired": 1}
-    five = bench.paired_table({"pasr-trained": {f"q{i}": False for i in range(5)}, "x": {f"q{i}": True for i in range(5)}})
+    five = bench.paired_table(
+        {"pasr-trained": {f"q{i}": False for i in range(5)}, "x": {f"q{i}": True for i in range(5)}}
+    )
     assert (five["x"]["wins"], five["x"]["losses"]) == (5, 0) and five["x"]["p"] == pytest.approx(0.0625)
 
 
@@ -59,9 +66,35 @@ def test_runs_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, monkeypatch
     monkeypatch.setattr(stages, "cpu_info", lambda: {"model": "test cpu", "dtype": "float32"})  # no dtype probe
     out, png, run = tmp_path / "result.json", tmp_path / "plot.png", tmp_path / "run"
     tiny = str(tiny_model_dir)
-    argv = ["--base", tiny, "--warmup", tiny, "--pasr", tiny, "--limit", "3", "--max-new-tokens", "6",
-            "--max-rounds", "1", "--threads", "1", "--dtype", "float32", "--device", "cpu", "--batch-size", "8",
-            "--out-dir", str(run), "--out", str(out), "--png", str(png), "--no-progress"]  # fmt: skip
+    argv = [
+        "--base",
+        tiny,
+        "--warmup",
+        tiny,
+        "--pasr",
+        tiny,
+        "--limit",
+        "3",
+        "--max-new-tokens",
+        "6",
+        "--max-rounds",
+        "1",
+        "--threads",
+        "1",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "8",
+        "--out-dir",
+        str(run),
+        "--out",
+        str(out),
+        "--png",
+        str(png),
+        "--no-progress",
+    ]
     assert bench.main(argv) == 0
 
     result = json.loads(out.read_text())
@@ -70,7 +103,9 @@ def test_runs_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, monkeypatch
     by_key = {r["key"]: r for r in result["rows"]}
     for r in result["rows"]:
         assert r["n"] == 3 and 0.0 <= r["acc"] <= 1.0 and r["tokens_per_question"] > 0, r
-        assert (run / "rows" / r["key"] / "samples.jsonl").is_file() and (run / "rows" / r["key"] / "summary.json").is_file()
+        assert (run / "rows" / r["key"] / "samples.jsonl").is_file() and (
+            run / "rows" / r["key"] / "summary.json"
+        ).is_file()
         assert r["wall_s"] is not None and r["wall_s"] >= 0
         if r["key"] == bench.REFERENCE:
             assert r["vs_pasr_trained"] is None
@@ -78,7 +113,9 @@ def test_runs_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, monkeypatch
             v = r["vs_pasr_trained"]
             assert v["n_paired"] == 3 and v["wins"] + v["losses"] <= 3 and 0.0 <= v["p"] <= 1.0
     # the baselines run on the warm-up; best-of-N and majority vote share N, at least 2
-    assert {by_key[k]["model"] for k in ("self-refine-latest", "self-refine-best", "best-of-n", "majority", "rrr")} == {"warm-up"}
+    assert {by_key[k]["model"] for k in ("self-refine-latest", "self-refine-best", "best-of-n", "majority", "rrr")} == {
+        "warm-up"
+    }
     n = result["candidates"]["n"]
     assert n >= 2 and by_key["best-of-n"]["candidates"] == by_key["majority"]["candidates"] == n
     assert by_key["best-of-n"]["select"] == "score" and by_key["majority"]["select"] == "majority"
@@ -115,9 +152,23 @@ def test_compare_legend_of_every_row_fits_the_figure():
     figure grows to hold it instead of squeezing the panel (eval/compare.py)."""
     from eval.compare import scatter_figure
 
-    runs = [{"model": f"model-{i}", "method": "best-of-n", "candidates": 3, "select": "majority",
-             "datasets": {"synthetic-heldout": {"accuracy": 0.1 * i, "mean_tokens": 10.0 + 5 * i, "n_samples": 3,
-                                                "expected_samples": 3}}} for i in range(10)]  # fmt: skip
+    runs = [
+        {
+            "model": f"model-{i}",
+            "method": "best-of-n",
+            "candidates": 3,
+            "select": "majority",
+            "datasets": {
+                "synthetic-heldout": {
+                    "accuracy": 0.1 * i,
+                    "mean_tokens": 10.0 + 5 * i,
+                    "n_samples": 3,
+                    "expected_samples": 3,
+                }
+            },
+        }
+        for i in range(10)
+    ]
     fig = scatter_figure(runs)
     renderer = fig.canvas.get_renderer()
     legend = fig.legends[0].get_window_extent(renderer)

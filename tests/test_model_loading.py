@@ -95,8 +95,25 @@ def test_pasr_eval_on_malformed_checkpoint_metadata_is_one_line(case, tmp_path, 
     spec, bad_file = MALFORMED[case](tmp_path)
     data = tmp_path / "one.jsonl"
     data.write_text(json.dumps({"question": "What is 1+1?", "answer": "2"}) + "\n")
-    rc, _, err = run_cli(["eval", "--model", spec, "--dataset", str(data), "--backend", "hf", "--max-new-tokens", "4",
-                          "--threads", "1", "--progress", "off", "--out", str(tmp_path / "out")])  # fmt: skip
+    rc, _, err = run_cli(
+        [
+            "eval",
+            "--model",
+            spec,
+            "--dataset",
+            str(data),
+            "--backend",
+            "hf",
+            "--max-new-tokens",
+            "4",
+            "--threads",
+            "1",
+            "--progress",
+            "off",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     lines = [line for line in err.splitlines() if line.startswith("pasr eval: error:")]
     assert rc == 2 and len(lines) == 1 and str(bad_file) in lines[0] and "Traceback" not in err, err
 

@@ -19,8 +19,14 @@ from pasr_cli import main
 from tests.stats_records import P_RIGHT, P_WRONG, T7, rec, write
 
 PNG = b"\x89PNG\r\n\x1a\n"
-OVERVIEW = (plots.overview_rates, plots.refines_per_response, plots.accuracy_by_refine, plots.refine_positions,
-            plots.refine_lengths, plots.refine_outcomes)
+OVERVIEW = (
+    plots.overview_rates,
+    plots.refines_per_response,
+    plots.accuracy_by_refine,
+    plots.refine_positions,
+    plots.refine_lengths,
+    plots.refine_outcomes,
+)
 EMPTY = {"groups": {}, "trends": {}, "val_trends": {}, "metrics_trends": {}, "transitions": [], "rrr": {}}
 
 
@@ -39,7 +45,15 @@ def stats_of(tmp_path: Path, name: str, records: list) -> dict:
 @pytest.fixture(scope="module")
 def normal(dumps, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("normal")
-    args = ["stats", str(dumps / "runA"), str(dumps / "a_pasr"), str(dumps / "b_plain"), "--out", str(out), "--no-plots"]
+    args = [
+        "stats",
+        str(dumps / "runA"),
+        str(dumps / "a_pasr"),
+        str(dumps / "b_plain"),
+        "--out",
+        str(out),
+        "--no-plots",
+    ]
     assert main(args) == 0
     return json.loads((out / "stats.json").read_text())
 
@@ -122,8 +136,14 @@ def test_rrr_groups_only_say_why(tmp_path):
 
 def test_plain_responses_only(tmp_path):
     """No refine span, no well-formed response: every PASR rate 0 %; the spans' figures say so."""
-    stats = stats_of(tmp_path, "plain", [rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
-                                         rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k")])
+    stats = stats_of(
+        tmp_path,
+        "plain",
+        [
+            rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
+            rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k"),
+        ],
+    )
     _, fig = one(plots.overview_rates, stats)
     ax = fig.axes[0]
     assert_no_data(ax, "every rate is 0 %", "no refine spans")
@@ -173,7 +193,11 @@ def test_overview_figures_on_normal_data(normal, tmp_path):
         assert_fits(fig)
     ax = one(plots.overview_rates, normal)[1].axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "refine rate", "empty-refine rate", "refine-fix rate", "format pass rate"]  # refine-break: 0 wherever measured
+        "refine rate",
+        "empty-refine rate",
+        "refine-fix rate",
+        "format pass rate",
+    ]  # refine-break: 0 wherever measured
     assert [t.get_text().replace("\n", " ") for t in ax.texts] == ["no bar, 0 wherever measured: refine-break rate"]
     heights = [p.get_height() for p in ax.containers[0].patches]  # refine rate per group
     assert heights[0] == pytest.approx(80.0)
@@ -185,8 +209,17 @@ def test_overview_figures_on_normal_data(normal, tmp_path):
 
 
 def trend(steps: list[int], value=None) -> dict:
-    cols = ("refine_rate", "format_pass_rate", "empty_refine_rate", "acc_refine", "acc_plain",
-            "response_tokens_refine", "response_tokens_plain", "refine_reward", "total_reward")
+    cols = (
+        "refine_rate",
+        "format_pass_rate",
+        "empty_refine_rate",
+        "acc_refine",
+        "acc_plain",
+        "response_tokens_refine",
+        "response_tokens_plain",
+        "refine_reward",
+        "total_reward",
+    )
     return {"steps": steps} | {c: [value] * len(steps) for c in cols}
 
 
@@ -195,9 +228,18 @@ def test_training_trends_without_values(steps, tmp_path):
     stats = dict(EMPTY, trends={"runZ": trend(steps)})
     name, fig = one(plots.training_trends, stats)
     assert name == "trend_runZ.png" and len(fig.axes) == 6
-    for ax, why, rate in zip(fig.axes, ("no refine rollouts", "no refine rollouts", "no judged rollout",
-                                        "no response lengths", "refine rollout with", "refine rollout with"),
-                             (True, True, True, False, False, False)):
+    for ax, why, rate in zip(
+        fig.axes,
+        (
+            "no refine rollouts",
+            "no refine rollouts",
+            "no judged rollout",
+            "no response lengths",
+            "refine rollout with",
+            "refine rollout with",
+        ),
+        (True, True, True, False, False, False),
+    ):
         assert_no_data(ax, why, rate=rate)
         assert not ax.xaxis.get_gridlines() or not any(g.get_visible() for g in ax.xaxis.get_gridlines())
     assert_fits(fig)
@@ -225,7 +267,10 @@ def test_training_trends_on_normal_data(normal):
         assert no_data_text(ax) is None and drawn(ax)
         assert_rate_axis(ax)
     assert [t.get_text() for t in acc.get_legend().get_texts()] == [
-        "refine rollouts", "plain rollouts (mean)", "in-training eval: heldout"]
+        "refine rollouts",
+        "plain rollouts (mean)",
+        "in-training eval: heldout",
+    ]
     assert fmt.get_legend() is None and list(fmt.lines[0].get_ydata()) == [100.0, 50.0]
     assert list(length.lines[0].get_ydata()) == [22.0, 26.0] and length.get_ylim()[0] > 0  # tokens: autoscaled
     # judged refine rollouts' refine rewards: step 0 +1, -0.5, 0; step 1 +1 (the judge error left out)
@@ -235,10 +280,17 @@ def test_training_trends_on_normal_data(normal):
 
 
 def test_metrics_without_steps_or_values(tmp_path):
-    stats = dict(EMPTY, metrics_trends={
-        "empty": {"file": "m.jsonl", "steps": [], "series": {}},
-        "holes": {"file": "n.jsonl", "steps": [0, 1], "series": {"pasr/refine_rate": [None, None], "pasr/x": [0.0, 0.0]}},
-    })
+    stats = dict(
+        EMPTY,
+        metrics_trends={
+            "empty": {"file": "m.jsonl", "steps": [], "series": {}},
+            "holes": {
+                "file": "n.jsonl",
+                "steps": [0, 1],
+                "series": {"pasr/refine_rate": [None, None], "pasr/x": [0.0, 0.0]},
+            },
+        },
+    )
     figs = dict(plots.metrics_series(stats))
     [ax] = figs["metrics_empty.png"].axes
     assert_no_data(ax, "no training step", rate=False)
@@ -316,8 +368,13 @@ def run(method: str, **datasets) -> dict:
 
 
 def test_compare_without_numbers_says_no_data(tmp_path):
-    runs = [run("plain", gsm8k={"accuracy": None, "mean_tokens": None, "n_samples": 0},
-                math={"accuracy": 0.5, "mean_tokens": 40.0, "n_samples": 2})]
+    runs = [
+        run(
+            "plain",
+            gsm8k={"accuracy": None, "mean_tokens": None, "n_samples": 0},
+            math={"accuracy": 0.5, "mean_tokens": 40.0, "n_samples": 2},
+        )
+    ]
     fig = scatter_figure(runs)
     gsm8k, math = fig.axes
     assert_no_data(gsm8k, "no run has an accuracy", "gsm8k")
@@ -345,8 +402,10 @@ def test_compare_without_datasets(tmp_path):
 
 
 def test_compare_on_normal_data():
-    runs = [run("plain", gsm8k={"accuracy": 0.4, "mean_tokens": 300.0, "n_samples": 5}),
-            run("pasr", gsm8k={"accuracy": 1.0, "mean_tokens": 250.0, "n_samples": 5})]
+    runs = [
+        run("plain", gsm8k={"accuracy": 0.4, "mean_tokens": 300.0, "n_samples": 5}),
+        run("pasr", gsm8k={"accuracy": 1.0, "mean_tokens": 250.0, "n_samples": 5}),
+    ]
     fig = scatter_figure(runs)
     ax = fig.axes[0]
     assert no_data_text(ax) is None and len(ax.collections) == 2

@@ -40,12 +40,29 @@ def test_one_set_of_defaults_and_the_cpu_preset_over_it():
 
     paper = PasrConfig()
     assert (paper.n_refine, paper.n_plain, paper.tie_value, paper.refine_compare, paper.empty_refine_value) == (
-        8, 8, -0.5, "sign", None)
+        8,
+        8,
+        -0.5,
+        "sign",
+        None,
+    )
     assert LocalTrainConfig().pasr == paper == pasr_config(compose_config([]))
-    assert (EvalConfig(model="m", datasets=["d"], out="o").refine_prompt, EvalConfig(model="m", datasets=["d"], out="o").plain_prompt) == (
-        PromptsConfig.refine, PromptsConfig.plain) == ("refine_system", "plain_system")
+    assert (
+        (
+            EvalConfig(model="m", datasets=["d"], out="o").refine_prompt,
+            EvalConfig(model="m", datasets=["d"], out="o").plain_prompt,
+        )
+        == (PromptsConfig.refine, PromptsConfig.plain)
+        == ("refine_system", "plain_system")
+    )
     cpu = load_config(preset="cpu").pasr
-    assert (cpu.n_refine, cpu.n_plain, cpu.tie_value, cpu.refine_compare, cpu.empty_refine_value) == (4, 2, 0.0, "margin", 0.0)
+    assert (cpu.n_refine, cpu.n_plain, cpu.tie_value, cpu.refine_compare, cpu.empty_refine_value) == (
+        4,
+        2,
+        0.0,
+        "margin",
+        0.0,
+    )
     assert (cpu.prompts.refine, cpu.prompts.plain) == ("refine_system_short", "plain_system_short")
     assert load_config().presets == ["default", "cpu"] and load_config().pasr == cpu
     for name in PRESETS:
@@ -151,7 +168,9 @@ def test_rrr_arithmetic_preset_is_the_run_that_learned():
 
     from recipe.local_engine.config import to_yaml
 
-    measured = json.loads((CONFIG_DIR.parents[1] / "benchmarks" / "results" / "learning_signal_rrr_seeds_w60.json").read_text())
+    measured = json.loads(
+        (CONFIG_DIR.parents[1] / "benchmarks" / "results" / "learning_signal_rrr_seeds_w60.json").read_text()
+    )
     machine = ("model.threads=", "model.rollout_dtype=", "algo.bf16_autocast=")
     trained = [o for o in measured["overrides"] if not o.startswith(machine)]
     as_run = OmegaConf.create(to_yaml(load_config(preset=measured["preset"], overrides=trained)))

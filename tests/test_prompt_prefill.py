@@ -74,7 +74,7 @@ def test_prefill_gives_each_row_what_running_it_alone_gives(tiny_model_dir, atte
         alone_keys.append(out.past_key_values.layers[-1].keys[0])
     g_alone = grads(sum(h.pow(2).sum() for h in alone_last) + sum(k.pow(2).sum() for k in alone_keys))
     torch.testing.assert_close(last, torch.stack(alone_last), rtol=1e-4, atol=1e-5)
-    for i, r in enumerate(rows):
+    for i, _r in enumerate(rows):
         real = mask[i].bool()
         torch.testing.assert_close(keys[i][:, real], alone_keys[i], rtol=1e-4, atol=1e-5)
     assert len(g_shared) == len(g_alone)

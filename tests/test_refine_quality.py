@@ -31,8 +31,17 @@ def resp(think: str, answer: str = "\\boxed{40}") -> str:
 
 @pytest.mark.parametrize(
     "raw, norm",
-    [("1,000", "1000"), ("5.0", "5"), ("2.50", "2.5"), ("-3", "-3"), ("-0", "0"), ("007", "7"), ("12", "12"),
-     ("1,234,567.00", "1234567"), ("0.125", "0.125")],
+    [
+        ("1,000", "1000"),
+        ("5.0", "5"),
+        ("2.50", "2.5"),
+        ("-3", "-3"),
+        ("-0", "0"),
+        ("007", "7"),
+        ("12", "12"),
+        ("1,234,567.00", "1234567"),
+        ("0.125", "0.125"),
+    ],
 )
 def test_normalize_number(raw, norm):
     assert normalize_number(raw) == norm
@@ -51,8 +60,21 @@ def test_numbers_in_text():
 
 @pytest.mark.parametrize(
     "gold, expected",
-    [("72", "72"), ("1,000", "1000"), ("-3", "-3"), ("5.0", "5"), (" 18 ", "18"), ("\\$5", "5"), ("10\\%", "10"),
-     ("\\boxed{12}", "12"), ("\\frac{1}{2}", None), ("x = 3", None), ("", None), (None, None), ("(1, 2)", None)],
+    [
+        ("72", "72"),
+        ("1,000", "1000"),
+        ("-3", "-3"),
+        ("5.0", "5"),
+        (" 18 ", "18"),
+        ("\\$5", "5"),
+        ("10\\%", "10"),
+        ("\\boxed{12}", "12"),
+        ("\\frac{1}{2}", None),
+        ("x = 3", None),
+        ("", None),
+        (None, None),
+        ("(1, 2)", None),
+    ],
 )
 def test_numeric_gold(gold, expected):
     assert numeric_gold(gold) == expected
@@ -112,10 +134,7 @@ def test_words_only_refines():
 
 
 def test_multiple_spans_keep_order():
-    think = (
-        "Let us compute 7 + 8 = 14. <refine>Let me re-read the question.</refine> "
-        "<refine>7 + 8 = 15</refine> Done."
-    )
+    think = "Let us compute 7 + 8 = 14. <refine>Let me re-read the question.</refine> <refine>7 + 8 = 15</refine> Done."
     q = assess_refines(resp(think, "15"), "15", True)
     assert q == RefineQuality(2, (True, False), True, draft_ok=False, breaks=False)
     assert q.n_empty == 1
@@ -237,7 +256,9 @@ def test_no_break_when_right_draft_stays_right_or_draft_was_wrong():
 
 def test_break_not_applicable():
     think = "81 - 41 = 40. <refine>81 - 41 is 41.</refine> So 41."
-    assert assess_refines(resp("Let me see. <refine>it is 41</refine> 41", "41"), "40", False).breaks is None  # no draft
+    assert (
+        assess_refines(resp("Let me see. <refine>it is 41</refine> 41", "41"), "40", False).breaks is None
+    )  # no draft
     assert assess_refines(resp(think, "41"), "\\frac{1}{2}", False).breaks is None  # not a numeric gold
     assert assess_refines(resp(think, "41"), "40", None).breaks is None  # judge error
     assert assess_refines(resp("81 - 41 = 41. So 41.", "41"), "40", False).breaks is None  # no refine
@@ -245,10 +266,23 @@ def test_break_not_applicable():
 
 def _rec(response: str, gold: str, acc: float | None) -> RolloutRecord:
     fmt = check_format(response)
-    return RolloutRecord(run_id="r", query_id="q", data_source="gsm8k", variant="refine", prompt="q?",
-                         response=response, response_tokens=len(response) // 4, format_ok=fmt.ok,
-                         format_reason=fmt.reason, n_refine=fmt.n_refine, extracted_answer=None, gold=gold, acc=acc,
-                         total_reward=acc, refine_reward=0.0)
+    return RolloutRecord(
+        run_id="r",
+        query_id="q",
+        data_source="gsm8k",
+        variant="refine",
+        prompt="q?",
+        response=response,
+        response_tokens=len(response) // 4,
+        format_ok=fmt.ok,
+        format_reason=fmt.reason,
+        n_refine=fmt.n_refine,
+        extracted_answer=None,
+        gold=gold,
+        acc=acc,
+        total_reward=acc,
+        refine_reward=0.0,
+    )
 
 
 def test_break_rate_metric():

@@ -178,12 +178,15 @@ def test_a_run_saved_before_the_retirement_resumes_with_the_same_settings(tmp_pa
     assert saved == load_config()  # what the defaults train: the dropped keys held what the code does
 
 
-@pytest.mark.parametrize("extra, setting", [
-    ({"train_plain": True}, "pasr.train_plain"),
-    ({"empty_refine_mode": "cap", "empty_refine_value": -0.25}, "pasr.empty_refine_mode"),
-    ({"draft_credit": "value"}, "pasr.draft_credit"),
-    ({"refine_compare": "draft"}, "pasr.refine_compare=draft"),
-])
+@pytest.mark.parametrize(
+    "extra, setting",
+    [
+        ({"train_plain": True}, "pasr.train_plain"),
+        ({"empty_refine_mode": "cap", "empty_refine_value": -0.25}, "pasr.empty_refine_mode"),
+        ({"draft_credit": "value"}, "pasr.draft_credit"),
+        ({"refine_compare": "draft"}, "pasr.refine_compare=draft"),
+    ],
+)
 def test_a_saved_run_that_used_a_retired_behaviour_is_still_refused(tmp_path, extra, setting):
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=str(_old_run_config(tmp_path, **extra)), saved_run=True)
@@ -219,7 +222,9 @@ def test_a_renamed_key_is_refused_naming_its_new_name_in_both_engines(tmp_path):
 
     assert RENAMED["trainer.loggers"][0] == "trainer.logger"
     message = retired_message("trainer.loggers")
-    assert message.startswith("trainer.loggers was renamed trainer.logger (") and message.endswith("set trainer.logger instead")
+    assert message.startswith("trainer.loggers was renamed trainer.logger (") and message.endswith(
+        "set trainer.logger instead"
+    )
     assert ";" not in message and "\n" not in message
     with pytest.raises(ConfigError) as exc:
         load_config(overrides=["trainer.loggers=[console]", "pasr.tie_valeu=0"])
@@ -280,7 +285,9 @@ def test_the_wandb_project_and_run_keys_are_verls_in_both_engines(tmp_path, monk
         load_config(config_file=str(path))
     assert str(exc.value) == f"{retired_message('trainer.project')}; {retired_message('trainer.experiment')}"
 
-    cfg = load_config(overrides=["trainer.project_name=proj", "trainer.experiment_name=run-1", "trainer.logger=[console]"])
+    cfg = load_config(
+        overrides=["trainer.project_name=proj", "trainer.experiment_name=run-1", "trainer.logger=[console]"]
+    )
     assert compose_config(["trainer.project_name=proj"]).trainer.project_name == "proj"  # verl's own key
     made = []
     monkeypatch.setattr("verl.utils.tracking.Tracking", lambda *args, **kwargs: made.append((args, kwargs)))

@@ -102,8 +102,9 @@ def test_score_group_pays_rollouts_whose_refines_all_restate_the_empty_refine_va
     worked = "<think>94 + 3 = 97. <refine>90 + 3 = 93, 93 + 4 = 97, so 97 is right.</refine></think><answer>97</answer>"
     mixed = "<think>94 + 3 = 97. <refine>97</refine> ok <refine>90 + 3 = 93</refine></think><answer>97</answer>"
     w = RewardWeights(1.0, 1.0, 1.0)
-    paid = score_group([restate, worked, mixed], [1.0] * 3, [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6,
-                       empty_refine_value=0.0)
+    paid = score_group(
+        [restate, worked, mixed], [1.0] * 3, [0.0, 1.0], weights=w, tie_value=0.0, zeta=1e-6, empty_refine_value=0.0
+    )
     assert [r.refine_outcome for r in paid] == ["empty", "better", "better"]
     assert [r.total for r in paid] == [2.0, 3.0, 3.0]
     paper = score_group([restate], [1.0], [0.0, 1.0], weights=w, **PAPER)
@@ -136,8 +137,15 @@ def test_score_group_empty_refine_value_ranks_a_worked_check_above_a_restatement
     wrong_restate = "<think>94 + 3 = 98. <refine>94 + 3 = 98, so 98 is right.</refine></think><answer>98</answer>"
     wrong_plain = "<think>94 + 3 = 98.</think><answer>98</answer>"
     w = RewardWeights(1.0, 1.0, 1.0)
-    out = score_group([restate, worked, plain, wrong_restate, wrong_plain], [1.0, 1.0, 1.0, 0.0, 0.0], [0.0, 1.0],
-                      weights=w, tie_value=0.0, zeta=1e-6, empty_refine_value=0.0)
+    out = score_group(
+        [restate, worked, plain, wrong_restate, wrong_plain],
+        [1.0, 1.0, 1.0, 0.0, 0.0],
+        [0.0, 1.0],
+        weights=w,
+        tie_value=0.0,
+        zeta=1e-6,
+        empty_refine_value=0.0,
+    )
     assert [r.refine_outcome for r in out] == ["empty", "better", "none", "empty", "none"]
     assert [r.total for r in out] == [2.0, 3.0, 2.0, 1.0, 1.0]
 

@@ -70,10 +70,16 @@ def _step(tiny, judge, monkeypatch, n_queries=3, n_reflections=2):
 
     model, tok = tiny
     model = copy.deepcopy(model)
-    cfg = load_config(preset="rrr", overrides=[
-        f"rrr.n_reflections={n_reflections}", "rrr.max_reflection_tokens=5", "rollout.max_new_tokens=4",
-        "algo.skip_zero_adv=false", "algo.kl_coef=0",
-    ])
+    cfg = load_config(
+        preset="rrr",
+        overrides=[
+            f"rrr.n_reflections={n_reflections}",
+            "rrr.max_reflection_tokens=5",
+            "rollout.max_new_tokens=4",
+            "algo.skip_zero_adv=false",
+            "algo.kl_coef=0",
+        ],
+    )
     seen: dict = {"batches": []}
     real_exchange, real_update = rrr.run_exchange, rrr.update_policy
 
@@ -88,9 +94,19 @@ def _step(tiny, judge, monkeypatch, n_queries=3, n_reflections=2):
     monkeypatch.setattr(rrr, "run_exchange", exchange)
     monkeypatch.setattr(rrr, "update_policy", update)
     metrics, records = rrr.rrr_step(
-        generator=model, model=model, ref_model=None, optimizer=torch.optim.SGD(model.parameters(), lr=1e-3),
-        tokenizer=tok, queries=_queries(n_queries), prompts=cfg.rrr.load_prompts(), judge=judge,
-        rollout=cfg.rollout, rrr=cfg.rrr, algo=cfg.algo, run_id="t", step=1,
+        generator=model,
+        model=model,
+        ref_model=None,
+        optimizer=torch.optim.SGD(model.parameters(), lr=1e-3),
+        tokenizer=tok,
+        queries=_queries(n_queries),
+        prompts=cfg.rrr.load_prompts(),
+        judge=judge,
+        rollout=cfg.rollout,
+        rrr=cfg.rrr,
+        algo=cfg.algo,
+        run_id="t",
+        step=1,
     )
     return metrics, records, seen["exchange"], seen["batches"]
 
@@ -124,8 +140,14 @@ def test_the_update_sees_reflection_prompt_and_reflection_tokens_only(tiny, monk
     assert metrics["rrr/trained_rows"] == 4 and metrics["actor/trained_rows"] == 4
     assert metrics["rrr/first_attempt_acc"] == pytest.approx(1 / 3) and metrics["rrr/retry_acc"] == 0.5
     assert [r.variant for r in records] == [ATTEMPT] * 3 + [REFLECTION] * 4 + [RETRY] * 4
-    assert {"timing_s/gen_attempt", "timing_s/gen_reflection", "timing_s/gen_retry", "timing_s/reward",
-            "timing_s/update", "timing_s/step"} <= set(metrics)
+    assert {
+        "timing_s/gen_attempt",
+        "timing_s/gen_reflection",
+        "timing_s/gen_retry",
+        "timing_s/reward",
+        "timing_s/update",
+        "timing_s/step",
+    } <= set(metrics)
 
 
 def test_first_attempt_successes_produce_no_rows(tiny, monkeypatch):
@@ -154,8 +176,23 @@ def test_verifier_errors_are_neither_failures_nor_zero_rewards(tiny, monkeypatch
 
 
 def _record(query: str, variant: str, acc, tokens: int, k: int = 0) -> RolloutRecord:
-    return RolloutRecord("r", query, "countdown", variant, "?", "x", tokens, False, "missing_think", 0, None, "1, 2 -> 3",
-                         acc, sample_index=k, dataset="final")
+    return RolloutRecord(
+        "r",
+        query,
+        "countdown",
+        variant,
+        "?",
+        "x",
+        tokens,
+        False,
+        "missing_think",
+        0,
+        None,
+        "1, 2 -> 3",
+        acc,
+        sample_index=k,
+        dataset="final",
+    )
 
 
 def test_eval_metrics_and_outcomes():
@@ -163,9 +200,15 @@ def test_eval_metrics_and_outcomes():
 
     records = [
         _record("a", ATTEMPT, 1.0, 10),  # right at once
-        _record("b", ATTEMPT, 0.0, 12), _record("b", REFLECTION, 1.0, 20), _record("b", RETRY, 1.0, 8),  # recovered
-        _record("c", ATTEMPT, 0.0, 12), _record("c", REFLECTION, 0.0, 20), _record("c", RETRY, 0.0, 8),  # not
-        _record("d", ATTEMPT, 0.0, 12), _record("d", REFLECTION, None, 20), _record("d", RETRY, None, 8),  # unscored retry
+        _record("b", ATTEMPT, 0.0, 12),
+        _record("b", REFLECTION, 1.0, 20),
+        _record("b", RETRY, 1.0, 8),  # recovered
+        _record("c", ATTEMPT, 0.0, 12),
+        _record("c", REFLECTION, 0.0, 20),
+        _record("c", RETRY, 0.0, 8),  # not
+        _record("d", ATTEMPT, 0.0, 12),
+        _record("d", REFLECTION, None, 20),
+        _record("d", RETRY, None, 8),  # unscored retry
         _record("e", ATTEMPT, None, 30),  # unscored attempt
     ]
     m = eval_metrics(records)
@@ -223,7 +266,9 @@ def test_reflection_traces_check_a_really_failed_attempt():
             value = parse_equation(equation_text(t.attempt)).value
             assert value != p.target and f"my equation equals {value}, not {p.target}" in t.reflection.lower()
             assert "<answer>" not in t.reflection and t.reflection.count("Next time") == 1
-            kinds.add(next(k for k in ("I wrote", "My steps are right", "My equation equals") if t.reflection.startswith(k)))
+            kinds.add(
+                next(k for k in ("I wrote", "My steps are right", "My equation equals") if t.reflection.startswith(k))
+            )
     assert len(kinds) == 3  # slips, honest misses and early targets all occur
 
 
@@ -234,7 +279,9 @@ def test_warmup_follows_the_data_and_keeps_pasr_unchanged():
     from recipe.local_engine.warmup_data import warmup_examples
     from rewards.countdown import countdown_reward
 
-    cfg = load_config(preset="rrr", overrides=["warmup.n_traces=20", "warmup.reflection_fraction=0", "warmup.retry_fraction=0"])
+    cfg = load_config(
+        preset="rrr", overrides=["warmup.n_traces=20", "warmup.reflection_fraction=0", "warmup.retry_fraction=0"]
+    )
     rrr_prompts = cfg.rrr.load_prompts()
     examples = warmup_examples(cfg, PromptSet.load("refine_system_short", "plain_system_short"), rrr_prompts)
     assert len(examples) == 20
@@ -249,10 +296,22 @@ def test_warmup_follows_the_data_and_keeps_pasr_unchanged():
     pasr = load_config(overrides=["warmup.n_traces=30"])
     prompts = PromptSet.load("refine_system_short", "plain_system_short")
     w = pasr.warmup
-    samples = build_samples(generate_problems(30, seed=w.seed, difficulty=1, split="train"), w.refine_fraction,
-                            w.refine_style, w.seed, w.plain_fraction)
-    expected = [(prompts.refine_chat(s.problem.question) if s.variant == "refine" else prompts.plain_chat(s.problem.question),
-                 s.trace[len("<think>"):]) for s in samples]
+    samples = build_samples(
+        generate_problems(30, seed=w.seed, difficulty=1, split="train"),
+        w.refine_fraction,
+        w.refine_style,
+        w.seed,
+        w.plain_fraction,
+    )
+    expected = [
+        (
+            prompts.refine_chat(s.problem.question)
+            if s.variant == "refine"
+            else prompts.plain_chat(s.problem.question),
+            s.trace[len("<think>") :],
+        )
+        for s in samples
+    ]
     got = warmup_examples(pasr, prompts)
     assert [(e.chat, e.target) for e in got] == expected and {e.prefill for e in got} == {"<think>"}
 
@@ -262,7 +321,9 @@ def test_countdown_warmup_teaches_attempts_reflections_and_retries():
     from recipe.local_engine.warmup_data import warmup_examples
     from rewards.countdown import countdown_reward, equation_text, parse_equation
 
-    cfg = load_config(preset="rrr", overrides=["warmup.n_traces=300", "warmup.reflection_fraction=0.3", "warmup.retry_fraction=0.2"])
+    cfg = load_config(
+        preset="rrr", overrides=["warmup.n_traces=300", "warmup.reflection_fraction=0.3", "warmup.retry_fraction=0.2"]
+    )
     rrr = cfg.rrr.load_prompts()
     from data.countdown import generate_problems
 
@@ -300,9 +361,17 @@ def test_synthetic_rrr_warmup_teaches_reflections_that_redo_the_slipped_step():
     from prompts import PromptSet
     from recipe.local_engine.warmup_data import warmup_examples
 
-    cfg = load_config(preset="rrr", overrides=["data.source=synthetic", "pasr.judge.kind=rule", "warmup.n_traces=200",
-                                               "warmup.reflection_fraction=0.3", "warmup.retry_fraction=0.2",
-                                               "data.difficulty=2"])
+    cfg = load_config(
+        preset="rrr",
+        overrides=[
+            "data.source=synthetic",
+            "pasr.judge.kind=rule",
+            "warmup.n_traces=200",
+            "warmup.reflection_fraction=0.3",
+            "warmup.retry_fraction=0.2",
+            "data.difficulty=2",
+        ],
+    )
     rrr = cfg.rrr.load_prompts()
     problems = generate_problems(200, seed=cfg.warmup.seed, difficulty=2, split="train")
     examples = warmup_examples(cfg, PromptSet.load("refine_system_short", "plain_system_short"), rrr)
@@ -334,9 +403,21 @@ def test_rrr_refuses_a_judge_that_is_not_binary_and_exact():
     from recipe.pasr_config import ConfigError
 
     with pytest.raises(ConfigError, match="method=rrr needs a binary, exact judge.*pasr.judge.kind=openai"):
-        load_config(overrides=["method=rrr", "pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"])
+        load_config(
+            overrides=[
+                "method=rrr",
+                "pasr.judge.kind=openai",
+                "pasr.judge.base_url=http://127.0.0.1:1/v1",
+                "pasr.judge.model=m",
+            ]
+        )
     assert load_config(overrides=["method=rrr", "pasr.judge.kind=rule"]).method == "rrr"  # math with the rule judge
-    assert load_config(overrides=["pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"]).method == "pasr"
+    assert (
+        load_config(
+            overrides=["pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:1/v1", "pasr.judge.model=m"]
+        ).method
+        == "pasr"
+    )
 
 
 def p_trace(problem) -> str:
@@ -347,10 +428,21 @@ def p_trace(problem) -> str:
 
 def _tiny_overrides(tiny_model_dir, steps=2):
     return [
-        f"model.path={tiny_model_dir}", "model.threads=1", "warmup.steps=2", "warmup.batch_size=2", "warmup.n_traces=8",
-        f"trainer.steps={steps}", "trainer.save_every=1", "rollout.queries_per_step=2", "rrr.n_reflections=2",
-        "rollout.max_new_tokens=4", "rollout.eval_max_new_tokens=4", "rrr.max_reflection_tokens=4",
-        "data.eval_size=3", "data.train_size=10", "algo.skip_zero_adv=false",
+        f"model.path={tiny_model_dir}",
+        "model.threads=1",
+        "warmup.steps=2",
+        "warmup.batch_size=2",
+        "warmup.n_traces=8",
+        f"trainer.steps={steps}",
+        "trainer.save_every=1",
+        "rollout.queries_per_step=2",
+        "rrr.n_reflections=2",
+        "rollout.max_new_tokens=4",
+        "rollout.eval_max_new_tokens=4",
+        "rrr.max_reflection_tokens=4",
+        "data.eval_size=3",
+        "data.train_size=10",
+        "algo.skip_zero_adv=false",
     ]
 
 
@@ -364,7 +456,12 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     trainer.judge = CoinJudge()
     evals = trainer.fit()
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [(x["step"], x["phase"]) for x in lines if x["phase"] != "eval"] == [(1, "warmup"), (2, "warmup"), (3, "rrr"), (4, "rrr")]
+    assert [(x["step"], x["phase"]) for x in lines if x["phase"] != "eval"] == [
+        (1, "warmup"),
+        (2, "warmup"),
+        (3, "rrr"),
+        (4, "rrr"),
+    ]
     rrr_lines = [x for x in lines if x["phase"] == "rrr"]
     assert all(x["rrr/trained_rows"] > 0 and "actor/pg_loss" in x for x in rrr_lines)
     assert json.loads((run / "checkpoints" / "step_000004" / "trainer_state.json").read_text())["phase"] == "rrr"
@@ -385,8 +482,13 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
 
     # pasr stats reads an RRR run (no refine metrics to speak of, no crash)
     out = tmp_path / "stats"
-    proc = subprocess.run([sys.executable, "-m", "recipe", "stats", str(run), "--out", str(out), "--no-plots"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe", "stats", str(run), "--out", str(out), "--no-plots"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (out / "report.md").is_file() and (out / "stats.json").is_file()
 
@@ -395,9 +497,23 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
 def test_preset_rrr_trains_the_real_model(tmp_path):
     """`pasr train --preset rrr` end to end on SmolLM2-135M, a few steps of each phase."""
     run = tmp_path / "rrr"
-    argv = [sys.executable, "-m", "recipe", "train", "--preset", "rrr", "--run-dir", str(run), "model.threads=1",
-            "warmup.steps=4", "trainer.steps=2", "data.eval_size=8", "rollout.queries_per_step=4",
-            "rrr.n_reflections=2", "trainer.save_every=2"]
+    argv = [
+        sys.executable,
+        "-m",
+        "recipe",
+        "train",
+        "--preset",
+        "rrr",
+        "--run-dir",
+        str(run),
+        "model.threads=1",
+        "warmup.steps=4",
+        "trainer.steps=2",
+        "data.eval_size=8",
+        "rollout.queries_per_step=4",
+        "rrr.n_reflections=2",
+        "trainer.save_every=2",
+    ]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "first attempt" in proc.stdout

@@ -8,17 +8,28 @@ import json
 import pytest
 
 from benchmarks.rrr_seeds import TREND_KEYS, main, seed_row
-from data.records import RolloutRecord, write_records
-from data.records import ATTEMPT, REFLECTION, RETRY
+from data.records import ATTEMPT, REFLECTION, RETRY, RolloutRecord, write_records
 
 
 def _record(q: int, variant: str, ok: bool | None) -> RolloutRecord:
     answer = "42" if ok else "41"
     text = "I slipped." if variant == REFLECTION else f"<think>6 * 7 = {answer}.</think><answer>{answer}</answer>"
-    return RolloutRecord(run_id="r", query_id=f"q{q}", data_source="synthetic", variant=variant, prompt="6 * 7?",
-                         response=text, response_tokens=10, format_ok=True, format_reason="ok", n_refine=0,
-                         extracted_answer=None if ok is None else answer, gold="42", acc=None if ok is None else float(ok),
-                         dataset="t")
+    return RolloutRecord(
+        run_id="r",
+        query_id=f"q{q}",
+        data_source="synthetic",
+        variant=variant,
+        prompt="6 * 7?",
+        response=text,
+        response_tokens=10,
+        format_ok=True,
+        format_reason="ok",
+        n_refine=0,
+        extracted_answer=None if ok is None else answer,
+        gold="42",
+        acc=None if ok is None else float(ok),
+        dataset="t",
+    )
 
 
 def _eval(first: list[bool], retry: list[bool]) -> list[RolloutRecord]:

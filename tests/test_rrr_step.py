@@ -44,7 +44,14 @@ def test_failures_are_scored_unsuccessful_attempts_only():
 def test_reflection_requests_n_per_failure_with_question_attempt_and_feedback():
     prompts = RrrPrompts.load()
     requests = reflection_requests(select_failures(ATTEMPTS), prompts, n=3)
-    assert [(r.query_id, r.sample_index) for r in requests] == [("q1", 0), ("q1", 1), ("q1", 2), ("q2", 0), ("q2", 1), ("q2", 2)]
+    assert [(r.query_id, r.sample_index) for r in requests] == [
+        ("q1", 0),
+        ("q1", 1),
+        ("q1", 2),
+        ("q2", 0),
+        ("q2", 1),
+        ("q2", 2),
+    ]
     chat = requests[3].chat
     assert [m["role"] for m in chat] == ["user"]  # no system prompt: a reflection gives no <answer>
     text = chat[0]["content"]
@@ -64,7 +71,10 @@ def test_retry_chat_carries_the_reflection_and_the_answer_format():
     user = chat[1]["content"]
     assert "I subtracted 5 instead of multiplying by (25 - 5)." in user
     assert ATTEMPTS[1].question in user and ATTEMPTS[1].text in user and "<answer>" in user
-    assert prompts.attempt_chat("Q?") == [{"role": "system", "content": prompts.attempt_system}, {"role": "user", "content": "Q?"}]
+    assert prompts.attempt_chat("Q?") == [
+        {"role": "system", "content": prompts.attempt_system},
+        {"role": "user", "content": "Q?"},
+    ]
 
 
 def test_fill_is_one_pass_and_leaves_unknown_braces():

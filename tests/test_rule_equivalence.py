@@ -148,9 +148,7 @@ _POOL_SCRIPT = textwrap.dedent(
 
 
 def test_rule_judge_pool_closes_with_context_and_at_exit():
-    proc = subprocess.run(
-        [sys.executable, "-c", _POOL_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", _POOL_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "with: closed" in proc.stdout and "exit: closed" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -55,8 +55,14 @@ def test_resume_of_a_run_still_going_is_refused(tiny_model_dir, tmp_path):
     run_dir = tmp_path / "run"
     # steps it cannot finish before the SIGINT below (with 40 an idle machine finished them and
     # the signal met a process that was already exiting: -2 instead of 130)
-    first = subprocess.Popen(_args(tiny_model_dir, run_dir) + ["trainer.steps=100000"], cwd=REPO, env=_env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        _args(tiny_model_dir, run_dir) + ["trainer.steps=100000"],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 300
         while not (run_dir / "metrics.jsonl").is_file() and first.poll() is None and time.time() < deadline:
@@ -75,8 +81,10 @@ def test_resume_of_a_run_still_going_is_refused(tiny_model_dir, tmp_path):
     assert steps == list(range(1, len(steps) + 1))  # each step once
 
 
-HOLD = "import sys, time; from recipe.run_lock import RunLock; RunLock(sys.argv[1], 'pasr train').acquire(); " \
-       "print('locked', flush=True); time.sleep(120)"  # fmt: skip
+HOLD = (
+    "import sys, time; from recipe.run_lock import RunLock; RunLock(sys.argv[1], 'pasr train').acquire(); "
+    "print('locked', flush=True); time.sleep(120)"
+)
 
 
 def test_second_start_into_one_run_dir_is_refused(tiny_model_dir, tmp_path, capsys):
@@ -226,8 +234,10 @@ def test_resume_cannot_move_the_warmup_boundary_even_forced(reference_run, tmp_p
     before = _files(run_dir)
     refused = _resume(run_dir, "--force", "warmup.steps=5", "trainer.steps=6")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert (f"cannot resume {run_dir} with warmup.steps=5, even with --force: it is at step 7, after its 2 warm-up "
-            "steps and 5 pasr steps, and the steps done cannot change phase; start a new --run-dir") in refused.stderr
+    assert (
+        f"cannot resume {run_dir} with warmup.steps=5, even with --force: it is at step 7, after its 2 warm-up "
+        "steps and 5 pasr steps, and the steps done cannot change phase; start a new --run-dir"
+    ) in refused.stderr
     assert _files(run_dir) == before
 
     from recipe.local_engine.cli import warmup_change_refused
@@ -308,7 +318,9 @@ def test_full_disk_in_training_is_one_line(tiny_model_dir, tmp_path, capsys, mon
         target = run_dir / "rollouts" / "step_000003.jsonl"
     rc, err = _train(capsys, *_args(tiny_model_dir, run_dir)[4:], "trainer.steps=2")
     monkeypatch.undo()
-    assert rc == 2 and err.strip().splitlines()[-1] == f"pasr train: error: no space left on device writing {target}", err
+    assert rc == 2 and err.strip().splitlines()[-1] == f"pasr train: error: no space left on device writing {target}", (
+        err
+    )
     assert "Traceback" not in err
     assert not target.exists() and not [p for p in run_dir.rglob("*") if "tmp" in p.name]
     assert _latest_step(run_dir) == 2
@@ -343,8 +355,21 @@ def test_full_disk_in_pasr_eval_is_one_line(tmp_path, capsys, monkeypatch):
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps({"question": f"{i}+{4 - i}?", "answer": "4"}) + "\n" for i in range(4)))
     out = tmp_path / "out"
-    argv = ["eval", "--model", "m", "--dataset", str(data), "--method", "plain", "--batch-size", "2",
-            "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        "m",
+        "--dataset",
+        str(data),
+        "--method",
+        "plain",
+        "--batch-size",
+        "2",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     monkeypatch.setattr(eval.run, "build_backend", lambda *a, **k: _Answers())
     with monkeypatch.context() as full:
         FullDisk(full, lambda p: p.name.startswith(("samples", "summary")), writes_left=2)

@@ -14,7 +14,9 @@ Q2 = dict(query_id="q2", data_source="synthetic", question="3+3?", gold="6")
 
 def _step():
     return [
-        Rollout(**Q1, variant="refine", text="<think>2+2=5 <refine>2+2=4</refine></think><answer>4</answer>", n_tokens=9),
+        Rollout(
+            **Q1, variant="refine", text="<think>2+2=5 <refine>2+2=4</refine></think><answer>4</answer>", n_tokens=9
+        ),
         Rollout(**Q1, variant="refine", text="<think>2+2=4</think><answer>4</answer>", n_tokens=7, sample_index=1),
         Rollout(**Q1, variant="plain", text="It is \\boxed{5}", n_tokens=5),
         Rollout(**Q1, variant="plain", text="<answer>4</answer>", n_tokens=4, sample_index=1),
@@ -27,7 +29,11 @@ def test_score_rollouts_per_query_groups():
     recs = score_rollouts(_step(), RuleJudge(mode="inline"), PasrConfig(), run_id="r", step=2, engine="local")
     assert [r.acc for r in recs] == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
     assert [r.refine_outcome for r in recs] == ["better", "none", None, None, "tie", None]
-    assert recs[0].total_reward == 1.0 + 1.0 + 1.0 and recs[1].total_reward == 2.0 and recs[4].total_reward == 1.0 + 0.0 - 0.5
+    assert (
+        recs[0].total_reward == 1.0 + 1.0 + 1.0
+        and recs[1].total_reward == 2.0
+        and recs[4].total_reward == 1.0 + 0.0 - 0.5
+    )
     assert recs[2].format_reason == "missing_think" and recs[3].extracted_answer == "4"
     assert recs[0].n_refine == 1 and recs[0].format_ok and recs[0].extra["baseline"] == 0.5
     assert all(r.step == 2 and r.engine == "local" for r in recs)
@@ -70,8 +76,10 @@ def test_a_judge_error_is_masked_and_never_scored_zero():
 
 
 def test_a_failed_rows_placeholder_is_its_groups_judged_mean():
-    rollouts = [Rollout(**Q1, variant="refine", text=f"<think>a</think><answer>{a}</answer>", n_tokens=5, sample_index=k)
-                for k, a in enumerate(["4", "3", "9"])] + [Rollout(**Q1, variant="plain", text="<answer>4</answer>", n_tokens=3)]  # fmt: skip
+    rollouts = [
+        Rollout(**Q1, variant="refine", text=f"<think>a</think><answer>{a}</answer>", n_tokens=5, sample_index=k)
+        for k, a in enumerate(["4", "3", "9"])
+    ] + [Rollout(**Q1, variant="plain", text="<answer>4</answer>", n_tokens=3)]
     records = judge_and_record(rollouts, FailsOn("9"), run_id="r", step=1, engine="local")
     scores, mask = group_scores(records, PasrConfig())
     assert mask == [True, True, False, False] and scores[2] == pytest.approx((2.0 + 1.0) / 2)
@@ -93,8 +101,15 @@ def test_a_judge_that_raises_makes_every_rollout_a_judge_error():
 
 def test_eval_records_carry_dataset_extra_and_one_prompt_version():
     r = Rollout(**Q1, variant="self_refine:answer", text="so 4", n_tokens=2, dataset="gsm8k", extra={"method": "m"})
-    (rec,) = judge_and_record([r], RuleJudge(mode="inline"), run_id="e", step=None, engine="eval",
-                              prompt_versions="v1", fallback_last_number=True)  # fmt: skip
+    (rec,) = judge_and_record(
+        [r],
+        RuleJudge(mode="inline"),
+        run_id="e",
+        step=None,
+        engine="eval",
+        prompt_versions="v1",
+        fallback_last_number=True,
+    )
     assert (rec.acc, rec.dataset, rec.prompt_version, rec.extra["method"]) == (1.0, "gsm8k", "v1", "m")
     with pytest.raises(ValueError, match="variant"):
         group_scores([rec], PasrConfig())
@@ -110,18 +125,24 @@ def test_local_batch_leaves_masked_rows_out_of_the_group_statistics():
     batch = build_batch(rows, 0, AlgoConfig(), mask=[True, True, False])
     assert len(batch) == 2
     assert batch.batch["advantages"][:, 0].tolist() == pytest.approx([2**-0.5, -(2**-0.5)], abs=1e-5)
-    assert build_batch(rows, 0, AlgoConfig()).batch["advantages"][:, 0].tolist() == pytest.approx([1.0, -1.0, 0.0], abs=1e-5)
+    assert build_batch(rows, 0, AlgoConfig()).batch["advantages"][:, 0].tolist() == pytest.approx(
+        [1.0, -1.0, 0.0], abs=1e-5
+    )
 
 
 def test_a_rollout_without_an_answer_is_wrong_even_when_the_judge_breaks():
     """No answer is a wrong answer (acc 0) with or without a judge: a judge that raises makes
     the answered rollouts judge errors, never the ones it had nothing to judge."""
-    rollouts = [Rollout(**Q1, variant="refine", text="<think>no idea</think>", n_tokens=3),
-                Rollout(**Q1, variant="refine", text="<think>2+2</think><answer>4</answer>", n_tokens=5, sample_index=1),
-                Rollout(**Q1, variant="refine", text="<answer> </answer>", n_tokens=2, sample_index=2)]  # fmt: skip
+    rollouts = [
+        Rollout(**Q1, variant="refine", text="<think>no idea</think>", n_tokens=3),
+        Rollout(**Q1, variant="refine", text="<think>2+2</think><answer>4</answer>", n_tokens=5, sample_index=1),
+        Rollout(**Q1, variant="refine", text="<answer> </answer>", n_tokens=2, sample_index=2),
+    ]
     records = judge_and_record(rollouts, Raises(), run_id="r", step=1, engine="local")
     assert [(r.acc, r.judge_error) for r in records] == [
-        (0.0, None), (None, "judge failed: ConnectionError: judge host down"), (0.0, None),
+        (0.0, None),
+        (None, "judge failed: ConnectionError: judge host down"),
+        (0.0, None),
     ]
 
 

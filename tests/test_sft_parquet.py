@@ -17,8 +17,11 @@ def sft_file(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sft") / "warmup_sft.parquet"
     proc = subprocess.run(
         [sys.executable, "-m", "data.sft_parquet", "--out", str(out), "--n", "60", "--plain-fraction", "0.3"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {out}: 60 traces" in proc.stdout
     return out
@@ -33,7 +36,9 @@ def dataset(sft_file):
     from runtime.model_loading import resolve_model_path
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path("smollm2"))
-    cfg = OmegaConf.create({"messages_key": "messages", "pad_mode": "no_padding", "max_length": 1024, "truncation": "error"})
+    cfg = OmegaConf.create(
+        {"messages_key": "messages", "pad_mode": "no_padding", "max_length": 1024, "truncation": "error"}
+    )
     return MultiTurnSFTDataset(parquet_files=str(sft_file), tokenizer=tok, config=cfg), tok
 
 
@@ -79,6 +84,9 @@ def test_verl_sft_dataset_trains_on_the_assistant_trace_only(dataset, sft_file):
 def test_bad_arguments_fail_with_a_message(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "data.sft_parquet", "--out", str(tmp_path / "x.parquet"), "--plain-fraction", "2"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--plain-fraction must be in [0, 1]" in proc.stderr

@@ -20,7 +20,9 @@ def _train(run_cli, run_dir: Path, *overrides: str):
 
 
 def _one_line_error(rc: int, err: str, command: str = "train") -> str:
-    assert rc == 2 and err.startswith(f"pasr {command}: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert rc == 2 and err.startswith(f"pasr {command}: error: ") and err.count("\n") == 1 and "Traceback" not in err, (
+        err
+    )
     return err
 
 
@@ -36,8 +38,14 @@ def test_bad_values_are_refused_before_the_run_folder(run_cli, tmp_path):
 def test_a_missing_judge_prompt_file_is_one_line_before_the_run_folder(run_cli, tmp_path):
     """Issue 52: a 29-line FileNotFoundError after the run folder was created."""
     run = tmp_path / "run"
-    rc, _, err = _train(run_cli, run, "pasr.judge.kind=openai", "pasr.judge.base_url=http://127.0.0.1:9/v1",
-                        "pasr.judge.model=m", f"pasr.prompts.judge={tmp_path / 'my.txt'}")  # fmt: skip
+    rc, _, err = _train(
+        run_cli,
+        run,
+        "pasr.judge.kind=openai",
+        "pasr.judge.base_url=http://127.0.0.1:9/v1",
+        "pasr.judge.model=m",
+        f"pasr.prompts.judge={tmp_path / 'my.txt'}",
+    )
     err = _one_line_error(rc, err)
     assert f"pasr.prompts.judge={tmp_path / 'my.txt'}: prompt template file not found" in err
     assert not run.exists()
@@ -52,10 +60,18 @@ def test_an_llm_judge_that_does_not_answer_stops_the_start(run_cli, tmp_path, ti
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     run = tmp_path / "run"
-    rc, _, err = _train(run_cli, run, f"model.path={tiny_model_dir}", "pasr.judge.kind=openai",
-                        f"pasr.judge.base_url=http://127.0.0.1:{port}/v1", "pasr.judge.model=m")  # fmt: skip
+    rc, _, err = _train(
+        run_cli,
+        run,
+        f"model.path={tiny_model_dir}",
+        "pasr.judge.kind=openai",
+        f"pasr.judge.base_url=http://127.0.0.1:{port}/v1",
+        "pasr.judge.model=m",
+    )
     err = _one_line_error(rc, err)
-    assert f"the LLM judge at http://127.0.0.1:{port}/v1 (pasr.judge.model=m) did not score a test item: transport" in err
+    assert (
+        f"the LLM judge at http://127.0.0.1:{port}/v1 (pasr.judge.model=m) did not score a test item: transport" in err
+    )
     assert not run.exists()
 
 
@@ -131,6 +147,23 @@ def test_text_that_cannot_be_encoded_is_named_in_train_and_eval(run_cli, tmp_pat
     rc, _, err = _train(run_cli, tmp_path / "run", f"model.path={tiny_model_dir}", f"data.source={data}")
     assert rc == 2 and err.splitlines()[-1].startswith(f"pasr train: error: {problem}") and "Traceback" not in err, err
     out = tmp_path / "eval"
-    rc, _, err = run_cli(["eval", "--model", str(tiny_model_dir), "--dataset", str(data), "--method", "plain",
-                          "--out", str(out), "--max-new-tokens", "4", "--progress", "off", "--judge", "rule"])  # fmt: skip
+    rc, _, err = run_cli(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--dataset",
+            str(data),
+            "--method",
+            "plain",
+            "--out",
+            str(out),
+            "--max-new-tokens",
+            "4",
+            "--progress",
+            "off",
+            "--judge",
+            "rule",
+        ]
+    )
     assert problem in _one_line_error(rc, err, "eval") and not out.exists()

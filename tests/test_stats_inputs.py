@@ -60,8 +60,14 @@ def test_non_utf8_line_is_reported_not_fatal(tmp_path):
 def test_wrong_field_types_are_corrupt_lines(tmp_path):
     step0, _ = train_records()
     good = json.loads(step0[0].to_json())
-    bad = [dict(good, acc="high"), dict(good, step="3"), dict(good, variant=["refine"]), dict(good, response=None),
-           dict(good, n_refine=True), dict(good, refine_outcome={"x": 1})]
+    bad = [
+        dict(good, acc="high"),
+        dict(good, step="3"),
+        dict(good, variant=["refine"]),
+        dict(good, response=None),
+        dict(good, n_refine=True),
+        dict(good, refine_outcome={"x": 1}),
+    ]
     path = tmp_path / "rollouts.jsonl"
     path.write_text("\n".join(json.dumps(o) for o in [good] + bad) + "\n")
     assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
@@ -105,7 +111,9 @@ def test_corrupt_lines_are_kept_as_a_bounded_sample(tmp_path, monkeypatch):
     step0, _ = train_records()
     path = tmp_path / "rollouts.jsonl"
     write(path, [step0[0]] + ["{not json"] * 500)
-    args = argparse.Namespace(paths=[str(path)], top_k=1, examples=1, correct_at=None, seed=0, strict=False, progress="off")
+    args = argparse.Namespace(
+        paths=[str(path)], top_k=1, examples=1, correct_at=None, seed=0, strict=False, progress="off"
+    )
     _, col, errors, _, _ = cli._collect(args)
     assert col.n_records == 1 and errors.count == 500 and len(errors.first) == 7
     assert main(["stats", str(path), "--out", str(tmp_path / "o"), "--no-plots"]) == 0

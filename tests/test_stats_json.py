@@ -13,14 +13,40 @@ from eval.stats.accumulate import Collector
 from eval.stats.counting import Reservoir
 from eval.stats.groups import LENGTH_EDGES
 from pasr_cli import main
-from tests.stats_records import P_RIGHT, P_WRONG, T1, T1_PRE, T2, T2_PRE, T3, T6, T6_MID, T6_PRE, rec, train_records, write
+from tests.stats_records import (
+    P_RIGHT,
+    P_WRONG,
+    T1,
+    T1_PRE,
+    T2,
+    T2_PRE,
+    T3,
+    T6,
+    T6_MID,
+    T6_PRE,
+    rec,
+    train_records,
+    write,
+)
 
 
 @pytest.fixture(scope="module")
 def result(dumps, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    rc = main(["stats", str(dumps / "runA"), str(dumps / "a_pasr"), str(dumps / "b_plain"), "--out", str(out),
-               "--examples", "2", "--top-k", "3"])
+    rc = main(
+        [
+            "stats",
+            str(dumps / "runA"),
+            str(dumps / "a_pasr"),
+            str(dumps / "b_plain"),
+            "--out",
+            str(out),
+            "--examples",
+            "2",
+            "--top-k",
+            "3",
+        ]
+    )
     assert rc == 0
     return out, json.loads((out / "stats.json").read_text())
 
@@ -107,7 +133,12 @@ def test_top_refines_and_examples(result):
     assert len(top) == 3
     assert top[0] == {"text": "<n> + <n> = <n>", "count": 2}  # T6's second span and T7's span
     assert {t["count"] for t in top[1:]} == {1}
-    assert g["example_cell_sizes"] == {"refine_correct": 3, "refine_wrong": 0, "no_refine_correct": 0, "no_refine_wrong": 1}
+    assert g["example_cell_sizes"] == {
+        "refine_correct": 3,
+        "refine_wrong": 0,
+        "no_refine_correct": 0,
+        "no_refine_wrong": 1,
+    }
     ex = g["examples"]
     assert len(ex["refine_correct"]) == 2 and len(ex["no_refine_wrong"]) == 1 and ex["refine_wrong"] == []
     assert ex["no_refine_wrong"][0]["response"] == T3
@@ -152,8 +183,15 @@ def test_metrics_trends(result):
 def test_eval_groups(result):
     _, s = result
     groups = s["groups"]
-    assert list(groups) == ["train/runA/refine", "train/runA/plain", "val/runA/heldout/refine", "eval/evP/gsm8k/plain",
-                            "eval/evP/math500/plain", "eval/evR/gsm8k/pasr", "eval/evR/math500/pasr"]
+    assert list(groups) == [
+        "train/runA/refine",
+        "train/runA/plain",
+        "val/runA/heldout/refine",
+        "eval/evP/gsm8k/plain",
+        "eval/evP/math500/plain",
+        "eval/evR/gsm8k/pasr",
+        "eval/evR/math500/pasr",
+    ]
     g = groups["eval/evR/gsm8k/pasr"]
     assert (g["n_responses"], g["n_refining"], g["n_spans"], g["n_empty_spans"]) == (5, 1, 1, 0)
     assert (g["n_fix"], g["n_fix_applicable"]) == (1, 1)
@@ -161,7 +199,9 @@ def test_eval_groups(result):
     assert g["method"] == "pasr" and g["dataset"] == "gsm8k" and g["engines"] == {"eval": 5}
     assert g["variant"] is None and g["variants"] == {"refine": 5}
     assert g["refine_outcomes"] == {} and g["refine_reward_values"] == {}
-    assert g["accuracy"]["with_refine"]["mean"] == 1.0 and g["accuracy"]["without_refine"]["mean"] == pytest.approx(1 / 3)
+    assert g["accuracy"]["with_refine"]["mean"] == 1.0 and g["accuracy"]["without_refine"]["mean"] == pytest.approx(
+        1 / 3
+    )
     assert groups["eval/evP/gsm8k/plain"]["n_responses"] == 6
     assert s["eval_runs"] == ["evR:pasr", "evP:plain"]
 
@@ -181,10 +221,12 @@ def test_refine_breaks_beside_fixes(tmp_path):
     """A right draft refined into a wrong answer is a break: counted, rated and reported beside the fixes."""
     broke = T2.replace("Check: 81 - 41 is 40, not 40.", "Check: 81 - 41 is 41.").replace("So 40.", "So 41.")
     broke = broke.replace("<answer>40</answer>", "<answer>41</answer>")
-    recs = [rec("evB", "q1", "refine", broke, "40", 0.0, dataset="gsm8k"),  # break
-            rec("evB", "q2", "refine", T1, "40", 1.0, dataset="gsm8k"),  # fix
-            rec("evB", "q3", "refine", T2, "40", 1.0, dataset="gsm8k"),  # right draft kept
-            rec("evB", "q4", "refine", T2, "40", None, dataset="gsm8k", judge_error="x")]  # unknown
+    recs = [
+        rec("evB", "q1", "refine", broke, "40", 0.0, dataset="gsm8k"),  # break
+        rec("evB", "q2", "refine", T1, "40", 1.0, dataset="gsm8k"),  # fix
+        rec("evB", "q3", "refine", T2, "40", 1.0, dataset="gsm8k"),  # right draft kept
+        rec("evB", "q4", "refine", T2, "40", None, dataset="gsm8k", judge_error="x"),
+    ]  # unknown
     write(tmp_path / "b" / "samples.jsonl", recs)
     assert main(["stats", str(tmp_path / "b"), "--out", str(tmp_path / "o"), "--no-plots", "--examples", "4"]) == 0
     s = json.loads((tmp_path / "o" / "stats.json").read_text())
@@ -251,9 +293,18 @@ def test_report_and_plots(result):
     assert "3 corrupt line(s) skipped" in report and "step_000001.jsonl:2" in report
     assert "`gsm8k/q1#0`" in report  # transition cell ids
     assert "net +1 (sign test p = 1)" in report
-    expected = {"overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
-                "refine_lengths.png", "refine_outcomes.png", "trend_runA.png", "metrics_runA.png", "transition_1.png",
-                "transition_2.png"}
+    expected = {
+        "overview_rates.png",
+        "refines_per_response.png",
+        "accuracy_by_refine.png",
+        "refine_positions.png",
+        "refine_lengths.png",
+        "refine_outcomes.png",
+        "trend_runA.png",
+        "metrics_runA.png",
+        "transition_1.png",
+        "transition_2.png",
+    }
     assert set(s["plots"]) == expected
     for name in expected:
         data = (out / name).read_bytes()
@@ -266,8 +317,10 @@ def test_overview_plots_say_no_data_rather_than_vanish(tmp_path):
     say so, see test_plots_empty.py) and linked from the report; none of the per-run ones."""
     from eval.stats.plots import OVERVIEW_PLOTS, make_plots
 
-    recs = [rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
-            rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k")]
+    recs = [
+        rec("evS", "q1", "plain", P_RIGHT, "40", 1.0, dataset="gsm8k"),
+        rec("evS", "q2", "plain", P_WRONG, "40", 0.0, dataset="gsm8k"),
+    ]
     write(tmp_path / "p" / "samples.jsonl", recs)
     assert main(["stats", str(tmp_path / "p"), "--out", str(tmp_path / "o")]) == 0
     s = json.loads((tmp_path / "o" / "stats.json").read_text())

@@ -14,18 +14,31 @@ N = 20  # questions: the warm-up checkpoint answers 10 right, the final one 15 (
 
 
 def _answers(run_id: str, n_right: int, **kw) -> list:
-    return [rec(run_id, f"q{i}", "refine", EV_RIGHT if i < n_right else EV_WRONG, "5", 1.0 if i < n_right else 0.0,
-                **kw) for i in range(N)]
+    return [
+        rec(run_id, f"q{i}", "refine", EV_RIGHT if i < n_right else EV_WRONG, "5", 1.0 if i < n_right else 0.0, **kw)
+        for i in range(N)
+    ]
 
 
 def _eval_run(folder: Path, n_right: int, step: int | None, train_run: Path) -> Path:
     """A `pasr eval --method pasr` output folder (run id `eval-<folder name>`, as pasr eval names it)."""
-    write(folder / "samples.jsonl", _answers(f"eval-{folder.name}", n_right, dataset="synthetic", engine="eval",
-                                             extra={"method": "pasr"}))
-    checkpoint = None if step is None else {"path": str(train_run / "checkpoints" / f"step_{step:06d}"),
-                                            "run": str(train_run), "step": step, "note": None}
-    (folder / "summary.json").write_text(json.dumps({"model": str(train_run / "checkpoints" / "latest"),
-                                                     "checkpoint": checkpoint, "method": "pasr"}))
+    write(
+        folder / "samples.jsonl",
+        _answers(f"eval-{folder.name}", n_right, dataset="synthetic", engine="eval", extra={"method": "pasr"}),
+    )
+    checkpoint = (
+        None
+        if step is None
+        else {
+            "path": str(train_run / "checkpoints" / f"step_{step:06d}"),
+            "run": str(train_run),
+            "step": step,
+            "note": None,
+        }
+    )
+    (folder / "summary.json").write_text(
+        json.dumps({"model": str(train_run / "checkpoints" / "latest"), "checkpoint": checkpoint, "method": "pasr"})
+    )
     return folder
 
 
@@ -48,8 +61,10 @@ def test_final_then_warmup_checkpoint_is_read_as_the_improvement_it_is(tmp_path,
     assert tr["order"] == f"checkpoint step 4 before step 6 of training run {train_run} (their summary.json)"
     assert tr["before_label"] == f"{warmup} (pasr, checkpoint step 4 of {train_run})"
     out = capsys.readouterr().out
-    assert (f"pair 1: BEFORE = {warmup} (pasr, checkpoint step 4 of {train_run}); AFTER = {final} (pasr, "
-            f"checkpoint step 6 of {train_run}); why this order: checkpoint step 4 before step 6") in out
+    assert (
+        f"pair 1: BEFORE = {warmup} (pasr, checkpoint step 4 of {train_run}); AFTER = {final} (pasr, "
+        f"checkpoint step 6 of {train_run}); why this order: checkpoint step 4 before step 6"
+    ) in out
     assert "accuracy 50.0% -> 75.0%, net +5 of 20 paired samples" in out
     report = (tmp_path / "report" / "report.md").read_text()
     assert "accuracy 50.0% → 75.0%, net +5" in report and "- **order**: checkpoint step 4 before step 6" in report

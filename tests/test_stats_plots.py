@@ -11,7 +11,7 @@ import pytest
 
 from eval.stats import plots
 from pasr_cli import main
-from tests.stats_records import T1, T2, T3, P_RIGHT, P_WRONG, rec, write
+from tests.stats_records import P_RIGHT, P_WRONG, T1, T2, T3, rec, write
 
 EMPTY = {"groups": {}, "trends": {}, "val_trends": {}, "metrics_trends": {}, "transitions": [], "rrr": {}, "runs": {}}
 
@@ -35,13 +35,15 @@ def _notes(ax) -> list[str]:
 
 def test_flat_metrics_are_drawn_flat_with_their_value():
     """A flat 0.25 was drawn on a 0.24-0.26 axis (auto-scaled), reading as a swing."""
-    axes = _metric_axes({
-        "pasr/acc_refine": [0.25, 0.25, 0.25],
-        "pasr/refine_rate": [0.25, 0.26, 0.24],
-        "pasr/response_length/mean": [40.0, 40.2, 40.1],
-        "pasr/reward_mean": [-0.5, -0.5, -0.5],
-        "pasr/refine_tags_per_response": [1.4, 1.5, 1.45],  # not a rate: no [0, 1] axis
-    })
+    axes = _metric_axes(
+        {
+            "pasr/acc_refine": [0.25, 0.25, 0.25],
+            "pasr/refine_rate": [0.25, 0.26, 0.24],
+            "pasr/response_length/mean": [40.0, 40.2, 40.1],
+            "pasr/reward_mean": [-0.5, -0.5, -0.5],
+            "pasr/refine_tags_per_response": [1.4, 1.5, 1.45],  # not a rate: no [0, 1] axis
+        }
+    )
     lo, hi = axes["pasr/acc_refine"].get_ylim()
     assert hi - lo == pytest.approx(0.1) and lo < 0.25 < hi and 0 <= lo and hi <= 1
     assert _notes(axes["pasr/acc_refine"]) == ["0.25 at every step"]
@@ -68,15 +70,48 @@ def _training_run(root: Path, name: str, config: str, rewards: tuple[float, floa
     run = root / name
     steps = []
     for step, reward in enumerate(rewards, 1):
-        steps.append([
-            rec(name, "q1", "refine", T1, "40", 1.0, step=step, refine_reward=reward, refine_outcome="better",
-                total_reward=2.0 + reward),
-            rec(name, "q1", "refine", T3, "40", 0.0, step=step, refine_reward=0.0, refine_outcome="none", total_reward=1.0),
-            rec(name, "q1", "refine", T2, "40", 1.0, step=step, refine_reward=-0.5 if "sign" in config else 0.0,
-                refine_outcome="tie", total_reward=1.5),
-            rec(name, "q1", "plain", P_RIGHT, "40", 1.0, step=step),
-            rec(name, "q1", "plain", P_WRONG, "40", 0.0, step=step, sample_index=1),
-        ])
+        steps.append(
+            [
+                rec(
+                    name,
+                    "q1",
+                    "refine",
+                    T1,
+                    "40",
+                    1.0,
+                    step=step,
+                    refine_reward=reward,
+                    refine_outcome="better",
+                    total_reward=2.0 + reward,
+                ),
+                rec(
+                    name,
+                    "q1",
+                    "refine",
+                    T3,
+                    "40",
+                    0.0,
+                    step=step,
+                    refine_reward=0.0,
+                    refine_outcome="none",
+                    total_reward=1.0,
+                ),
+                rec(
+                    name,
+                    "q1",
+                    "refine",
+                    T2,
+                    "40",
+                    1.0,
+                    step=step,
+                    refine_reward=-0.5 if "sign" in config else 0.0,
+                    refine_outcome="tie",
+                    total_reward=1.5,
+                ),
+                rec(name, "q1", "plain", P_RIGHT, "40", 1.0, step=step),
+                rec(name, "q1", "plain", P_WRONG, "40", 0.0, step=step, sample_index=1),
+            ]
+        )
         write(run / "rollouts" / f"step_{step:06d}.jsonl", steps[-1])
     write(run / "eval" / "final.jsonl", [rec(name, "h1", "refine", T1, "40", 1.0, step=2, dataset="final")])
     (run / "config.yaml").write_text(config)
@@ -110,12 +145,16 @@ def test_refine_outcomes_title_is_the_runs_own_reward(tmp_path):
 
 
 def test_refine_outcomes_of_two_rewards_name_each_in_the_legend(tmp_path):
-    s = _stats(tmp_path, _training_run(tmp_path, "m", MARGIN, (0.5, 0.25)), _training_run(tmp_path, "s", SIGN, (1.0, 1.0)))
+    s = _stats(
+        tmp_path, _training_run(tmp_path, "m", MARGIN, (0.5, 0.25)), _training_run(tmp_path, "s", SIGN, (1.0, 1.0))
+    )
     ax = next(plots.refine_outcomes(s))[1].axes[0]
     assert "each run's reward in the legend" in ax.get_title()
     labels = [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
-    assert labels == ["m · train · refine · margin: better/worse acc - plain mean, tie 0, empty refine 0, no refine 0",
-                      "s · train · refine · sign: better +1, worse -1, tie -0.5, no refine 0"]
+    assert labels == [
+        "m · train · refine · margin: better/worse acc - plain mean, tie 0, empty refine 0, no refine 0",
+        "s · train · refine · sign: better +1, worse -1, tie -0.5, no refine 0",
+    ]
 
 
 def test_refine_outcomes_without_a_config_say_the_reward_is_not_recorded(tmp_path):
@@ -128,8 +167,10 @@ def test_refine_outcomes_without_a_config_say_the_reward_is_not_recorded(tmp_pat
 def test_evaluations_without_a_baseline_are_not_refine_outcomes(tmp_path):
     """An in-training evaluation has no plain answers: its refines are all `no_baseline`, no reward."""
     run = _training_run(tmp_path, "m", MARGIN, (0.5, 0.25))
-    write(run / "eval" / "warmup.jsonl", [rec("m", "h1", "refine", T1, "40", 1.0, step=1, dataset="warmup",
-                                              refine_outcome="no_baseline")])
+    write(
+        run / "eval" / "warmup.jsonl",
+        [rec("m", "h1", "refine", T1, "40", 1.0, step=1, dataset="warmup", refine_outcome="no_baseline")],
+    )
     ax = next(plots.refine_outcomes(_stats(tmp_path, run)))[1].axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["m · train · refine"]
 
@@ -167,12 +208,15 @@ def test_two_training_runs_overlaid_by_directory(tmp_path):
     assert name == plots.OVERLAY_PLOT
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         f"{m} · refine reward margin: better/worse acc - plain mean, tie 0, empty refine 0, no refine 0",
-        f"{sgn} · refine reward sign: better +1, worse -1, tie -0.5, no refine 0"]
+        f"{sgn} · refine reward sign: better +1, worse -1, tie -0.5, no refine 0",
+    ]
     panels = {ax.get_title().replace("\n", " "): ax for ax in fig.axes}
     reward = panels["Refine reward (mean of judged refine rollouts)"]
     assert [line.get_label() for line in reward.lines if not line.get_label().startswith("_")] == [str(m), str(sgn)]
-    assert [list(line.get_ydata()) for line in reward.lines[:2]] == [pytest.approx([0.5 / 3, 0.25 / 3]),
-                                                                    pytest.approx([(1 - 0.5) / 3] * 2)]
+    assert [list(line.get_ydata()) for line in reward.lines[:2]] == [
+        pytest.approx([0.5 / 3, 0.25 / 3]),
+        pytest.approx([(1 - 0.5) / 3] * 2),
+    ]
     assert reward.get_ylim()[0] <= -1 and reward.get_ylim()[1] >= 1  # one axis for both
     assert panels["Refine rate (refine rollouts)"].get_ylim() == (0, 100)
     held = panels["In-training evaluations: accuracy (refine prompt)"]

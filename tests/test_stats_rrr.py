@@ -25,10 +25,21 @@ def answer(run_id, qid, variant, text, acc, tokens, k=0, **kw) -> RolloutRecord:
     """A judged RRR answer (attempt or retry) as :func:`recipe.scoring.judge_and_record` writes it."""
     fmt = check_format(text)
     base = dict(
-        run_id=run_id, query_id=qid, data_source="countdown", variant=variant, prompt=QUESTION, response=text,
-        response_tokens=tokens, format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
+        run_id=run_id,
+        query_id=qid,
+        data_source="countdown",
+        variant=variant,
+        prompt=QUESTION,
+        response=text,
+        response_tokens=tokens,
+        format_ok=fmt.ok,
+        format_reason=fmt.reason,
+        n_refine=fmt.n_refine,
         extracted_answer=text.split("<answer>")[-1].split("</answer>")[0] if "<answer>" in text else None,
-        gold="2, 3, 4 -> 10", acc=acc, judge_error="verifier timeout" if acc is None else None, sample_index=k,
+        gold="2, 3, 4 -> 10",
+        acc=acc,
+        judge_error="verifier timeout" if acc is None else None,
+        sample_index=k,
     )
     base.update(kw)
     return RolloutRecord(**base)
@@ -93,7 +104,10 @@ def heldout():
 
 
 def passes(*texts):
-    return [{"variant": v, "text": t, "tokens": 10, "finish_reason": "stop"} for v, t in zip(("attempt", "reflection", "retry"), texts)]
+    return [
+        {"variant": v, "text": t, "tokens": 10, "finish_reason": "stop"}
+        for v, t in zip(("attempt", "reflection", "retry"), texts)
+    ]
 
 
 def eval_samples():
@@ -110,8 +124,19 @@ def eval_samples():
         ev("e2", RETRY, RIGHT, 1.0, 30, {"passes": passes(WRONG, REFL_OK, RIGHT), "retried": True, "first_acc": 0.0}),
         ev("e3", RETRY, WRONG, 0.0, 30, {"passes": passes(WRONG, REFL_BAD, WRONG), "retried": True, "first_acc": 0.0}),
         ev("e4", ATTEMPT, WRONG, None, 10, {"passes": passes(WRONG), "retried": False, "first_acc": None}),
-        answer("evRR", "e5", ATTEMPT, "", None, 0, dataset="countdown", engine="eval", format_reason="generation_error",
-               judge_error=None, extra={"method": "reflect-retry", "error": "CUDA out of memory"}),
+        answer(
+            "evRR",
+            "e5",
+            ATTEMPT,
+            "",
+            None,
+            0,
+            dataset="countdown",
+            engine="eval",
+            format_reason="generation_error",
+            judge_error=None,
+            extra={"method": "reflect-retry", "error": "CUDA out of memory"},
+        ),
     ]
 
 
@@ -124,13 +149,29 @@ def pasr_records():
     def r(variant, text, acc, step, k=0):
         fmt = check_format(text)
         return RolloutRecord(
-            run_id="pasrA", query_id="p1", data_source="gsm8k", variant=variant, prompt="q?", response=text,
-            response_tokens=len(text) // 4, format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
-            extracted_answer=None, gold="40", acc=acc, step=step, sample_index=k,
+            run_id="pasrA",
+            query_id="p1",
+            data_source="gsm8k",
+            variant=variant,
+            prompt="q?",
+            response=text,
+            response_tokens=len(text) // 4,
+            format_ok=fmt.ok,
+            format_reason=fmt.reason,
+            n_refine=fmt.n_refine,
+            extracted_answer=None,
+            gold="40",
+            acc=acc,
+            step=step,
+            sample_index=k,
         )
 
-    return [r("refine", PASR_REFINE, 1.0, 0), r("refine", PASR_PLAIN, 0.0, 0, 1), r("plain", PASR_PLAIN, 0.0, 0),
-            r("refine", PASR_REFINE, 1.0, 1)]
+    return [
+        r("refine", PASR_REFINE, 1.0, 0),
+        r("refine", PASR_PLAIN, 0.0, 0, 1),
+        r("plain", PASR_PLAIN, 0.0, 0),
+        r("refine", PASR_REFINE, 1.0, 1),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +222,11 @@ def test_training_steps_agree_with_the_trainers_metrics():
 
     recs = step1()
     attempts = [Attempt(r.query_id, r.prompt, r.response, r.acc) for r in recs if r.variant == "attempt"]
-    reflections = [Reflection(r.query_id, r.sample_index, [1], [0] * r.response_tokens, r.acc)
-                   for r in recs if r.variant == "reflection"]
+    reflections = [
+        Reflection(r.query_id, r.sample_index, [1], [0] * r.response_tokens, r.acc)
+        for r in recs
+        if r.variant == "reflection"
+    ]
     m = rrr_metrics(attempts, reflections)
     assert m["rrr/first_attempt_acc"] == pytest.approx(1 / 3) and m["rrr/retry_acc"] == pytest.approx(1 / 3)
     assert m["rrr/recovered_rate"] == 0.5 and m["rrr/reflection_length/mean"] == 25.0
@@ -212,8 +256,15 @@ def test_evaluations(result):
 
 def test_format_and_refine_columns_are_not_applicable(result):
     _, s, report = result
-    rrr_groups = ["train/rrrA/attempt", "train/rrrA/reflection", "train/rrrA/retry", "val/rrrA/heldout/attempt",
-                  "val/rrrA/heldout/reflection", "val/rrrA/heldout/retry", "eval/evRR/countdown/reflect-retry"]
+    rrr_groups = [
+        "train/rrrA/attempt",
+        "train/rrrA/reflection",
+        "train/rrrA/retry",
+        "val/rrrA/heldout/attempt",
+        "val/rrrA/heldout/reflection",
+        "val/rrrA/heldout/retry",
+        "eval/evRR/countdown/reflect-retry",
+    ]
     for key in rrr_groups:
         g = s["groups"][key]
         assert g["rrr"] is True, key
@@ -289,6 +340,8 @@ def test_pasr_run_is_unchanged_by_rrr_records(dumps, result, tmp_path):
     for key in ("train/pasrA/refine", "train/pasrA/plain"):
         alone, beside = s["groups"][key], mixed["groups"][key]
         assert alone["rrr"] is False and alone["format"]["pass_rate"] == beside["format"]["pass_rate"]
-        assert {k: v for k, v in alone.items() if k != "examples"} == {k: v for k, v in beside.items() if k != "examples"}
+        assert {k: v for k, v in alone.items() if k != "examples"} == {
+            k: v for k, v in beside.items() if k != "examples"
+        }
     assert s["trends"]["pasrA"] == mixed["trends"]["pasrA"]
     assert s["groups"]["train/pasrA/refine"]["refine_rate"] == pytest.approx(2 / 3)

@@ -7,7 +7,14 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.step_floors import (
-    Rates, Shapes, Work, floor_seconds, generation_work, micro_batches, pass_work, total_flops,
+    Rates,
+    Shapes,
+    Work,
+    floor_seconds,
+    generation_work,
+    micro_batches,
+    pass_work,
+    total_flops,
 )
 
 # hidden 4, 2 layers, 2 query heads and 1 KV head of 2, MLP 8, vocabulary 10
@@ -25,8 +32,15 @@ def by_kind(work):
 
 
 def test_shapes_of_a_config_and_per_token_costs():
-    config = SimpleNamespace(hidden_size=4, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                             head_dim=2, intermediate_size=8, vocab_size=10)
+    config = SimpleNamespace(
+        hidden_size=4,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=2,
+        intermediate_size=8,
+        vocab_size=10,
+    )
     assert Shapes.of(config) == TINY
     assert (TINY.token_flops, TINY.pair_flops, TINY.logit_flops) == (TOKEN, PAIR, LOGIT) == (576, 32, 80)
     del config.head_dim  # hidden / heads where the config names none
@@ -77,8 +91,11 @@ def test_micro_batches_split_in_order():
 
 
 def test_floor_divides_by_the_rate_at_the_rows_and_adds_a_backward_pass():
-    rates = Rates("float32", forward={"linear": {1: 10.0, 100: 1000.0}, "logits": {1: 5.0}},
-                  backward={"linear": {1: 20.0, 100: 2000.0}, "logits": {1: 5.0}})
+    rates = Rates(
+        "float32",
+        forward={"linear": {1: 10.0, 100: 1000.0}, "logits": {1: 5.0}},
+        backward={"linear": {1: 20.0, 100: 2000.0}, "logits": {1: 5.0}},
+    )
     assert rates.at("linear", 10) == pytest.approx(100.0)  # log-linear between 1 and 100
     assert rates.at("attention", 1000) == 1000.0  # held beyond the grid, at the linear rate
     work = [Work("linear", 100, 1000.0), Work("logits", 3, 10.0)]

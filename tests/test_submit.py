@@ -75,7 +75,9 @@ def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
     # ray job stop leaves the run 900 s to checkpoint after SIGTERM, unless --env says otherwise
     assert env["working_dir"] == str(tmp_path)
     assert env["env_vars"] == {"RAY_JOB_STOP_WAIT_TIME_S": "900", "WANDB_MODE": "offline"}
-    assert build_runtime_env(tmp_path, ["RAY_JOB_STOP_WAIT_TIME_S=60"])["env_vars"] == {"RAY_JOB_STOP_WAIT_TIME_S": "60"}
+    assert build_runtime_env(tmp_path, ["RAY_JOB_STOP_WAIT_TIME_S=60"])["env_vars"] == {
+        "RAY_JOB_STOP_WAIT_TIME_S": "60"
+    }
     for pattern in ("/.git/", "runs/", "outputs/", "checkpoints/", "*.parquet", ".cache/"):
         assert pattern in env["excludes"]
     assert "/.bundle/" not in env["excludes"]
@@ -106,9 +108,14 @@ def test_the_verl_run_is_composed_and_checked_before_submitting():
         check_verl_run(["trainer.default_local_dir=/shared/ckpt", "pasr_verl.rollout_dir=dumps"])
     with pytest.raises(CliError, match=r"not make a valid config: Could not override 'pasr.tie_valu'"):
         check_verl_run(["trainer.default_local_dir=/shared/ckpt", "pasr.tie_valu=0"])
-    config = check_verl_run(["trainer.default_local_dir=/shared/ckpt", "trainer.nnodes=2", "++trainer.n_gpus_per_node=4"])
+    config = check_verl_run(
+        ["trainer.default_local_dir=/shared/ckpt", "trainer.nnodes=2", "++trainer.n_gpus_per_node=4"]
+    )
     assert required_gpus(config) == (2, 4) and config.pasr_verl.rollout_dir == "/shared/ckpt/rollouts"
-    assert required_gpus(check_verl_run(["trainer.default_local_dir=s3://b/ckpt", "pasr_verl.rollout_dir=null"])) == (1, 8)
+    assert required_gpus(check_verl_run(["trainer.default_local_dir=s3://b/ckpt", "pasr_verl.rollout_dir=null"])) == (
+        1,
+        8,
+    )
 
 
 def test_an_rrr_run_is_checked_as_its_preflight_would():
@@ -118,7 +125,12 @@ def test_an_rrr_run_is_checked_as_its_preflight_would():
     from pasr_cli import CliError
     from recipe.submit import check_verl_run
 
-    ok = ["trainer.default_local_dir=/shared/ckpt", "method=rrr", "pasr.judge.kind=countdown", "data.max_prompt_length=2048"]
+    ok = [
+        "trainer.default_local_dir=/shared/ckpt",
+        "method=rrr",
+        "pasr.judge.kind=countdown",
+        "data.max_prompt_length=2048",
+    ]
     config = check_verl_run(ok)
     assert config.method == "rrr" and config.actor_rollout_ref.rollout.n == config.rrr.n_reflections == 4
     llm_judge = ["pasr.judge.kind=openai", "pasr.judge.base_url=http://judge:8000/v1", "pasr.judge.model=m"]
@@ -193,7 +205,20 @@ def test_a_local_submission_with_the_preset_run_dir_is_refused_before_connecting
         raise AssertionError("contacted the cluster")
 
     monkeypatch.setattr(jobs, "connect", no_cluster)
-    code = main(["submit", "--engine", "local", "--address", "http://127.0.0.1:1", "--working-dir", str(REPO), "--", "--preset", "demo"])
+    code = main(
+        [
+            "submit",
+            "--engine",
+            "local",
+            "--address",
+            "http://127.0.0.1:1",
+            "--working-dir",
+            str(REPO),
+            "--",
+            "--preset",
+            "demo",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("pasr submit: error: the run directory runs/pasr-demo ") and "trainer.run_dir=" in err
@@ -221,13 +246,22 @@ FAILED_WITH_LOGS = "Job entrypoint command failed with exit code 1, last availab
 @pytest.mark.parametrize(
     "message, shown, absent",
     [
-        (FAILED_WITH_LOGS + "Traceback (most recent call last):\nValueError: boom\n",
-         ["Job entrypoint command failed with exit code 1", "Traceback (most recent call last):\nValueError: boom\n"],
-         ["left no logs"]),
-        (FAILED_WITH_LOGS + "\n  \n", ["Job entrypoint command failed with exit code 1; the job left no logs"], ["Traceback"]),
+        (
+            FAILED_WITH_LOGS + "Traceback (most recent call last):\nValueError: boom\n",
+            [
+                "Job entrypoint command failed with exit code 1",
+                "Traceback (most recent call last):\nValueError: boom\n",
+            ],
+            ["left no logs"],
+        ),
+        (
+            FAILED_WITH_LOGS + "\n  \n",
+            ["Job entrypoint command failed with exit code 1; the job left no logs"],
+            ["Traceback"],
+        ),
         ("Job entrypoint command failed with exit code 1. No logs available.", ["No logs available."], []),
     ],
-)  # fmt: skip
+)
 def test_status_of_a_failed_job_shows_its_logs_or_says_there_are_none(monkeypatch, capsys, message, shown, absent):
     """The status line used to end in Ray's "last available logs (...):" with the logs cut off
     (only the message's first line was printed); the tail follows it now, or the line says plainly
@@ -283,21 +317,37 @@ def test_follow_that_loses_the_head_says_so_with_its_own_exit_code(monkeypatch, 
     from pasr_cli import main
     from recipe import jobs
 
-    error = (RuntimeError("WebSocket connection closed unexpectedly with close code 1006") if stream_error == "websocket"
-             else aiohttp.ServerDisconnectedError())  # fmt: skip
+    error = (
+        RuntimeError("WebSocket connection closed unexpectedly with close code 1006")
+        if stream_error == "websocket"
+        else aiohttp.ServerDisconnectedError()
+    )
     fake = HeadGoesAway(error)
     monkeypatch.setattr(jobs, "connect", lambda *_args, **_kwargs: fake)
     monkeypatch.setattr(jobs, "HEAD_LOST_AFTER_S", 0.3)
     address = "http://127.0.0.1:1"
-    argv = ["submit", "--address", address, "--working-dir", str(REPO), "--follow", "--entrypoint", "python3 train.py",
-            "--", "pasr.judge.base_url=http://alice:Sw0rdfish99@judge:8000/v1"]  # fmt: skip
+    argv = [
+        "submit",
+        "--address",
+        address,
+        "--working-dir",
+        str(REPO),
+        "--follow",
+        "--entrypoint",
+        "python3 train.py",
+        "--",
+        "pasr.judge.base_url=http://alice:Sw0rdfish99@judge:8000/v1",
+    ]
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == jobs.EXIT_HEAD_LOST == 4 and "Traceback" not in err
     assert out == "raysubmit_1\npasr verl: step 1\n" and fake.status_calls >= 2  # asked again before giving up
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"pasr: lost the Ray head at {address} while following job raysubmit_1 (no answer for ")
-    assert f"`pasr jobs status raysubmit_1 --address {address}`" in last and f"`pasr jobs stop raysubmit_1 --address {address}`" in last
+    assert (
+        f"`pasr jobs status raysubmit_1 --address {address}`" in last
+        and f"`pasr jobs stop raysubmit_1 --address {address}`" in last
+    )
     assert "Sw0rdfish99" in fake.entrypoint and "Sw0rdfish99" not in err  # the job gets the URL; the screen does not
 
 
@@ -309,7 +359,11 @@ def test_the_follow_exit_codes_are_in_the_help():
     for build in (submit.build_parser, jobs.build_parser):
         parser = argparse.ArgumentParser()
         build(parser)
-        text = parser.format_help() if build is submit.build_parser else parser._subparsers._group_actions[0].choices["logs"].format_help()
+        text = (
+            parser.format_help()
+            if build is submit.build_parser
+            else parser._subparsers._group_actions[0].choices["logs"].format_help()
+        )
         assert "4 lost the Ray head" in " ".join(text.split()), text
 
 
@@ -342,14 +396,20 @@ def silent_server():
     server.close()
 
 
-@pytest.mark.parametrize("argv", [["submit", "--entrypoint", "true"], ["jobs", "list"], ["jobs", "status", "raysubmit_x"]])
+@pytest.mark.parametrize(
+    "argv", [["submit", "--entrypoint", "true"], ["jobs", "list"], ["jobs", "status", "raysubmit_x"]]
+)
 def test_an_address_that_never_answers_times_out(silent_server, argv):
     env = {k: v for k, v in os.environ.items() if k not in RAY_ENV}
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "recipe", *argv, "--address", silent_server, "--timeout", "1"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and not proc.stdout, proc.stderr[-2000:]
     assert f"the Ray dashboard at {silent_server} accepted the connection but did not answer within 1 s" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
@@ -379,14 +439,25 @@ def ray_head():
     env = {k: v for k, v in os.environ.items() if k not in RAY_ENV}
     env.update(HOME=str(home), RAY_AUTH_MODE="token")
     cmd = [
-        "ray", "start", "--head", "--block", "--disable-usage-stats",
-        "--node-ip-address=127.0.0.1", f"--port={gcs}",
-        "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-        f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent_http}",
-        f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={env_agent}",
-        f"--metrics-export-port={metrics}", "--num-cpus=1", "--object-store-memory=100000000",
+        "ray",
+        "start",
+        "--head",
+        "--block",
+        "--disable-usage-stats",
+        "--node-ip-address=127.0.0.1",
+        f"--port={gcs}",
+        "--include-dashboard=true",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash}",
+        f"--ray-client-server-port={client}",
+        f"--dashboard-agent-listen-port={agent_http}",
+        f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--runtime-env-agent-port={env_agent}",
+        f"--metrics-export-port={metrics}",
+        "--num-cpus=1",
+        "--object-store-memory=100000000",
         f"--temp-dir={tmp / 'r'}",
-    ]  # fmt: skip
+    ]
     log_path = tmp / "head.log"
     log = log_path.open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -453,7 +524,12 @@ def test_missing_token_is_named(pasr, ray_head, monkeypatch, tmp_path):
 
 def test_gpu_check_for_the_verl_engine(pasr, ray_head):
     code, out, err = pasr(
-        "submit", "--address", ray_head.address, "--", "trainer.n_gpus_per_node=4", "trainer.default_local_dir=/tmp/pasr-ckpt"
+        "submit",
+        "--address",
+        ray_head.address,
+        "--",
+        "trainer.n_gpus_per_node=4",
+        "trainer.default_local_dir=/tmp/pasr-ckpt",
     )
     assert code == 2 and not out
     assert "needs 1 node(s) with 4 GPU(s)" in err and "has 0 GPU(s)" in err and "--no-gpu-check" in err
@@ -461,13 +537,24 @@ def test_gpu_check_for_the_verl_engine(pasr, ray_head):
 
 def test_submit_follow_runs_in_the_uploaded_repository(pasr, ray_head):
     probe = (
-        "python3 -c \"import os, recipe.pasr_config; "
+        'python3 -c "import os, recipe.pasr_config; '
         "print('PASR_OK', os.path.isdir('.git'), os.path.isfile('recipe/main_pasr.py'))\""
     )
     code, out, err = pasr(
-        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--follow", "--no-gpu-check",
-        "--submission-id", "pasr-probe-1", "--metadata-json", '{"team": "x"}', "--entrypoint", probe,
-    )  # fmt: skip
+        "submit",
+        "--address",
+        ray_head.address,
+        "--working-dir",
+        str(REPO),
+        "--follow",
+        "--no-gpu-check",
+        "--submission-id",
+        "pasr-probe-1",
+        "--metadata-json",
+        '{"team": "x"}',
+        "--entrypoint",
+        probe,
+    )
     assert code == 0, err
     job_id = out.splitlines()[0]
     assert job_id == "pasr-probe-1"
@@ -482,17 +569,31 @@ def test_submit_follow_runs_in_the_uploaded_repository(pasr, ray_head):
 def test_follow_exits_with_the_jobs_failure(pasr, ray_head, tmp_path):
     (tmp_path / "fail.py").write_text("import sys\nprint('about to fail')\nsys.exit(7)\n")
     code, out, err = pasr(
-        "submit", "--address", ray_head.address, "--engine", "local", "--working-dir", str(tmp_path),
-        "--follow", "--entrypoint", "python3 fail.py",
-    )  # fmt: skip
+        "submit",
+        "--address",
+        ray_head.address,
+        "--engine",
+        "local",
+        "--working-dir",
+        str(tmp_path),
+        "--follow",
+        "--entrypoint",
+        "python3 fail.py",
+    )
     assert code == 1 and "about to fail" in out and "FAILED" in err
 
 
 def test_stop(pasr, ray_head, tmp_path):
     code, out, _ = pasr(
-        "submit", "--address", ray_head.address, "--working-dir", str(tmp_path), "--no-gpu-check",
-        "--entrypoint", "python3 -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'",
-    )  # fmt: skip
+        "submit",
+        "--address",
+        ray_head.address,
+        "--working-dir",
+        str(tmp_path),
+        "--no-gpu-check",
+        "--entrypoint",
+        "python3 -c 'import time; print(\"sleeping\", flush=True); time.sleep(300)'",
+    )
     assert code == 0
     job_id = out.strip()
     code, out, err = pasr("jobs", "stop", job_id, "--address", ray_head.address, "--wait")
@@ -516,9 +617,18 @@ def test_the_real_entrypoint_checks_the_clusters_gpus_inside_the_job(pasr, ray_h
     composes the config, joins the cluster through the job's RAY_ADDRESS, finds no GPU and stops
     with its one-line message (the job fails, so --follow exits 1)."""
     code, out, err = pasr(
-        "submit", "--address", ray_head.address, "--working-dir", str(REPO), "--no-gpu-check", "--follow",
-        "--", "trainer.n_gpus_per_node=2", "pasr_verl.check_judge=false", "trainer.default_local_dir=/tmp/pasr-ckpt",
-    )  # fmt: skip
+        "submit",
+        "--address",
+        ray_head.address,
+        "--working-dir",
+        str(REPO),
+        "--no-gpu-check",
+        "--follow",
+        "--",
+        "trainer.n_gpus_per_node=2",
+        "pasr_verl.check_judge=false",
+        "trainer.default_local_dir=/tmp/pasr-ckpt",
+    )
     assert code == 1, err
     assert "pasr verl: error: the config needs 1 node(s) with 2 GPU(s) each" in out
     assert "the Ray cluster at" in out and "has 0 GPU(s)" in out and "Traceback" not in out

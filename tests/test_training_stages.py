@@ -93,9 +93,15 @@ def test_a_killed_benchmark_takes_its_stage_processes_with_it():
     """A benchmark's method and control run in spawned processes; killing the benchmark (even with
     SIGKILL) must not leave them writing into run directories a rerun recreates."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import time; from benchmarks.training_stages import spawn; "
-         "p = spawn(time.sleep, 120); print(p.pid, flush=True); time.sleep(120)"],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+        [
+            sys.executable,
+            "-c",
+            "import time; from benchmarks.training_stages import spawn; "
+            "p = spawn(time.sleep, 120); print(p.pid, flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
     )
     child = int(parent.stdout.readline())
     assert _running(child)
@@ -111,7 +117,9 @@ def test_a_killed_benchmark_takes_its_stage_processes_with_it():
 
 
 def test_phase_steps_and_trends(tmp_path):
-    lines = [{"step": 80, "phase": "warmup", "x": 9.0}] + [{"step": 80 + i, "phase": "rrr", "x": float(i)} for i in range(1, 7)]
+    lines = [{"step": 80, "phase": "warmup", "x": 9.0}] + [
+        {"step": 80 + i, "phase": "rrr", "x": float(i)} for i in range(1, 7)
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines) + "\n")
     steps = phase_steps(tmp_path, "rrr")
     assert [m["step"] for m in steps] == list(range(81, 87))
@@ -130,11 +138,23 @@ def _dump(path: Path, right: list[bool]) -> None:
     for i, ok in enumerate(right):
         response = f"<think>{i} + 1 = {i + 1}.</think><answer>{i + 1 if ok else 0}</answer>"
         fmt = check_format(response)
-        records.append(RolloutRecord(
-            run_id="t", query_id=f"q{i}", data_source="synthetic", variant=REFINE, prompt="?", response=response,
-            response_tokens=len(response), format_ok=fmt.ok, format_reason=fmt.reason, n_refine=fmt.n_refine,
-            extracted_answer=str(i + 1 if ok else 0), gold=str(i + 1), acc=1.0 if ok else 0.0,
-        ))
+        records.append(
+            RolloutRecord(
+                run_id="t",
+                query_id=f"q{i}",
+                data_source="synthetic",
+                variant=REFINE,
+                prompt="?",
+                response=response,
+                response_tokens=len(response),
+                format_ok=fmt.ok,
+                format_reason=fmt.reason,
+                n_refine=fmt.n_refine,
+                extracted_answer=str(i + 1 if ok else 0),
+                gold=str(i + 1),
+                acc=1.0 if ok else 0.0,
+            )
+        )
     write_records(path, records, append=False)
 
 
@@ -144,27 +164,49 @@ def test_report_only_rebuilds_the_result_from_a_finished_run(tmp_path):
     from benchmarks.learning_signal import MACHINE, main
 
     n = 10
-    dumps = {"warmup/eval/base.jsonl": [False] * n, "warmup/eval/warmup.jsonl": [True] * 4 + [False] * 6,
-             "pasr/eval/final.jsonl": [True] * 9 + [False], "paper/eval/final.jsonl": [False] * n,
-             "control/eval/control.jsonl": [False] + [True] * 5 + [False] * 3 + [True]}
+    dumps = {
+        "warmup/eval/base.jsonl": [False] * n,
+        "warmup/eval/warmup.jsonl": [True] * 4 + [False] * 6,
+        "pasr/eval/final.jsonl": [True] * 9 + [False],
+        "paper/eval/final.jsonl": [False] * n,
+        "control/eval/control.jsonl": [False] + [True] * 5 + [False] * 3 + [True],
+    }
     for rel, right in dumps.items():
         _dump(tmp_path / rel, right)
-    (tmp_path / "pasr" / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": 160 + i, "phase": "pasr", "pasr/refine_rate": i / 3, "pasr/acc_refine": 0.5,
-                    "pasr/acc_plain": 0.4, "pasr/refine_fix_rate": 0.1, "pasr/empty_refine_rate": 0.0}) + "\n"
-        for i in range(1, 4)))
+    (tmp_path / "pasr" / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": 160 + i,
+                    "phase": "pasr",
+                    "pasr/refine_rate": i / 3,
+                    "pasr/acc_refine": 0.5,
+                    "pasr/acc_plain": 0.4,
+                    "pasr/refine_fix_rate": 0.1,
+                    "pasr/empty_refine_rate": 0.0,
+                }
+            )
+            + "\n"
+            for i in range(1, 4)
+        )
+    )
     (tmp_path / "control" / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": 160 + i, "phase": "control"}) + "\n" for i in range(1, 8)))
+        "".join(json.dumps({"step": 160 + i, "phase": "control"}) + "\n" for i in range(1, 8))
+    )
     (tmp_path / "pair.json").write_text(json.dumps({"wall_s": 191.5}))
     (tmp_path / "warmup" / "stage.json").write_text(json.dumps({"wall_s": 60.7}))
     (tmp_path / MACHINE).write_text(json.dumps({"cpu": {"model": "elsewhere"}, "gpu": "NVIDIA H200"}))
     out = tmp_path / "result.json"
     assert main(["--report-only", "--run-dir", str(tmp_path), "--out", str(out), "--eval-size", str(n)]) == 0
     result = json.loads(out.read_text())
-    assert result["rows"]["warm-up"]["acc"] == pytest.approx(0.4) and result["rows"]["PASR"]["acc"] == pytest.approx(0.9)
+    assert result["rows"]["warm-up"]["acc"] == pytest.approx(0.4) and result["rows"]["PASR"]["acc"] == pytest.approx(
+        0.9
+    )
     assert result["pairs"]["PASR vs warm-up"] == {"wins": 5, "losses": 0, "p": pytest.approx(0.0625)}
     assert result["pairs"]["PASR vs control"]["wins"] == 4 and result["pairs"]["PASR vs control"]["losses"] == 1
     assert result["pasr_phase"]["steps"] == 3 and result["pasr_phase"]["control_steps"] == 7
     assert result["pasr_phase"]["trends"]["pasr/refine_rate"]["last_third"] == pytest.approx(1.0)
-    assert result["wall_s"] is None and result["wall_s_warmup_stage"] == 60.7 and result["pasr_phase"]["wall_s"] == 191.5
+    assert (
+        result["wall_s"] is None and result["wall_s_warmup_stage"] == 60.7 and result["pasr_phase"]["wall_s"] == 191.5
+    )
     assert result["gpu"] == "NVIDIA H200" and result["cpu"] == {"model": "elsewhere"}

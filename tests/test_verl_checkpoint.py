@@ -88,8 +88,12 @@ def verl_run(tmp_path_factory):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(
         [sys.executable, str(script), str(actor), resolve_model_path("smollm2"), str(_free_port())],
-        capture_output=True, text=True, timeout=300, env=env, cwd=root,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run
 
@@ -97,7 +101,10 @@ def verl_run(tmp_path_factory):
 def test_the_checkpoint_is_what_verl_writes(verl_run):
     actor = verl_run / "global_step_2" / "actor"
     assert json.loads((actor / "fsdp_config.json").read_text())["world_size"] == 2
-    assert {p.name for p in actor.glob("model_world_size_2_rank_*.pt")} == {"model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"}
+    assert {p.name for p in actor.glob("model_world_size_2_rank_*.pt")} == {
+        "model_world_size_2_rank_0.pt",
+        "model_world_size_2_rank_1.pt",
+    }
     hf = actor / "huggingface"
     # config and tokenizer only: nothing transformers or vLLM could load weights from
     assert (hf / "config.json").is_file() and (hf / "tokenizer_config.json").is_file()
@@ -134,7 +141,10 @@ def test_merge_gives_the_trained_weights_once(verl_run, tmp_path, monkeypatch):
     assert set(state) == set(reference)
     for key, value in reference.items():
         assert torch.equal(state[key], value.to(torch.bfloat16)), key  # shards joined in the right order
-    assert AutoTokenizer.from_pretrained(merged).eos_token == AutoTokenizer.from_pretrained(verl_run / "global_step_2" / "actor" / "huggingface").eos_token
+    assert (
+        AutoTokenizer.from_pretrained(merged).eos_token
+        == AutoTokenizer.from_pretrained(verl_run / "global_step_2" / "actor" / "huggingface").eos_token
+    )
     # the run directory names the same checkpoint; the second call finds the cache
     stamp = (merged / "config.json").stat().st_mtime_ns
     assert Path(resolve_model_path(str(verl_run))) == merged
@@ -150,7 +160,9 @@ def test_an_incomplete_checkpoint_fails_with_one_line(verl_run, tmp_path, monkey
     shutil.copytree(verl_run / "global_step_2", broken)
     (broken / "actor" / "model_world_size_2_rank_1.pt").unlink()
     monkeypatch.setenv("PASR_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(ModelNotFoundError, match=r"incomplete verl checkpoint: world_size=2, missing model shards of ranks \[1\]"):
+    with pytest.raises(
+        ModelNotFoundError, match=r"incomplete verl checkpoint: world_size=2, missing model shards of ranks \[1\]"
+    ):
         resolve_model_path(str(broken))
 
 
@@ -161,8 +173,25 @@ def test_pasr_eval_runs_on_a_verl_checkpoint(verl_run, tmp_path, monkeypatch, ca
     data = tmp_path / "two.jsonl"
     data.write_text("".join(json.dumps({"question": f"What is {k}+{k}?", "answer": str(2 * k)}) + "\n" for k in (1, 2)))
     out = tmp_path / "eval"
-    argv = ["eval", "--model", str(verl_run / "global_step_2"), "--dataset", str(data), "--method", "pasr",
-            "--backend", "hf", "--max-new-tokens", "4", "--threads", "1", "--progress", "off", "--out", str(out)]  # fmt: skip
+    argv = [
+        "eval",
+        "--model",
+        str(verl_run / "global_step_2"),
+        "--dataset",
+        str(data),
+        "--method",
+        "pasr",
+        "--backend",
+        "hf",
+        "--max-new-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--progress",
+        "off",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(0 < r["response_tokens"] <= 4 for r in rows)

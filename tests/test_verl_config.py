@@ -54,7 +54,9 @@ def test_pasr_defaults_live_in_the_dataclasses_only(config):
     cfg = _compose(["pasr.tie_value=0"])
     plain_sections(cfg)  # what recipe.main_pasr hands to verl: no reference to recipe's dataclasses
     assert OmegaConf.get_type(cfg.pasr) is dict and cfg.pasr.tie_value == 0 and cfg.actor_rollout_ref.rollout.n == 8
-    assert OmegaConf.to_container(cfg.pasr_verl)["rollout_dir"] == "${trainer.default_local_dir}/rollouts"  # kept unresolved
+    assert (
+        OmegaConf.to_container(cfg.pasr_verl)["rollout_dir"] == "${trainer.default_local_dir}/rollouts"
+    )  # kept unresolved
 
 
 def test_config_passes_verls_own_validation(config):
@@ -96,7 +98,9 @@ def test_pasr_trainer_yaml_states_only_deltas_over_verls_defaults():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):
+    with initialize_config_dir(
+        config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None
+    ):
         base = compose(config_name="ppo_trainer")
     ours = yaml.safe_load((CONFIG_DIR / "pasr_trainer.yaml").read_text())
 
@@ -110,12 +114,20 @@ def test_pasr_trainer_yaml_states_only_deltas_over_verls_defaults():
             else:
                 yield path, value
 
-    restated = [path for path, value in leaves(ours)
-                if not (isinstance(value, str) and "${" in value) and OmegaConf.select(base, path) == value]
+    restated = [
+        path
+        for path, value in leaves(ours)
+        if not (isinstance(value, str) and "${" in value) and OmegaConf.select(base, path) == value
+    ]
     assert restated == []
     composed = _compose([])  # the paper's values verl already has still hold after the deltas
     actor = composed.actor_rollout_ref.actor
-    assert (actor.optim.lr, actor.clip_ratio, actor.kl_loss_type, actor.loss_agg_mode) == (1e-6, 0.2, "low_var_kl", "token-mean")
+    assert (actor.optim.lr, actor.clip_ratio, actor.kl_loss_type, actor.loss_agg_mode) == (
+        1e-6,
+        0.2,
+        "low_var_kl",
+        "token-mean",
+    )
     assert composed.actor_rollout_ref.rollout.val_kwargs.temperature == 0 and composed.algorithm.norm_adv_by_std_in_grpo
 
 
@@ -168,8 +180,12 @@ def test_preflight_checks_trainer_logger_as_the_local_engine_does():
     ok = dict(local_gpus=lambda: 8, judge_check=lambda c: None)
     with pytest.raises(PreflightError, match=r"trainer.logger: unknown logger 'foo' \(use console, file, tensorboard"):
         preflight(_compose(["trainer.logger=[console,foo]"]), find_module=lambda n: object(), **ok)
-    with pytest.raises(PreflightError, match="trainer.logger: wandb needs the Python package wandb, which is not installed"):
-        preflight(_compose(["trainer.logger=[console,wandb]"]), find_module=lambda n: None if n == "wandb" else object(), **ok)
+    with pytest.raises(
+        PreflightError, match="trainer.logger: wandb needs the Python package wandb, which is not installed"
+    ):
+        preflight(
+            _compose(["trainer.logger=[console,wandb]"]), find_module=lambda n: None if n == "wandb" else object(), **ok
+        )
     preflight(_compose(["trainer.logger=[console,wandb]"]), find_module=lambda n: object(), **ok)
     preflight(_compose(["trainer.logger=console"]), find_module=lambda n: object(), **ok)  # verl takes one name too
 
@@ -180,7 +196,9 @@ def test_preflight_refuses_a_relative_checkpoint_dir_inside_a_ray_job(monkeypatc
     ok = dict(local_gpus=lambda: 8, find_module=lambda n: object(), judge_check=lambda c: None)
     preflight(_compose(), **ok)  # outside a job a relative directory is the user's choice
     monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", '{"runtime_env": {}}')
-    with pytest.raises(PreflightError, match=r"trainer.default_local_dir=checkpoints/pasr/pasr is relative: .*starts from scratch"):
+    with pytest.raises(
+        PreflightError, match=r"trainer.default_local_dir=checkpoints/pasr/pasr is relative: .*starts from scratch"
+    ):
         preflight(_compose(), **ok)
     with pytest.raises(PreflightError, match=r"pasr_verl.rollout_dir=dumps is relative"):
         preflight(_compose(["trainer.default_local_dir=/shared/ck", "pasr_verl.rollout_dir=dumps"]), **ok)
@@ -209,7 +227,11 @@ def test_main_without_gpu_exits_at_once_with_a_message():
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PASR_SKIP_GPU_CHECK")}
     proc = subprocess.run(
         [sys.executable, "-m", "recipe.main_pasr", "trainer.experiment_name=x"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("pasr verl: error: no GPU on this machine")

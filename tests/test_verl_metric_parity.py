@@ -63,9 +63,13 @@ def local_metrics(tiny, train_step):
     model, tok = tiny
     model = copy.deepcopy(model)
     manager = train_step.manager
-    queries = [Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in SCRIPT]
+    queries = [
+        Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in SCRIPT
+    ]
 
-    def scripted_generation(model, tokenizer, queries, prompts, n_refine, n_plain, params, batch_size, prefill_think, **kw):
+    def scripted_generation(
+        model, tokenizer, queries, prompts, n_refine, n_plain, params, batch_size, prefill_think, **kw
+    ):
         """generate_step's rollouts, each response the scripted one (after the prefill, as the
         verl fixture's server answers)."""
         prefill = THINK_PREFILL if prefill_think else ""
@@ -75,7 +79,9 @@ def local_metrics(tiny, train_step):
             for variant, texts, chat in (("refine", refine, prompts.refine_chat), ("plain", plain, prompts.plain_chat)):
                 prompt_ids = render_prompts(tokenizer, [chat(ex.question)], prefill)[0]
                 for j, text in enumerate(texts):
-                    ids = tokenizer.encode(text.removeprefix(prefill), add_special_tokens=False) + [tokenizer.eos_token_id]
+                    ids = tokenizer.encode(text.removeprefix(prefill), add_special_tokens=False) + [
+                        tokenizer.eos_token_id
+                    ]
                     text = decode_response(tokenizer, ids, prefill)
                     rollout = Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(ids), "stop", j)
                     out.append(GeneratedRollout(rollout, prompt_ids, ids))
@@ -84,11 +90,22 @@ def local_metrics(tiny, train_step):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(step_mod, "generate_step", scripted_generation)
         metrics, records = step_mod.pasr_step(
-            get_generator=lambda: model, model=model, ref_model=None,
-            optimizer=torch.optim.AdamW(model.parameters(), lr=1e-6), tokenizer=tok, queries=queries,
-            prompts=manager.prompts, prompt_versions=manager.prompt_versions, judge=ExactJudge(),
-            params=SamplingParams(max_new_tokens=48), rollout=RolloutConfig(), pasr=manager.cfg,
-            algo=AlgoConfig(kl_coef=0.0), run_id="test-run", step=5, before_update=lambda records: None,
+            get_generator=lambda: model,
+            model=model,
+            ref_model=None,
+            optimizer=torch.optim.AdamW(model.parameters(), lr=1e-6),
+            tokenizer=tok,
+            queries=queries,
+            prompts=manager.prompts,
+            prompt_versions=manager.prompt_versions,
+            judge=ExactJudge(),
+            params=SamplingParams(max_new_tokens=48),
+            rollout=RolloutConfig(),
+            pasr=manager.cfg,
+            algo=AlgoConfig(kl_coef=0.0),
+            run_id="test-run",
+            step=5,
+            before_update=lambda records: None,
         )
     assert len(records) == 18 and sum(r.acc is None for r in records) == 1  # the step of the verl fixture
     return metrics
@@ -114,7 +131,7 @@ def test_every_logged_key_is_in_the_one_table(local_metrics, verl_metrics):
     """docs/design.md's "Metrics" table names every ``pasr/*`` key either engine logs
     (``<outcome>`` in a name stands for each refine outcome)."""
     text = DESIGN.read_text()
-    section = text[text.index("## Metrics"):]
+    section = text[text.index("## Metrics") :]
     rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `pasr/")]
     names = [n for cell in rows for n in re.findall(r"`(pasr/[^`]+)`", cell)]
     patterns = [re.compile(re.escape(n).replace(re.escape("<outcome>"), r"[a-z_]+") + "$") for n in names]

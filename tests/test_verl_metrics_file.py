@@ -20,7 +20,9 @@ def _lines(path):
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def test_verl_fit_logs_to_metrics_jsonl_and_a_resume_cuts_it_back(verl_mods, tokenizer, prompts, tmp_path, val_dataset, monkeypatch):
+def test_verl_fit_logs_to_metrics_jsonl_and_a_resume_cuts_it_back(
+    verl_mods, tokenizer, prompts, tmp_path, val_dataset, monkeypatch
+):
     """verl's real fit() (val_only): the Tracking it makes writes the validation it logs; the run
     resumed from step 2 drops the lines of step 3 that a crash left behind."""
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -30,14 +32,18 @@ def test_verl_fit_logs_to_metrics_jsonl_and_a_resume_cuts_it_back(verl_mods, tok
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    (ckpt / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "phase": "pasr", "pasr/acc_refine": s / 10}) + "\n" for s in (1, 2, 3)))
+    (ckpt / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "phase": "pasr", "pasr/acc_refine": s / 10}) + "\n" for s in (1, 2, 3))
+    )
     t, _ = _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size=3, val_n=1, step=0)
     t.config.trainer.default_local_dir = str(ckpt)
     t.config.trainer.val_only = True
     t._init_dump_executor()
     t.checkpoint_manager = SimpleNamespace(update_weights=lambda step: None)
     t.train_dataloader = StatefulDataLoader(list(range(4)), batch_size=1)
-    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 2))
+    monkeypatch.setattr(
+        verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 2)
+    )
     verl_tracking = tracking.Tracking
     try:
         t.fit()
@@ -66,19 +72,32 @@ def test_verl_steps_in_metrics_jsonl_are_read_by_pasr_stats(verl_mods, train_ste
     run = train_step.tmp  # rollouts/step_*.jsonl of the scripted step are here, run id test-run
     monkeypatch.setenv("TENSORBOARD_DIR", "unset")
     monkeypatch.delenv("TENSORBOARD_DIR")  # unset, and unset again after the test
-    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_update_actor",
-                        lambda self, b: DataProto.from_single_dict(data={}, meta_info={"metrics": {"actor/pg_loss": [0.1, 0.3]}}))
-    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 0))
+    monkeypatch.setattr(
+        verl_mods.ray_trainer.RayPPOTrainer,
+        "_update_actor",
+        lambda self, b: DataProto.from_single_dict(data={}, meta_info={"metrics": {"actor/pg_loss": [0.1, 0.3]}}),
+    )
+    monkeypatch.setattr(
+        verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 0)
+    )
 
     def fit_logging(trainer):  # what verl's fit() does around its logger (pinned in test_verl_pinned.py)
         from verl.utils.tracking import Tracking
 
-        logger = Tracking(project_name="p", experiment_name="e", default_backend=trainer.config.trainer.logger, config=None)
+        logger = Tracking(
+            project_name="p", experiment_name="e", default_backend=trainer.config.trainer.logger, config=None
+        )
         trainer._load_checkpoint()
         for step in (1, 2):
             trainer.global_steps = step
             metrics = reduce_metrics(trainer._update_actor(train_step.out).meta_info["metrics"])
-            metrics.update({"training/global_step": step, "critic/score/mean": np.float32(0.25 * step), "timing_s/step": np.float64(1.5)})
+            metrics.update(
+                {
+                    "training/global_step": step,
+                    "critic/score/mean": np.float32(0.25 * step),
+                    "timing_s/step": np.float64(1.5),
+                }
+            )
             logger.log(data=metrics, step=trainer.global_steps)
 
     monkeypatch.setattr(t_mod, "verl_fit", lambda: fit_logging)

@@ -6,9 +6,7 @@ judge-error stop and the no-spread warning."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
 from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, tokenizer, train_step, verl_mods are fixtures)
     EXPECTED_TOTALS,
@@ -75,7 +73,9 @@ def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, ver
     # q1: totals 3, 2, 1 -> normalised advantages +1, 0, -1
     assert adv[3].max().item() == pytest.approx(1.0, abs=1e-4) and adv[5].min().item() == pytest.approx(-1.0, abs=1e-4)
     # q2: judged totals 2, 0 (the third a judge error): mean 1 and std sqrt(2) over those two only
-    assert adv[6].max().item() == pytest.approx(2**-0.5, abs=1e-4) and adv[7].min().item() == pytest.approx(-(2**-0.5), abs=1e-4)
+    assert adv[6].max().item() == pytest.approx(2**-0.5, abs=1e-4) and adv[7].min().item() == pytest.approx(
+        -(2**-0.5), abs=1e-4
+    )
     # the batch converts the way _compute_old_log_prob / _update_actor send it to the workers
     from verl.workers.utils.padding import left_right_2_no_padding
 
@@ -83,7 +83,9 @@ def test_fit_side_union_and_grpo_see_refine_rows_only(train_step, gen_batch, ver
     assert td["response_mask"].shape[0] == 9
 
 
-def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages(train_step, gen_batch, verl_mods, tokenizer):
+def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages(
+    train_step, gen_batch, verl_mods, tokenizer
+):
     """The scripted step (the same texts, golds and a judge that fails on one refine rollout)
     through the local engine's path (recipe.scoring on Rollouts, then policy_update.build_batch)
     and the verl engine's (PasrRolloutManager on verl's DataProto rows, then fit()'s advantage
@@ -97,15 +99,28 @@ def test_both_engines_give_one_step_the_same_records_scores_masks_and_advantages
     from recipe.scoring import Rollout, group_scores, judge_and_record
 
     manager = train_step.manager
-    assert manager.cfg.prefill_think  # as the cpu preset: the local engine's texts start with the prefill, its tokens are prompt
+    assert (
+        manager.cfg.prefill_think
+    )  # as the cpu preset: the local engine's texts start with the prefill, its tokens are prompt
     rollouts = []  # as the local engine lays a step out: per query, its refine then its plain rollouts
     for k, (refine, plain) in SCRIPT.items():
         for variant, texts in (("refine", refine), ("plain", plain)):
             for j, text in enumerate(texts):
                 answered = text.removeprefix(THINK_PREFILL)  # what the model wrote after the prefill
                 n_tokens = len(tokenizer.encode(answered, add_special_tokens=False)) + 1  # EOS included
-                rollouts.append(Rollout(f"syn:{k}", "synthetic", f"What is {k}+{k}?", str(2 * k), variant,
-                                        THINK_PREFILL + answered, n_tokens, "stop", j))
+                rollouts.append(
+                    Rollout(
+                        f"syn:{k}",
+                        "synthetic",
+                        f"What is {k}+{k}?",
+                        str(2 * k),
+                        variant,
+                        THINK_PREFILL + answered,
+                        n_tokens,
+                        "stop",
+                        j,
+                    )
+                )
     records = judge_and_record(
         rollouts, ExactJudge(), run_id="test-run", step=5, engine="local", prompt_versions=manager.prompt_versions
     )
@@ -174,7 +189,11 @@ def test_rollout_dump_is_the_record_format(train_step):
     assert [r.total_reward for r in refine] == [t for k in range(3) for t in EXPECTED_TOTALS[k]]
     assert [r.query_id for r in refine[:3]] == ["syn:0"] * 3 and refine[0].gold == "0"
     assert refine[8].judge_error == "judge unavailable" and refine[8].acc is None
-    assert refine[0].prompt == "What is 0+0?" and refine[0].prompt_version and plain[0].prompt_version != refine[0].prompt_version
+    assert (
+        refine[0].prompt == "What is 0+0?"
+        and refine[0].prompt_version
+        and plain[0].prompt_version != refine[0].prompt_version
+    )
 
 
 def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
@@ -191,7 +210,9 @@ def test_decode_keeps_pasr_tags_that_a_tokenizer_marks_special():
 
 
 # --------------------------------------------------------------------------- judge errors, no spread (11.3, 11.7)
-def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys):
+def test_a_step_over_the_judge_error_limit_stops_after_its_dump(
+    gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys
+):
     """The stop the local engine takes too (recipe.judge_errors.check_judge_errors): past
     pasr.max_judge_error_rate the step is dumped and the run stops naming the key; below it, a
     warning on stderr."""
@@ -201,8 +222,11 @@ def test_a_step_over_the_judge_error_limit_stops_after_its_dump(gen_batch, token
     inner = ScriptedRollout(tokenizer, prompts, verl_mods.agent_loop)
     manager = _manager(inner, tokenizer, prompts, tmp_path, max_judge_error_rate=0.05)  # 1 error in 18 rows
     try:
-        with pytest.raises(JudgeErrorRateExceeded, match=r"step 5: the judge failed on 1 of 18 rollouts \(6%\), more than "
-                           r"pasr.max_judge_error_rate=0.05; first error: 'judge unavailable'"):
+        with pytest.raises(
+            JudgeErrorRateExceeded,
+            match=r"step 5: the judge failed on 1 of 18 rollouts \(6%\), more than "
+            r"pasr.max_judge_error_rate=0.05; first error: 'judge unavailable'",
+        ):
             manager.generate_sequences(_train_gen_batch(gen_batch, 3))
         assert manager.pop_metrics() == {}  # nothing to train on, nothing logged
         assert len(list(iter_records(tmp_path / "rollouts" / "step_000005.jsonl"))) == 18  # dumped for inspection
@@ -221,7 +245,9 @@ class UnformattedRollout(ScriptedRollout):
         return "The answer is 4." if _variant(messages, self.prompts) == "refine" else P(4)
 
 
-def test_zero_spread_groups_metric_and_loud_warning(train_step, gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys):
+def test_zero_spread_groups_metric_and_loud_warning(
+    train_step, gen_batch, tokenizer, prompts, verl_mods, tmp_path, capsys
+):
     assert train_step.metrics["pasr/zero_spread_groups"] == 0.0
     manager = _manager(UnformattedRollout(tokenizer, prompts, verl_mods.agent_loop), tokenizer, prompts, tmp_path)
     try:

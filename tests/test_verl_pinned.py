@@ -74,7 +74,9 @@ def test_pinned_agent_loop(verl_mods):
     assert "if self.reward_loop_worker_handles is None and input_non_tensor_batch:" in post
     assert "response_length = attention_mask[:, prompt_length:].sum(dim=1) - 1" in post
     # concrete agent loops get every non-tensor column as a keyword argument
-    assert "kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()" in _source(al.AgentLoopWorker.generate_sequences)
+    assert "kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()" in _source(
+        al.AgentLoopWorker.generate_sequences
+    )
 
 
 def _self_calls(src: str) -> set[str]:
@@ -93,17 +95,34 @@ def test_pinned_task_runner_and_losses(verl_mods):
     verl_module = _source(verl_mods.main_ppo_v0)
     verl_run = verl_module[verl_module.index("class TaskRunner(BaseTaskRunner)") :]
     ours = _source(verl_mods.trainer.PasrTaskRunner.run)
-    assert _self_calls(verl_run) == _self_calls(ours) == {
-        "add_actor_rollout_worker", "add_critic_worker", "add_reward_model_resource_pool",
-        "add_teacher_model_resource_pool", "add_ref_policy_worker", "init_resource_pool_mgr",
-    }  # fmt: skip
-    for call in ("validate_config(", "create_rl_dataset(", "create_rl_sampler(", "OmegaConf.resolve(config)",
-                 "omega_conf_to_dataclass(config.actor_rollout_ref.model)", "trainer.init_workers()", "trainer.fit()"):  # fmt: skip
+    assert (
+        _self_calls(verl_run)
+        == _self_calls(ours)
+        == {
+            "add_actor_rollout_worker",
+            "add_critic_worker",
+            "add_reward_model_resource_pool",
+            "add_teacher_model_resource_pool",
+            "add_ref_policy_worker",
+            "init_resource_pool_mgr",
+        }
+    )
+    for call in (
+        "validate_config(",
+        "create_rl_dataset(",
+        "create_rl_sampler(",
+        "OmegaConf.resolve(config)",
+        "omega_conf_to_dataclass(config.actor_rollout_ref.model)",
+        "trainer.init_workers()",
+        "trainer.fit()",
+    ):
         assert call in verl_run and call in ours, call
     for key in ("train_max_samples", "val_max_samples"):
         assert key in verl_run
     assert verl_run.count("create_rl_dataset(") == 2 and "RayPPOTrainer(" in verl_run
-    assert "PasrRayTrainer(" in ours and issubclass(verl_mods.trainer.PasrTaskRunner, verl_mods.main_ppo_v0.BaseTaskRunner)
+    assert "PasrRayTrainer(" in ours and issubclass(
+        verl_mods.trainer.PasrTaskRunner, verl_mods.main_ppo_v0.BaseTaskRunner
+    )
     assert list(inspect.signature(run_ppo).parameters) == ["config", "task_runner_class"]
     assert 'data["response_mask"]' in _source(losses.ppo_loss)
 
@@ -116,7 +135,9 @@ def test_pinned_get_gen_batch_and_extract_reward(gen_batch, verl_mods):
     assert set(gen_batch.batch.non_tensor_batch) == {"data_source", "reward_model", "extra_info", "uid"}
     assert {"raw_prompt", "uid", "extra_info", "reward_model", "data_source"} <= set(gen_batch.gen.non_tensor_batch)
     d = DataProto.from_dict(
-        tensors={"rm_scores": torch.ones(2, 3)}, non_tensors={"acc": np.array([1.0, 0.0])}, meta_info={"reward_extra_keys": ["acc"]}
+        tensors={"rm_scores": torch.ones(2, 3)},
+        non_tensors={"acc": np.array([1.0, 0.0])},
+        meta_info={"reward_extra_keys": ["acc"]},
     )
     scores, extra = extract_reward(d)
     assert scores.shape == (2, 3) and list(extra) == ["acc"]
@@ -164,7 +185,9 @@ def test_pinned_fit_throughput_and_loop(verl_mods):
 def test_pinned_verl_defaults_to_flash_attention():
     from verl.workers.config import HFModelConfig
 
-    assert 'self.override_config.get("attn_implementation", "flash_attention_2")' in _source(HFModelConfig.__post_init__)
+    assert 'self.override_config.get("attn_implementation", "flash_attention_2")' in _source(
+        HFModelConfig.__post_init__
+    )
 
 
 def test_launcher_is_what_run_ppo_calls(verl_mods):

@@ -15,7 +15,9 @@ def test_combined_batch_from_a_real_rlhf_batch(gen_batch, prompts):
 
     rep = _train_gen_batch(gen_batch, 3)
     before = [list(map(dict, m)) for m in rep.non_tensor_batch["raw_prompt"]]
-    combined, layout = build_combined_batch(rep, n_refine=3, n_plain=2, refine_system=prompts.refine, plain_system=prompts.plain)
+    combined, layout = build_combined_batch(
+        rep, n_refine=3, n_plain=2, refine_system=prompts.refine, plain_system=prompts.plain
+    )
     assert (layout.refine_rows, layout.plain_rows, len(combined)) == (9, 6, 15)
     uids = combined.non_tensor_batch["uid"]
     q = gen_batch.gen.non_tensor_batch["uid"]

@@ -84,10 +84,9 @@ def test_preflight_runs_the_rrr_checks():
 
 
 def test_build_rollout_manager_picks_the_method(tokenizer):
-    from rewards.judges import RuleJudge
-
     from recipe.verl_engine.rollout import PasrRolloutManager, build_rollout_manager
     from recipe.verl_engine.rrr_rollout import RrrRolloutManager
+    from rewards.judges import RuleJudge
 
     inner = SimpleNamespace(generate_sequences=None, start_profile=lambda: "inner")
     rrr = build_rollout_manager(_compose(RRR_OK), tokenizer, inner)
@@ -110,7 +109,12 @@ def test_rrr_smoke_script_drives_the_node_script_with_an_rrr_config():
     env = dict(re.findall(r"\b([A-Z_]+)=(\"?[^\s\\\\]+)", train.split("bash recipe/scripts/run_pasr_node.sh")[0]))
     for name in env:  # every variable the smoke run sets is one the node script reads
         assert "${" + name in node or "$" + name in node, name
-    assert (env["TRAIN_DATASET"], env["VAL_DATASET"], env["TRAIN_BSZ"], env["MINI_BSZ"]) == ("countdown", "countdown", "16", "16")
+    assert (env["TRAIN_DATASET"], env["VAL_DATASET"], env["TRAIN_BSZ"], env["MINI_BSZ"]) == (
+        "countdown",
+        "countdown",
+        "16",
+        "16",
+    )
     # the data files it writes are the ones the node script would otherwise prepare
     from data.prepare import output_file
 
@@ -122,7 +126,12 @@ def test_rrr_smoke_script_drives_the_node_script_with_an_rrr_config():
     assert 'local file="$DATA_DIR/$(basename "$dataset" | sed \'s/\\.[a-z]*$//\')_$split.parquet"' in node
     overrides = [line.strip().rstrip("\\").strip() for line in train.split("run_pasr_node.sh")[1].splitlines()]
     literal = [o for o in overrides if "=" in o and "$" not in o]
-    assert literal == ["method=rrr", "pasr.judge.kind=countdown", "data.max_response_length=384", "trainer.max_actor_ckpt_to_keep=2"]
+    assert literal == [
+        "method=rrr",
+        "pasr.judge.kind=countdown",
+        "data.max_response_length=384",
+        "trainer.max_actor_ckpt_to_keep=2",
+    ]
     from recipe.verl_engine.config import pasr_config, rrr_config
 
     cfg = _compose(_script_overrides(REPO / "recipe" / "scripts" / "run_pasr_node.sh") + literal)

@@ -133,7 +133,12 @@ def test_rollout_dump_is_the_local_engines_record_format(rrr_step, rrr_prompts):
     by = {v: [r for r in records if r.variant == v] for v in ("attempt", "reflection", "retry")}
     assert [len(by[v]) for v in ("attempt", "reflection", "retry")] == [3, 4, 4] and len(records) == 11
     assert [r.acc for r in by["attempt"]] == [1.0, 0.0, 0.0]
-    assert [(r.query_id, r.sample_index) for r in by["reflection"]] == [("syn:1", 0), ("syn:1", 1), ("syn:2", 0), ("syn:2", 1)]
+    assert [(r.query_id, r.sample_index) for r in by["reflection"]] == [
+        ("syn:1", 0),
+        ("syn:1", 1),
+        ("syn:2", 0),
+        ("syn:2", 1),
+    ]
     assert [r.acc for r in by["reflection"]] == [1.0, 0.0, None, 1.0]  # a reflection's acc is its retry's success
     assert by["reflection"][2].judge_error == "judge unavailable" and by["retry"][2].acc is None
     assert [r.response for r in by["reflection"]] == [REFL(0), REFL(1), REFL(0), REFL(1)]
@@ -191,7 +196,9 @@ def test_truncate_responses_equals_generating_with_the_limit(gen_batch, tokenize
     assert truncate_responses(first5, 5, tokenizer.pad_token_id).batch["responses"].equal(first5.batch["responses"])
 
 
-def test_a_step_without_failures_trains_nothing_and_skips_the_update(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path, capsys):
+def test_a_step_without_failures_trains_nothing_and_skips_the_update(
+    gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path, capsys
+):
     solved = {k: (A(2 * k), []) for k in range(3)}
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, script=solved)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
@@ -241,7 +248,9 @@ def test_too_many_verifier_errors_stop_after_the_dump(gen_batch, tokenizer, rrr_
 def test_rows_not_grouped_by_n_reflections_are_refused(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path):
     from recipe.verl_engine.plain_rollouts import PasrBatchError
 
-    manager = _rrr_manager(RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop), tokenizer, rrr_prompts, tmp_path, n=4)
+    manager = _rrr_manager(
+        RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop), tokenizer, rrr_prompts, tmp_path, n=4
+    )
     try:
         with pytest.raises(PasrBatchError, match=r"not a multiple of rollout.n = rrr.n_reflections = 4"):
             manager.generate_sequences(_train_gen_batch(gen_batch, 2))
@@ -249,7 +258,9 @@ def test_rows_not_grouped_by_n_reflections_are_refused(gen_batch, tokenizer, rrr
         manager.close()
 
 
-def test_prompts_that_fill_the_prompt_length_are_counted(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path, capsys):
+def test_prompts_that_fill_the_prompt_length_are_counted(
+    gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path, capsys
+):
     # attempt prompts fit in 120 tokens; the reflection and retry prompts (attempt + template) do not
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop, prompt_length=120)
     manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)

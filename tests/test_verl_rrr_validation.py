@@ -21,7 +21,9 @@ from tests.verl_compose import _compose
 from tests.verl_scripted_rollout import generate_and_close, validation_batch
 
 
-def test_validation_is_one_greedy_reflection_and_retry_per_failure(gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path):
+def test_validation_is_one_greedy_reflection_and_retry_per_failure(
+    gen_batch, tokenizer, rrr_prompts, verl_mods, tmp_path
+):
     from data.records import iter_records
 
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop)
@@ -53,7 +55,9 @@ def test_verls_own_validate_reads_the_rrr_scores(verl_mods, tokenizer, rrr_promp
     t.tokenizer = tokenizer
     t.use_rm = False
     t.global_steps = 4
-    t.val_dataloader = StatefulDataLoader(val_dataset, batch_size=len(val_dataset), shuffle=False, collate_fn=collate_fn)
+    t.val_dataloader = StatefulDataLoader(
+        val_dataset, batch_size=len(val_dataset), shuffle=False, collate_fn=collate_fn
+    )
     inner = RrrScripted(tokenizer, rrr_prompts, verl_mods.agent_loop)
     t.async_rollout_manager = _rrr_manager(inner, tokenizer, rrr_prompts, tmp_path)
     try:

@@ -17,7 +17,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(
     "script,extra",
-    [("run_pasr_qwen2_5_7b.sh", []), ("run_pasr_qwen3_8b.sh", ["+data.apply_chat_template_kwargs.enable_thinking=true"])],
+    [
+        ("run_pasr_qwen2_5_7b.sh", []),
+        ("run_pasr_qwen3_8b.sh", ["+data.apply_chat_template_kwargs.enable_thinking=true"]),
+    ],
 )
 def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
     from omegaconf import OmegaConf
@@ -28,7 +31,11 @@ def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
         assert subprocess.run(["bash", "-n", str(p)]).returncode == 0
     assert "run_pasr_node.sh" in wrapper.read_text() and all(e in wrapper.read_text() for e in extra)
     text = path.read_text()
-    assert "python3 -m recipe data prepare" in text and "python3 -m recipe judge serve" in text and "python3 -m recipe check" in text
+    assert (
+        "python3 -m recipe data prepare" in text
+        and "python3 -m recipe judge serve" in text
+        and "python3 -m recipe check" in text
+    )
     overrides = _script_overrides(path) + extra
     cfg = _compose(overrides)  # every key exists (Hydra rejects unknown ones)
     ar = cfg.actor_rollout_ref
@@ -56,7 +63,17 @@ def test_smoke_script_drives_the_node_script_with_the_measured_settings():
     text = smoke.read_text()
     train = text[text.index("train() {") : text.index("\n}\n", text.index("train() {"))]
     env = dict(re.findall(r"\b([A-Z_]+)=(\"?[^\s\\\\]+)", train.split("bash recipe/scripts/run_pasr_node.sh")[0]))
-    assert {"NGPUS", "TRAIN_BSZ", "ROLLOUT_TP", "SAVE_FREQ", "TEST_FREQ", "CKPT_DIR", "DATA_DIR", "MODEL_PATH", "EXP_NAME"} <= set(env)
+    assert {
+        "NGPUS",
+        "TRAIN_BSZ",
+        "ROLLOUT_TP",
+        "SAVE_FREQ",
+        "TEST_FREQ",
+        "CKPT_DIR",
+        "DATA_DIR",
+        "MODEL_PATH",
+        "EXP_NAME",
+    } <= set(env)
     for name in env:  # every variable the smoke run sets is one the node script reads
         assert "${" + name in node or "$" + name in node, name
     assert (env["NGPUS"], env["TRAIN_BSZ"], env["ROLLOUT_TP"]) == ("1", "16", "1")
@@ -77,7 +94,9 @@ def test_smoke_prelude_clears_only_a_smoke_runs_folder(tmp_path):
     for tool, out in (("nvidia-smi", "FakeGPU, 80 GiB"), ("python3", "/models/smollm2")):
         (fake_bin / tool).write_text(f"#!/bin/sh\necho '{out}'\n")
         (fake_bin / tool).chmod(0o755)
-    prelude = f'source recipe/scripts/smoke_common.sh; smoke_prelude "$RUN_DIR/ckpt"; stamp started; echo "model=$MODEL_PATH"'
+    prelude = (
+        'source recipe/scripts/smoke_common.sh; smoke_prelude "$RUN_DIR/ckpt"; stamp started; echo "model=$MODEL_PATH"'
+    )
 
     def run(run_dir: Path):
         env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "RUN_DIR": str(run_dir)}
@@ -134,10 +153,16 @@ def test_smoke_validation_check_counts_the_prompts_the_trainer_kept(tmp_path):
     assert len(lines) == 2
     (tmp_path / "train_1.log").write_text(
         "(TaskRunner pid=1) dataset len: 7473\n(TaskRunner pid=1) filter dataset len: 7473\n"
-        "(TaskRunner pid=1) dataset len: 500\n(TaskRunner pid=1) filter dataset len: 499\n")
+        "(TaskRunner pid=1) dataset len: 500\n(TaskRunner pid=1) filter dataset len: 499\n"
+    )
     script = "set -euo pipefail\n" + "\n".join(lines) + '\necho "$n_val"'
-    done = subprocess.run(["bash", "-c", script], cwd=REPO, env={"PATH": "/usr/bin:/bin", "RUN_DIR": str(tmp_path)},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "RUN_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "499"
 
@@ -162,9 +187,8 @@ def _sft_overrides(path: Path) -> list[str]:
 
 
 def test_sft_warmup_script_overrides_exist_in_verls_sft_config():
-    from hydra import compose, initialize_config_dir
-
     import verl
+    from hydra import compose, initialize_config_dir
 
     script = REPO / "recipe" / "scripts" / "run_sft_warmup.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

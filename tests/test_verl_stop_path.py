@@ -42,7 +42,9 @@ def test_fit_stops_after_the_step_and_checkpoints_once(verl_mods, monkeypatch, s
     monkeypatch.setattr(t_mod, "poll_stop_flag", lambda: flag[0] if flag else None)
     fake = FakeFit(stop_at, flag)
     monkeypatch.setattr(t_mod, "verl_fit", lambda: fake)
-    monkeypatch.setattr(verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 1))
+    monkeypatch.setattr(
+        verl_mods.ray_trainer.RayPPOTrainer, "_load_checkpoint", lambda self: setattr(self, "global_steps", 1)
+    )
     saves = []
 
     def save(self):
@@ -55,7 +57,9 @@ def test_fit_stops_after_the_step_and_checkpoints_once(verl_mods, monkeypatch, s
     trainer.train_dataloader = StatefulDataLoader(list(range(5)), batch_size=1)
     trainer.fit()
     if stop_at is None:
-        assert fake.steps == list(range(2, 12)) and saves == [(10, 4)]  # resumed at 1: two epochs of 5, verl's saves only
+        assert fake.steps == list(range(2, 12)) and saves == [
+            (10, 4)
+        ]  # resumed at 1: two epochs of 5, verl's saves only
         return
     assert fake.steps == [2, 3]  # step 3 finished, step 4 never started
     # one checkpoint of step 3, whose dataloader state counts the 2 batches trained on

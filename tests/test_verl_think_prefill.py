@@ -52,14 +52,16 @@ def test_the_agent_loop_puts_the_prefill_in_the_prompt_as_the_local_engine_does(
 
     out = asyncio.run(run(THINK_PREFILL_AGENT))
     assert out.prompt_ids == render_prompts(tokenizer, [chat], "<think>")[0]  # the local engine's prompt ids
-    assert out.prompt_ids[-len(prefill):] == prefill and inner.server.prompts[-1] == out.prompt_ids
-    assert out.response_ids == inner.server.next[len(prefill):]  # the prefill is not response ...
+    assert out.prompt_ids[-len(prefill) :] == prefill and inner.server.prompts[-1] == out.prompt_ids
+    assert out.response_ids == inner.server.next[len(prefill) :]  # the prefill is not response ...
     assert out.response_mask == [1] * len(out.response_ids)  # ... so never trained or counted
     plain = asyncio.run(run("single_turn_agent"))  # verl's default agent loop: the template alone
     assert plain.prompt_ids == render_prompts(tokenizer, [chat])[0] and plain.response_ids == inner.server.next
 
 
-def test_a_verl_step_prefills_every_pasr_row_and_scores_the_local_engines_text(train_step, tokenizer, prompts, monkeypatch):
+def test_a_verl_step_prefills_every_pasr_row_and_scores_the_local_engines_text(
+    train_step, tokenizer, prompts, monkeypatch
+):
     """The scripted training step (pasr.prefill_think on, as the cpu preset): every row sent, refine and
     plain, asked the prefill agent loop and got a prompt ending with the prefill; the local
     engine's generate_step, answering its prompts with the same scripted responses, sends the
@@ -74,10 +76,13 @@ def test_a_verl_step_prefills_every_pasr_row_and_scores_the_local_engines_text(t
     inner, prefill = train_step.inner, _prefill_ids(tokenizer)
     assert train_step.manager.cfg.prefill_think
     assert list(train_step.out.non_tensor_batch[AGENT_NAME]) == [THINK_PREFILL_AGENT] * 9
-    assert len(inner.server.prompts) == 20 and all(p[-len(prefill):] == prefill for p in inner.server.prompts)
-    assert all(p[-len(prefill):] == prefill for p in prompt_token_ids(train_step.out))
+    assert len(inner.server.prompts) == 20 and all(p[-len(prefill) :] == prefill for p in inner.server.prompts)
+    assert all(p[-len(prefill) :] == prefill for p in prompt_token_ids(train_step.out))
     assert not any(r[: len(prefill)] == prefill for r in response_token_ids(train_step.out))
-    verl = {(r.query_id, r.variant, r.sample_index): r for r in iter_records(train_step.tmp / "rollouts" / "step_000005.jsonl")}
+    verl = {
+        (r.query_id, r.variant, r.sample_index): r
+        for r in iter_records(train_step.tmp / "rollouts" / "step_000005.jsonl")
+    }
     assert all(r.response.startswith("<think>") for r in verl.values())
 
     local_prompts = []
@@ -89,10 +94,16 @@ def test_a_verl_step_prefills_every_pasr_row_and_scores_the_local_engines_text(t
         chats = [chat(q.question) for q in queries for chat in [prompts.refine_chat] * 3 + [prompts.plain_chat] * 3]
         return [(inner.server.answer(p, inner.response_ids(c, seen)), "stop") for p, c in zip(prompt_ids, chats)]
 
-    queries = [Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in SCRIPT]
+    queries = [
+        Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in SCRIPT
+    ]
     monkeypatch.setattr(local_rollout, "generate_ids", scripted_generate_ids)
-    gens = local_rollout.generate_step(None, tokenizer, queries, prompts, 3, 3, SamplingParams(max_new_tokens=48), 64, True)
-    assert sorted(map(tuple, local_prompts)) == sorted(map(tuple, inner.server.prompts[:18]))  # the same prompts (verl's last 2: padding)
+    gens = local_rollout.generate_step(
+        None, tokenizer, queries, prompts, 3, 3, SamplingParams(max_new_tokens=48), 64, True
+    )
+    assert sorted(map(tuple, local_prompts)) == sorted(
+        map(tuple, inner.server.prompts[:18])
+    )  # the same prompts (verl's last 2: padding)
     for g in gens:
         r = g.rollout
         record = verl[(r.query_id, r.variant, r.sample_index)]
@@ -109,7 +120,7 @@ def test_prefill_off_generates_from_the_chat_template_alone(gen_batch, tokenizer
     out, _ = generate_and_close(manager, _train_gen_batch(gen_batch, 3))
     prefill = _prefill_ids(tokenizer)
     assert set(out.non_tensor_batch[AGENT_NAME]) == {"single_turn_agent"}  # verl's default agent loop
-    assert not any(p[-len(prefill):] == prefill for p in prompt_token_ids(out))
+    assert not any(p[-len(prefill) :] == prefill for p in prompt_token_ids(out))
     texts = {r.response for r in iter_records(tmp_path / "rollouts" / "step_000005.jsonl")}
     assert texts == {t for refine, plain in SCRIPT.values() for t in refine + plain}  # as scripted, nothing added
 
@@ -159,11 +170,9 @@ def test_the_key_is_pasr_prefill_think_in_both_engines(saved, tmp_path):
 
     from recipe.local_engine.cli import _resume_config
     from recipe.local_engine.config import load_config, to_yaml
-    from recipe.pasr_config import ConfigError
+    from recipe.pasr_config import ConfigError, PasrConfig
     from recipe.retired_keys import retired_message
     from recipe.verl_engine.config import compose_config, pasr_config
-
-    from recipe.pasr_config import PasrConfig
 
     assert not PasrConfig().prefill_think and not pasr_config(compose_config([])).prefill_think  # the paper's
     assert load_config().pasr.prefill_think and load_config(preset="demo").pasr.prefill_think  # the cpu preset's

@@ -64,9 +64,8 @@ def test_agent_loop_manager_is_enforced(verl_mods):
 
 
 def test_build_rollout_manager_from_config(config, tokenizer):
-    from rewards.judges import RuleJudge
-
     from recipe.verl_engine.rollout import build_rollout_manager
+    from rewards.judges import RuleJudge
 
     inner = SimpleNamespace(generate_sequences=None, start_profile=lambda: "inner")
     manager = build_rollout_manager(config, tokenizer, inner)

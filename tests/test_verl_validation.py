@@ -11,8 +11,8 @@ from tests.verl_scripted_rollout import (  # noqa: F401  (gen_batch, prompts, to
     ScriptedRollout,
     _manager,
     _row_totals,
-    generate_and_close,
     gen_batch,
+    generate_and_close,
     prompts,
     tokenizer,
     val_dataset,
@@ -39,7 +39,9 @@ def _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, *,
     from verl.utils.dataset.rl_dataset import collate_fn
 
     t = object.__new__(verl_mods.trainer.PasrRayTrainer)
-    t.config = _compose([f"actor_rollout_ref.rollout.val_kwargs.n={val_n}", "actor_rollout_ref.rollout.agent.num_workers=4"])
+    t.config = _compose(
+        [f"actor_rollout_ref.rollout.val_kwargs.n={val_n}", "actor_rollout_ref.rollout.agent.num_workers=4"]
+    )
     t.tokenizer = tokenizer
     t.use_rm = False
     t.global_steps = step
@@ -50,13 +52,22 @@ def _validating_trainer(verl_mods, tokenizer, prompts, tmp_path, val_dataset, *,
 
 
 @pytest.mark.parametrize("val_batch_size,val_n,calls", [(None, 1, [4]), (2, 1, [4, 4]), (2, 2, [4, 4])])
-def test_validation_dump_holds_each_question_once(verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size, val_n, calls):
+def test_validation_dump_holds_each_question_once(
+    verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size, val_n, calls
+):
     """verl's own _validate: batches padded to agent.num_workers with copies of their first rows,
     several batches with data.val_batch_size; the dump has each question's val_n samples once."""
     from data.records import iter_records
 
     t, inner = _validating_trainer(
-        verl_mods, tokenizer, prompts, tmp_path, val_dataset, val_batch_size=val_batch_size or len(val_dataset), val_n=val_n, step=7
+        verl_mods,
+        tokenizer,
+        prompts,
+        tmp_path,
+        val_dataset,
+        val_batch_size=val_batch_size or len(val_dataset),
+        val_n=val_n,
+        step=7,
     )
     try:
         metrics = t._validate()
@@ -65,7 +76,9 @@ def test_validation_dump_holds_each_question_once(verl_mods, tokenizer, prompts,
     assert inner.calls == calls  # verl padded: 3 -> 4, or 2+1 -> 4+4 (with n=2: 4 + 2 -> 4 + 4)
     records = list(iter_records(tmp_path / "rollouts" / "val_step_000007.jsonl", strict=True))
     assert len(records) == 3 * val_n
-    assert sorted((r.query_id, r.sample_index) for r in records) == [(f"val:{k}", i) for k in range(3) for i in range(val_n)]
+    assert sorted((r.query_id, r.sample_index) for r in records) == [
+        (f"val:{k}", i) for k in range(3) for i in range(val_n)
+    ]
     assert {r.dataset for r in records} == {"val"} and {r.step for r in records} == {7}
     # verl's metrics see the unpadded rows: the first refine answers are right for every question
     assert metrics[f"val-core/synthetic/acc/mean@{val_n}"] == pytest.approx(1.0 if val_n == 1 else 5 / 6)

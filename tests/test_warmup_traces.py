@@ -10,14 +10,16 @@ import pytest
 
 from data.records import PLAIN, REFINE
 from data.synthetic import Step, apply_op, generate_problems
-from prompts import PromptSet
 from data.warmup_traces import build_samples, build_trace, column_check, worked_check
+from prompts import PromptSet
 from rewards.format import check_format
 
 EQUATION = re.compile(r"(\d+) ([-+*]) (\d+) = (\d+)")
 
 
-@pytest.mark.parametrize("plain, refine", [("plain_system", "refine_system"), ("plain_system_short", "refine_system_short")])
+@pytest.mark.parametrize(
+    "plain, refine", [("plain_system", "refine_system"), ("plain_system_short", "refine_system_short")]
+)
 def test_plain_prompt_asks_for_the_same_format_without_refine(plain, refine):
     prompts = PromptSet.load(refine=refine, plain=plain)
     for tag in ("<think>", "</think>", "<answer>", "</answer>"):

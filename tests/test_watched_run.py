@@ -35,7 +35,9 @@ def test_load_gives_back_the_lines_steps_signals_and_exit_code(tmp_path):
 
 def test_load_of_a_log_without_its_sidecar_knows_no_exit_code(tmp_path):
     log = tmp_path / "cut.log"
-    log.write_text("    1.5 Started a local Ray instance.\n   12.0 (P pid=1) step:1 - timing_s/step:2.5\n  13.0 half a li")
+    log.write_text(
+        "    1.5 Started a local Ray instance.\n   12.0 (P pid=1) step:1 - timing_s/step:2.5\n  13.0 half a li"
+    )
     back = WatchedRun.load(log)
     assert back.rc is None and back.signals == []
     assert back.steps == {1: (12.0, {"timing_s/step": 2.5})} and back.lines[-1] == (13.0, "half a li")

@@ -88,10 +88,18 @@ def gen_batch(tmp_path_factory, tokenizer, prompts, verl_mods):
     from data.verl_parquet import write_rl_parquet
 
     tmp = tmp_path_factory.mktemp("rl_data")
-    examples = [Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in range(3)]
+    examples = [
+        Example(id=f"syn:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k))
+        for k in range(3)
+    ]
     path = write_rl_parquet(examples, tmp / "train.parquet", prompts.refine, split="train")
     data_cfg = OmegaConf.create(
-        {"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": False, "cache_dir": str(tmp / "cache")}
+        {
+            "prompt_key": "prompt",
+            "max_prompt_length": 512,
+            "filter_overlong_prompts": False,
+            "cache_dir": str(tmp / "cache"),
+        }
     )
     dataset = RLHFDataset([str(path)], tokenizer, data_cfg)
     batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
@@ -109,9 +117,19 @@ def val_dataset(tmp_path_factory, tokenizer, prompts):
     from data.verl_parquet import write_rl_parquet
 
     tmp = tmp_path_factory.mktemp("val_data")
-    examples = [Example(id=f"val:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k)) for k in range(3)]
+    examples = [
+        Example(id=f"val:{k}", data_source="synthetic", question=f"What is {k}+{k}?", answer=str(2 * k))
+        for k in range(3)
+    ]
     path = write_rl_parquet(examples, tmp / "val.parquet", prompts.refine, split="test")
-    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": False, "cache_dir": str(tmp / "c")})
+    cfg = OmegaConf.create(
+        {
+            "prompt_key": "prompt",
+            "max_prompt_length": 512,
+            "filter_overlong_prompts": False,
+            "cache_dir": str(tmp / "c"),
+        }
+    )
     return RLHFDataset([str(path)], tokenizer, cfg)
 
 
@@ -225,11 +243,21 @@ class ScriptedRollout:
 
         cfg = self.worker.rollout_config
         config = OmegaConf.create(
-            {"actor_rollout_ref": {"rollout": {"prompt_length": cfg.prompt_length, "response_length": cfg.response_length}}, "data": {}}
+            {
+                "actor_rollout_ref": {
+                    "rollout": {"prompt_length": cfg.prompt_length, "response_length": cfg.response_length}
+                },
+                "data": {},
+            }
         )
         return hydra.utils.instantiate(
-            self.mod._agent_loop_registry[name], trainer_config=self.mod.DictConfigWrap(config), server_manager=self.server,
-            tokenizer=self.tok, processor=None, dataset_cls=RLHFDataset, data_config=self.mod.DictConfigWrap(config.data),
+            self.mod._agent_loop_registry[name],
+            trainer_config=self.mod.DictConfigWrap(config),
+            server_manager=self.server,
+            tokenizer=self.tok,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=self.mod.DictConfigWrap(config.data),
         )
 
     async def _generate(self, batch):

@@ -49,8 +49,14 @@ class Collector:
         names = {REFINE: 0, "pasr": 0, PLAIN: 1}
         return sorted(
             self.groups.values(),
-            key=lambda g: (KIND_ORDER[g.kind], g.run_id, TAG_ORDER.get(g.dataset, len(TAG_ORDER)), g.dataset or "",
-                           names.get(g.name, 2), g.name),
+            key=lambda g: (
+                KIND_ORDER[g.kind],
+                g.run_id,
+                TAG_ORDER.get(g.dataset, len(TAG_ORDER)),
+                g.dataset or "",
+                names.get(g.name, 2),
+                g.name,
+            ),
         )
 
     def add_record(self, rec: RolloutRecord) -> None:
@@ -67,11 +73,17 @@ class Collector:
         g.add(rec, facts)
         kind, run_id, dataset, name = key
         if kind == "eval":
-            self.pairs.add(System(run_id, name, where=where), (dataset, str(rec["query_id"]), rec.get("sample_index", 0)),
-                           facts.correct)
+            self.pairs.add(
+                System(run_id, name, where=where),
+                (dataset, str(rec["query_id"]), rec.get("sample_index", 0)),
+                facts.correct,
+            )
         elif kind == "val" and not g.rrr:
-            self.pairs.add(System(run_id, method_of(name), dataset, rec["step"], where),
-                           (rec["data_source"], str(rec["query_id"]), rec.get("sample_index", 0)), facts.correct)
+            self.pairs.add(
+                System(run_id, method_of(name), dataset, rec["step"], where),
+                (rec["data_source"], str(rec["query_id"]), rec.get("sample_index", 0)),
+                facts.correct,
+            )
         if g.rrr:
             self.rrr.add(kind, rec)
         elif kind != "eval":

@@ -23,28 +23,59 @@ MAX_CORRUPT_LISTED = 50  # corrupt lines kept (in memory, stats.json, the report
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="rollout dumps: JSONL files or directories (recursive)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory for report.md, stats.json and plots")
-    parser.add_argument("--strict", action="store_true",
-                        help="stop at the first corrupt line or record of an unknown schema version (exit 2) instead of skipping it")
-    parser.add_argument("--top-k", type=int, default=20, metavar="N", help="most common refine texts listed per group (default 20)")
-    parser.add_argument("--examples", type=int, default=3, metavar="N",
-                        help="example responses per cell (with/without refine x correct/wrong) per group (default 3)")
-    parser.add_argument("--pair", nargs=2, action="append", metavar=("BEFORE", "AFTER"),
-                        help="compare two evaluations sample by sample, BEFORE first: a pasr eval run (its directory, "
-                             "RUN_ID or RUN_ID:METHOD, e.g. run1:plain run2:pasr) or a training run's in-training "
-                             "evaluation (RUN_ID/TAG@STEP, e.g. demo/warmup@60); repeatable. Default: only what the "
-                             "inputs order, never the order of the arguments: of two eval runs the plain one first, or "
-                             "two checkpoints of one training run by step (their summary.json); a training run's "
-                             "in-training evaluations by step (warmup before final). Each pair is printed with why")
-    parser.add_argument("--correct-at", type=float, default=None, metavar="SCORE",
-                        help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="rollout dumps: JSONL files or directories (recursive)"
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory for report.md, stats.json and plots"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first corrupt line or record of an unknown schema version (exit 2) instead of skipping it",
+    )
+    parser.add_argument(
+        "--top-k", type=int, default=20, metavar="N", help="most common refine texts listed per group (default 20)"
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=3,
+        metavar="N",
+        help="example responses per cell (with/without refine x correct/wrong) per group (default 3)",
+    )
+    parser.add_argument(
+        "--pair",
+        nargs=2,
+        action="append",
+        metavar=("BEFORE", "AFTER"),
+        help="compare two evaluations sample by sample, BEFORE first: a pasr eval run (its directory, "
+        "RUN_ID or RUN_ID:METHOD, e.g. run1:plain run2:pasr) or a training run's in-training "
+        "evaluation (RUN_ID/TAG@STEP, e.g. demo/warmup@60); repeatable. Default: only what the "
+        "inputs order, never the order of the arguments: of two eval runs the plain one first, or "
+        "two checkpoints of one training run by step (their summary.json); a training run's "
+        "in-training evaluations by step (warmup before final). Each pair is printed with why",
+    )
+    parser.add_argument(
+        "--correct-at",
+        type=float,
+        default=None,
+        metavar="SCORE",
+        help="judge score at or above which an answer counts as correct (default 1.0, as the training metrics)",
+    )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the example sampling (default 0)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--montage", action="store_true",
-                        help="also tile every plot into one small DIR/montage.png (to glance at, or for docs)")
-    parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                        help=f"progress bar by bytes read (auto: inputs over {PROGRESS_AUTO_BYTES >> 20} MiB)")
+    parser.add_argument(
+        "--montage",
+        action="store_true",
+        help="also tile every plot into one small DIR/montage.png (to glance at, or for docs)",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help=f"progress bar by bytes read (auto: inputs over {PROGRESS_AUTO_BYTES >> 20} MiB)",
+    )
 
 
 def _collect(args):
@@ -130,7 +161,11 @@ def run(args) -> int:
         # by mistake is far likelier than a real run that wrote nothing.
         files = f"{len(inputs.records)} file(s) ({', '.join(str(p) for p in inputs.records[:3])}"
         files += ", ...)" if len(inputs.records) > 3 else ")"
-        why = f"{skipped_lines(errors.count, errors.unknown_version)}, first: {errors.first[0]}" if errors.count else "they are empty"
+        why = (
+            f"{skipped_lines(errors.count, errors.unknown_version)}, first: {errors.first[0]}"
+            if errors.count
+            else "they are empty"
+        )
         raise CliError(f"no rollout records in {files}: {why}")
     kinds = {"train": 0, "val": 0, "eval": 0, "other": 0}
     for (kind, *_), g in col.groups.items():
@@ -209,14 +244,21 @@ def run(args) -> int:
     (out / "report.md").write_text(render(stats), encoding="utf-8")
 
     if errors.unknown_version:
-        print(f"pasr stats: warning: {errors.unknown_version} record(s) of an unknown schema version skipped "
-              f"(first: {errors.first_unknown_version}); --strict refuses them", file=sys.stderr)
+        print(
+            f"pasr stats: warning: {errors.unknown_version} record(s) of an unknown schema version skipped "
+            f"(first: {errors.first_unknown_version}); --strict refuses them",
+            file=sys.stderr,
+        )
     for i, tr in enumerate(stats["transitions"], 1):
-        print(f"pasr stats: pair {i}: BEFORE = {tr['before_label']}; AFTER = {tr['after_label']}; "
-              f"why this order: {tr['order']}; {transition_words(tr)}")
+        print(
+            f"pasr stats: pair {i}: BEFORE = {tr['before_label']}; AFTER = {tr['after_label']}; "
+            f"why this order: {tr['order']}; {transition_words(tr)}"
+        )
     for note in pair_notes:
         print(f"pasr stats: {note.replace('`', '')}")
     note = f", {skipped_lines(errors.count, errors.unknown_version)} skipped" if errors.count else ""
-    print(f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
-          f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s){written}")
+    print(
+        f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "
+        f"{out / 'report.md'}, {out / 'stats.json'}, {len(stats['plots'])} plot(s){written}"
+    )
     return 0

@@ -34,9 +34,17 @@ KIND_ORDER = {"train": 0, "val": 1, "eval": 2, "other": 3}
 TAG_ORDER = {"base": 0, "warmup": 1, "final": 2}
 _DEFAULT_ENGINE = next(f.default for f in fields(RolloutRecord) if f.name == "engine")
 # stats.json keys of a group that only mean something for PASR responses (None for RRR groups)
-PASR_ONLY = ("refine_rate", "empty_refine_rate", "refine_fix_rate", "refine_break_rate", "draft_acc",
-             "mean_refines_per_response",
-             "format", "accuracy.with_refine", "accuracy.without_refine")
+PASR_ONLY = (
+    "refine_rate",
+    "empty_refine_rate",
+    "refine_fix_rate",
+    "refine_break_rate",
+    "draft_acc",
+    "mean_refines_per_response",
+    "format",
+    "accuracy.with_refine",
+    "accuracy.without_refine",
+)
 
 
 def kind_of(step: int | None, dataset: str | None) -> str:
@@ -88,7 +96,13 @@ class GroupStats:
     """Every counter of one group (see the module docstring for what a group is)."""
 
     def __init__(
-        self, kind: str, run_id: str, dataset: str | None, name: str, n_examples: int, rng: random.Random,
+        self,
+        kind: str,
+        run_id: str,
+        dataset: str | None,
+        name: str,
+        n_examples: int,
+        rng: random.Random,
         rrr: bool = False,
     ):
         # name: the method for eval groups, the variant otherwise; rrr: Reflect, Retry, Reward records
@@ -278,8 +292,16 @@ class GroupStats:
                 "mean": rate(self.acc_sum[0] + self.acc_sum[1], judged),
                 "n_judged": judged,
                 "n_correct": self.n_correct[0] + self.n_correct[1],
-                "with_refine": {"mean": rate(self.acc_sum[1], self.acc_n[1]), "n": self.acc_n[1], "n_correct": self.n_correct[1]},
-                "without_refine": {"mean": rate(self.acc_sum[0], self.acc_n[0]), "n": self.acc_n[0], "n_correct": self.n_correct[0]},
+                "with_refine": {
+                    "mean": rate(self.acc_sum[1], self.acc_n[1]),
+                    "n": self.acc_n[1],
+                    "n_correct": self.n_correct[1],
+                },
+                "without_refine": {
+                    "mean": rate(self.acc_sum[0], self.acc_n[0]),
+                    "n": self.acc_n[0],
+                    "n_correct": self.n_correct[0],
+                },
             },
             "judge_errors": self.judge_errors,
             "generation_errors": self.generation_errors,

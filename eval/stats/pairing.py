@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from data.records import PLAIN
-from eval.stats import StatsInputError
 from eval.significance import sign_test
+from eval.stats import StatsInputError
 from eval.stats.counting import rate
 from eval.stats.groups import TAG_ORDER
 from eval.stats.runs import RunInfo, display, read_run
@@ -119,8 +119,7 @@ class PairedOutcomes:
         if exact:
             return exact[0]
         path = str(Path(name).resolve())
-        by_run = [s for s, n in names.items()
-                  if n.rsplit(":", 1)[0] == name or (not s.in_training and s.where == path)]
+        by_run = [s for s, n in names.items() if n.rsplit(":", 1)[0] == name or (not s.in_training and s.where == path)]
         if len(by_run) == 1:
             return by_run[0]
         listed = ", ".join(names.values()) or "none"
@@ -142,12 +141,16 @@ class PairedOutcomes:
             if pairing is not None:
                 pairs.append(pairing)
             else:
-                notes.append(f"eval runs `{names[evals[0]]}` and `{names[evals[1]]}` not compared: nothing they record "
-                             "orders them (neither is plain; their summary.json name no two steps of one training run), "
-                             "and the order of the arguments is no order; pass --pair BEFORE AFTER")
+                notes.append(
+                    f"eval runs `{names[evals[0]]}` and `{names[evals[1]]}` not compared: nothing they record "
+                    "orders them (neither is plain; their summary.json name no two steps of one training run), "
+                    "and the order of the arguments is no order; pass --pair BEFORE AFTER"
+                )
         elif len(evals) > 2:
-            notes.append(f"{len(evals)} eval runs ({', '.join(f'`{names[s]}`' for s in evals)}); "
-                         "pass --pair BEFORE AFTER to compare two")
+            notes.append(
+                f"{len(evals)} eval runs ({', '.join(f'`{names[s]}`' for s in evals)}); "
+                "pass --pair BEFORE AFTER to compare two"
+            )
         pairs += self._in_training_pairs()
         return pairs, notes
 
@@ -160,11 +163,18 @@ class PairedOutcomes:
         ia, ib = self.run_info(a), self.run_info(b)
         if ia is None or ib is None or ia.checkpoint_step is None or ib.checkpoint_step is None:
             return None
-        if ia.checkpoint_run is None or ia.checkpoint_run != ib.checkpoint_run or ia.checkpoint_step == ib.checkpoint_step:
+        if (
+            ia.checkpoint_run is None
+            or ia.checkpoint_run != ib.checkpoint_run
+            or ia.checkpoint_step == ib.checkpoint_step
+        ):
             return None
         (before, lo), (after, hi) = sorted([(a, ia.checkpoint_step), (b, ib.checkpoint_step)], key=lambda t: t[1])
-        return Pairing(before, after, f"checkpoint step {lo} before step {hi} of training run "
-                                      f"{display(ia.checkpoint_run)} (their summary.json)")
+        return Pairing(
+            before,
+            after,
+            f"checkpoint step {lo} before step {hi} of training run {display(ia.checkpoint_run)} (their summary.json)",
+        )
 
     def _in_training_pairs(self) -> list[Pairing]:
         """Each training run's in-training evaluations of refine rollouts, in step order: one after
@@ -179,10 +189,18 @@ class PairedOutcomes:
             chain = list(zip(evals, evals[1:])) if len(evals) <= MAX_CHAINED else [(evals[0], evals[-1])]
             for a, b in chain:
                 if a.step != b.step:
-                    pairs.append(Pairing(a, b, f"in-training evaluations of one run, by step ({a.step} before {b.step})"))
+                    pairs.append(
+                        Pairing(a, b, f"in-training evaluations of one run, by step ({a.step} before {b.step})")
+                    )
                 elif a.dataset in TAG_ORDER and b.dataset in TAG_ORDER:
-                    pairs.append(Pairing(a, b, f"in-training evaluations of one run at step {a.step}: "
-                                               f"{a.dataset} before {b.dataset}, the order the trainer runs them"))
+                    pairs.append(
+                        Pairing(
+                            a,
+                            b,
+                            f"in-training evaluations of one run at step {a.step}: "
+                            f"{a.dataset} before {b.dataset}, the order the trainer runs them",
+                        )
+                    )
         return pairs
 
     def transition(self, pairing: Pairing) -> dict[str, Any]:

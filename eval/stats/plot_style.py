@@ -90,8 +90,17 @@ def rate_axis(ax, top: float = 100) -> None:
 def no_data(ax, why: str, *, rate: bool = False, keep_xticks: bool = False) -> None:
     """The axes frame with a centred "no data" and ``why`` (what is missing) instead of a chart.
     A rate axis keeps its 0-100 % scale; any other axis loses its ticks. No legend, no grid."""
-    ax.text(0.5, 0.5, f"{NO_DATA}\n{wrap(why, 0.85 * axes_width_in(ax), NO_DATA_FONTSIZE)}", transform=ax.transAxes,
-            ha="center", va="center", fontsize=NO_DATA_FONTSIZE, color="0.3", linespacing=1.5)
+    ax.text(
+        0.5,
+        0.5,
+        f"{NO_DATA}\n{wrap(why, 0.85 * axes_width_in(ax), NO_DATA_FONTSIZE)}",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=NO_DATA_FONTSIZE,
+        color="0.3",
+        linespacing=1.5,
+    )
     if not keep_xticks:
         ax.set_xlim(0, 1)
         ax.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
@@ -105,8 +114,9 @@ def no_data(ax, why: str, *, rate: bool = False, keep_xticks: bool = False) -> N
         ax.get_legend().remove()
 
 
-def span_axis(ax, values: Iterable[float | None], min_span: float, lo: float | None = None,
-              hi: float | None = None) -> None:
+def span_axis(
+    ax, values: Iterable[float | None], min_span: float, lo: float | None = None, hi: float | None = None
+) -> None:
     """A y axis at least ``min_span`` wide around ``values``, inside [``lo``, ``hi``]. Auto-scaling
     stretches any range to the axes' height, so a flat 0.25 on a 0.24-0.26 axis reads as a swing;
     here a range narrower than ``min_span`` sits in the middle of an axis ``min_span`` wide."""
@@ -145,20 +155,38 @@ def value_note(ax, text: str) -> None:
     the lines drawn so far cross least (call it once the limits are set)."""
     if not text:
         return
-    corners = ((0.02, 0.97, "left", "top"), (0.98, 0.97, "right", "top"),
-               (0.02, 0.03, "left", "bottom"), (0.98, 0.03, "right", "bottom"))
+    corners = (
+        (0.02, 0.97, "left", "top"),
+        (0.98, 0.97, "right", "top"),
+        (0.02, 0.03, "left", "bottom"),
+        (0.98, 0.03, "right", "bottom"),
+    )
     points = []  # the lines in axes fractions, 20 points per segment (a segment crosses a corner too)
     for line in ax.lines:
         xy = [(x, y) for x, y in zip(line.get_xdata(), line.get_ydata()) if math.isfinite(x) and math.isfinite(y)]
         xy = [tuple(p) for p in ax.transLimits.transform(xy)] if xy else []
-        points += xy[:1] + [(x0 + (x1 - x0) * k / 20, y0 + (y1 - y0) * k / 20)
-                            for (x0, y0), (x1, y1) in zip(xy, xy[1:]) for k in range(1, 21)]
+        points += xy[:1] + [
+            (x0 + (x1 - x0) * k / 20, y0 + (y1 - y0) * k / 20)
+            for (x0, y0), (x1, y1) in zip(xy, xy[1:])
+            for k in range(1, 21)
+        ]
 
     def crossings(corner: tuple) -> int:
         x, y, ha, va = corner
-        return sum((px <= 0.6 if ha == "left" else px >= 0.4) and (py >= 0.8 if va == "top" else py <= 0.2)
-                   for px, py in points)
+        return sum(
+            (px <= 0.6 if ha == "left" else px >= 0.4) and (py >= 0.8 if va == "top" else py <= 0.2)
+            for px, py in points
+        )
 
     x, y, ha, va = min(corners, key=crossings)  # the first of equals: top left
-    ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=7, color="0.15",
-            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.85})
+    ax.text(
+        x,
+        y,
+        text,
+        transform=ax.transAxes,
+        ha=ha,
+        va=va,
+        fontsize=7,
+        color="0.15",
+        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
+    )

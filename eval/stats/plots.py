@@ -26,18 +26,36 @@ from typing import Any
 
 from eval.stats import plot_style as ps
 from eval.stats.runs import display
-from rewards.refine import COMPARED_OUTCOMES, OUTCOMES as OUTCOME_ORDER
+from rewards.refine import COMPARED_OUTCOMES
+from rewards.refine import OUTCOMES as OUTCOME_ORDER
 
 MAX_GROUPS_PER_PLOT = 8
 MAX_METRIC_PANELS = 15  # room for every preferred metric below
 # metrics.jsonl keys plotted first (the per-step `pasr/*` metrics of recipe/metrics.py)
 PREFERRED_METRICS = (
-    "pasr/refine_rate", "pasr/format_pass_rate", "pasr/acc_refine", "pasr/acc_plain", "pasr/empty_refine_rate",
-    "pasr/refine_fix_rate", "pasr/refine_break_rate", "pasr/draft_acc", "pasr/reward_mean", "pasr/refine_reward_mean",
-    "pasr/response_length/mean", "pasr/refine_tags_per_response", "pasr/judge_errors", "eval/acc",
+    "pasr/refine_rate",
+    "pasr/format_pass_rate",
+    "pasr/acc_refine",
+    "pasr/acc_plain",
+    "pasr/empty_refine_rate",
+    "pasr/refine_fix_rate",
+    "pasr/refine_break_rate",
+    "pasr/draft_acc",
+    "pasr/reward_mean",
+    "pasr/refine_reward_mean",
+    "pasr/response_length/mean",
+    "pasr/refine_tags_per_response",
+    "pasr/judge_errors",
+    "eval/acc",
 )
-OVERVIEW_PLOTS = ("overview_rates.png", "refines_per_response.png", "accuracy_by_refine.png", "refine_positions.png",
-                  "refine_lengths.png", "refine_outcomes.png")
+OVERVIEW_PLOTS = (
+    "overview_rates.png",
+    "refines_per_response.png",
+    "accuracy_by_refine.png",
+    "refine_positions.png",
+    "refine_lengths.png",
+    "refine_outcomes.png",
+)
 OVERLAY_PLOT = "runs_overlay.png"
 # metrics.jsonl keys whose values are rates in [0, 1] (at least MIN_RATE_SPAN of axis); any other
 # value gets MIN_REL_SPAN of its largest magnitude (1 when it is 0)
@@ -116,8 +134,11 @@ def _legend(ax, *, outside: bool = False, **kw: Any) -> None:
     have a value are named under the legend ("0 % wherever measured: ..."), not given a swatch."""
     handles = list(zip(*ax.get_legend_handles_labels()))
     pairs = [(h, lab) for h, lab in handles if _has_data(h)]
-    zero = [lab for h, lab in handles if hasattr(h, "patches") and not _has_data(h)
-            and ps.finite(p.get_height() for p in h.patches)]
+    zero = [
+        lab
+        for h, lab in handles
+        if hasattr(h, "patches") and not _has_data(h) and ps.finite(p.get_height() for p in h.patches)
+    ]
     if not pairs:
         return
     if outside:
@@ -125,8 +146,16 @@ def _legend(ax, *, outside: bool = False, **kw: Any) -> None:
     ax.legend(*zip(*pairs), **kw)
     if zero:  # below the legend (right of the axes: bar charts have theirs outside), at the axes' foot
         size = kw.get("fontsize", 8)
-        ax.text(1.01, 0.0, ps.wrap("no bar, 0 wherever measured: " + ", ".join(zero), 1.3, size), transform=ax.transAxes,
-                ha="left", va="bottom", fontsize=size, color="0.25")
+        ax.text(
+            1.01,
+            0.0,
+            ps.wrap("no bar, 0 wherever measured: " + ", ".join(zero), 1.3, size),
+            transform=ax.transAxes,
+            ha="left",
+            va="bottom",
+            fontsize=size,
+            color="0.25",
+        )
 
 
 def _no_groups_why(stats: dict[str, Any]) -> str:
@@ -154,14 +183,29 @@ def _label(ax, xlabel: str, ylabel: str, title: str) -> None:
     ps.title(ax, title)
 
 
-def _rate_bars(ax, groups: list[tuple[str, dict]], series: list[tuple[str, list[float]]], width: float,
-               *, xlabel: str, ylabel: str, title: str, why_none: str, why_zero: str) -> None:
+def _rate_bars(
+    ax,
+    groups: list[tuple[str, dict]],
+    series: list[tuple[str, list[float]]],
+    width: float,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    why_none: str,
+    why_zero: str,
+) -> None:
     """Bars of rates in % per group (x: the groups), one bar series per rate; "no data" with
     ``why_none`` when every rate is n/a, with ``why_zero`` when every one is 0 % or n/a."""
     xs = range(len(groups))
     _label(ax, xlabel, ylabel, title)
-    ax.set_xticks([x + (len(series) - 1) / 2 * width for x in xs], [g["label"] for _, g in groups],
-                  rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(
+        [x + (len(series) - 1) / 2 * width for x in xs],
+        [g["label"] for _, g in groups],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
     values = [v for _, vs in series for v in vs]
     if _nothing_to_draw(values):
         ax.set_xlim(-0.5, len(groups) - 0.5 + (len(series) - 1) * width)
@@ -173,8 +217,16 @@ def _rate_bars(ax, groups: list[tuple[str, dict]], series: list[tuple[str, list[
     _legend(ax, outside=True, fontsize=8)
 
 
-def _share_bars(ax, names: list[str], series: list[tuple[str, list[float]]], *, xlabel: str, ylabel: str,
-                title: str, **tick_style: Any) -> None:
+def _share_bars(
+    ax,
+    names: list[str],
+    series: list[tuple[str, list[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    **tick_style: Any,
+) -> None:
     """Shares in % per category (x: ``names``), one bar series per group (at least one)."""
     width = 0.8 / len(series)
     for i, (label, shares) in enumerate(series):
@@ -193,13 +245,25 @@ def overview_rates(stats: dict[str, Any]) -> Figures:
         _label(ax, "group", "rate (%)", title)
         ps.no_data(ax, _no_groups_why(stats), rate=True)
     else:
-        rates = [("refine_rate", "refine rate"), ("empty_refine_rate", "empty-refine rate"),
-                 ("refine_fix_rate", "refine-fix rate"), ("refine_break_rate", "refine-break rate")]
+        rates = [
+            ("refine_rate", "refine rate"),
+            ("empty_refine_rate", "empty-refine rate"),
+            ("refine_fix_rate", "refine-fix rate"),
+            ("refine_break_rate", "refine-break rate"),
+        ]
         series = [(name, [_pct(g[key]) for _, g in groups]) for key, name in rates]
         series.append(("format pass rate", [_pct(g["format"]["pass_rate"]) for _, g in groups]))
-        _rate_bars(ax, groups, series, 0.8 / len(series), xlabel="group (run · kind [dataset] · variant or eval method)",
-                   ylabel="rate (%)", title=title, why_none="no rate in these groups",
-                   why_zero="every rate is 0 % or n/a: no refine spans and no well-formed response in these groups")
+        _rate_bars(
+            ax,
+            groups,
+            series,
+            0.8 / len(series),
+            xlabel="group (run · kind [dataset] · variant or eval method)",
+            ylabel="rate (%)",
+            title=title,
+            why_none="no rate in these groups",
+            why_zero="every rate is 0 % or n/a: no refine spans and no well-formed response in these groups",
+        )
     yield "overview_rates.png", fig
 
 
@@ -211,11 +275,21 @@ def accuracy_by_refine(stats: dict[str, Any]) -> Figures:
         _label(ax, "group", "mean judge score (%)", title)
         ps.no_data(ax, _no_groups_why(stats), rate=True)
     else:
-        series = [(side.replace("_", " "), [_pct(g["accuracy"][side]["mean"]) for _, g in groups])
-                  for side in ("without_refine", "with_refine")]
-        _rate_bars(ax, groups, series, 0.38, xlabel="group", ylabel="mean judge score (%)", title=title,
-                   why_none="no judged response in these groups",
-                   why_zero="every judged response in these groups scored 0")
+        series = [
+            (side.replace("_", " "), [_pct(g["accuracy"][side]["mean"]) for _, g in groups])
+            for side in ("without_refine", "with_refine")
+        ]
+        _rate_bars(
+            ax,
+            groups,
+            series,
+            0.38,
+            xlabel="group",
+            ylabel="mean judge score (%)",
+            title=title,
+            why_none="no judged response in these groups",
+            why_zero="every judged response in these groups scored 0",
+        )
     yield "accuracy_by_refine.png", fig
 
 
@@ -247,11 +321,18 @@ def refine_positions(stats: dict[str, Any]) -> Figures:
     spanned = _groups_with(stats, "n_spans")
     placed = [g for g in spanned if g["position_hist"]["n"]]
     fig, ax = _plt().subplots(figsize=(7, 4.5))
-    _label(ax, "refine start / think length (0 = start of think, 1 = end)", "share of refine spans (%)",
-           "Where refines start inside the think block")
+    _label(
+        ax,
+        "refine start / think length (0 = start of think, 1 = end)",
+        "share of refine spans (%)",
+        "Where refines start inside the think block",
+    )
     if not placed:
-        why = (NO_SPANS if _groups(stats) else _no_groups_why(stats)) if not spanned else \
-            "no refine span in a well-formed think block (positions are measured only there)"
+        why = (
+            (NO_SPANS if _groups(stats) else _no_groups_why(stats))
+            if not spanned
+            else "no refine span in a well-formed think block (positions are measured only there)"
+        )
         ps.no_data(ax, why, rate=True)
         yield "refine_positions.png", fig
         return
@@ -274,10 +355,23 @@ def refine_lengths(stats: dict[str, Any]) -> Figures:
         yield "refine_lengths.png", fig
         return
     edges = spanned[0]["refine_length_tokens"]["bin_edges"]
-    names = [f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+") for a, b in zip(edges[:-1], edges[1:])]
-    series = [(g["label"], [100 * c / g["refine_length_tokens"]["n"] for c in g["refine_length_tokens"]["bin_counts"]]) for g in spanned]
-    _share_bars(ax, names, series, xlabel="refine length (whitespace tokens)", ylabel="share of refine spans (%)",
-                title="Refine span lengths", fontsize=8)
+    names = [
+        f"{a}-{b - 1}" if b is not None and b - a > 1 else (str(a) if b is not None else f"{a}+")
+        for a, b in zip(edges[:-1], edges[1:])
+    ]
+    series = [
+        (g["label"], [100 * c / g["refine_length_tokens"]["n"] for c in g["refine_length_tokens"]["bin_counts"]])
+        for g in spanned
+    ]
+    _share_bars(
+        ax,
+        names,
+        series,
+        xlabel="refine length (whitespace tokens)",
+        ylabel="share of refine spans (%)",
+        title="Refine span lengths",
+        fontsize=8,
+    )
     yield "refine_lengths.png", fig
 
 
@@ -298,8 +392,9 @@ def refine_outcomes(stats: dict[str, Any]) -> Figures:
     """Shares of refine outcomes per group with a refine that was paid against a baseline (an
     evaluation without plain answers has only ``none`` / ``no_baseline``: no reward to show),
     titled with what the runs' reward paid for each."""
-    with_outcomes = [g for g in _groups_with(stats, "refine_outcomes")
-                     if any(g["refine_outcomes"].get(o) for o in COMPARED_OUTCOMES)]
+    with_outcomes = [
+        g for g in _groups_with(stats, "refine_outcomes") if any(g["refine_outcomes"].get(o) for o in COMPARED_OUTCOMES)
+    ]
     modes = {g["run_id"]: reward_mode(stats, g["run_id"]) for g in with_outcomes}
     described = {m["describe"] if m else None for m in modes.values()}
     fig, ax = _plt().subplots(figsize=(10 if len(described) > 1 else 8, 4.5))
@@ -308,13 +403,18 @@ def refine_outcomes(stats: dict[str, Any]) -> Figures:
         title = f"Refine reward outcomes · {one_mode['describe']}"
         xlabel = f"refine outcome (vs. {one_mode['basis']})"
     else:
-        title = ("Refine reward outcomes · " + NOT_RECORDED if described == {None} else
-                 "Refine reward outcomes (each run's reward in the legend)")
+        title = (
+            "Refine reward outcomes · " + NOT_RECORDED
+            if described == {None}
+            else "Refine reward outcomes (each run's reward in the legend)"
+        )
         xlabel = "refine outcome (vs. the baseline of the run's reward)"
     if not with_outcomes:
         _label(ax, "refine outcome", "share of rollouts (%)", "Refine reward outcomes")
-        why = ("no refine outcomes against a baseline in these rollouts (training refine rollouts record them; "
-               "an evaluation without plain answers has none)")
+        why = (
+            "no refine outcomes against a baseline in these rollouts (training refine rollouts record them; "
+            "an evaluation without plain answers has none)"
+        )
         ps.no_data(ax, why if _groups(stats) else _no_groups_why(stats), rate=True)
         yield "refine_outcomes.png", fig
         return
@@ -347,8 +447,15 @@ def _value_axis(ax, values: Iterable[float | None]) -> None:
     ps.span_axis(ax, vals, MIN_REL_SPAN * top if top else 1.0, lo=0.0 if min(vals) >= 0 else None)
 
 
-def _lines(ax, steps: list[int], series: list[tuple[str | None, list[float | None], dict[str, Any]]], *,
-           rate: bool, why: str, axis=None) -> bool:
+def _lines(
+    ax,
+    steps: list[int],
+    series: list[tuple[str | None, list[float | None], dict[str, Any]]],
+    *,
+    rate: bool,
+    why: str,
+    axis=None,
+) -> bool:
     """Lines over the training steps (rates in %); "no data" (``why``) and False when no line has a
     value. ``axis(ax, values)`` sets the y axis of values that are no rate (default: :func:`_value_axis`)."""
     if not ps.finite(v for _, values, _ in series for v in values):
@@ -379,16 +486,26 @@ def _one_step_range(ax, steps: list[int]) -> None:
 def _trend_usage(ax, t: dict[str, Any]) -> None:
     ax.set_title("Refine usage (refine rollouts)")
     ax.set_ylabel("rate (%)")
-    if _lines(ax, t["steps"], [("refine rate", t["refine_rate"], {}), ("empty-refine rate", t["empty_refine_rate"], {})],
-              rate=True, why="no refine rollouts at these steps"):
+    if _lines(
+        ax,
+        t["steps"],
+        [("refine rate", t["refine_rate"], {}), ("empty-refine rate", t["empty_refine_rate"], {})],
+        rate=True,
+        why="no refine rollouts at these steps",
+    ):
         _legend(ax, fontsize=8)
 
 
 def _trend_format(ax, t: dict[str, Any]) -> None:
     ax.set_title("Format pass rate (refine rollouts)")
     ax.set_ylabel("rate (%)")
-    _lines(ax, t["steps"], [(None, t["format_pass_rate"], {"color": "tab:green"})], rate=True,
-           why="no refine rollouts at these steps")
+    _lines(
+        ax,
+        t["steps"],
+        [(None, t["format_pass_rate"], {"color": "tab:green"})],
+        rate=True,
+        why="no refine rollouts at these steps",
+    )
 
 
 def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
@@ -396,8 +513,10 @@ def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
     ax.set_ylabel("mean judge score (%)")
     # the plain line dashed: where both are equal, both stay visible
     series = [("refine rollouts", t["acc_refine"], {}), ("plain rollouts (mean)", t["acc_plain"], {"linestyle": "--"})]
-    series += [(f"in-training eval: {ds}", v["acc"], {"steps": v["steps"], "marker": "s", "linestyle": ":"})
-               for ds, v in sorted(val.items(), key=lambda kv: (kv[1]["steps"][:1], kv[0]))]
+    series += [
+        (f"in-training eval: {ds}", v["acc"], {"steps": v["steps"], "marker": "s", "linestyle": ":"})
+        for ds, v in sorted(val.items(), key=lambda kv: (kv[1]["steps"][:1], kv[0]))
+    ]
     if _lines(ax, t["steps"], series, rate=True, why="no judged rollout at these steps"):
         _legend(ax, fontsize=8)
 
@@ -405,8 +524,13 @@ def _trend_accuracy(ax, t: dict[str, Any], val: dict[str, Any]) -> None:
 def _trend_length(ax, t: dict[str, Any]) -> None:
     ax.set_title("Mean response length")
     ax.set_ylabel("tokens (record's response_tokens)")
-    if _lines(ax, t["steps"], [("refine", t["response_tokens_refine"], {}), ("plain", t["response_tokens_plain"], {"linestyle": "--"})],
-              rate=False, why="no response lengths at these steps"):
+    if _lines(
+        ax,
+        t["steps"],
+        [("refine", t["response_tokens_refine"], {}), ("plain", t["response_tokens_plain"], {"linestyle": "--"})],
+        rate=False,
+        why="no response lengths at these steps",
+    ):
         _legend(ax, fontsize=8)
 
 
@@ -419,12 +543,19 @@ def reward_axis(ax, values: Iterable[float | None]) -> None:
 
 
 def _trend_refine_reward(ax, t: dict[str, Any], mode: dict[str, Any] | None) -> None:
-    ps.title(ax, f"Refine reward, mean of judged refine rollouts · {mode['describe'] if mode else NOT_RECORDED}",
-             fontsize=10)
+    ps.title(
+        ax, f"Refine reward, mean of judged refine rollouts · {mode['describe'] if mode else NOT_RECORDED}", fontsize=10
+    )
     ax.set_ylabel("refine reward")
     values = t.get("refine_reward", [None] * len(t["steps"]))
-    if _lines(ax, t["steps"], [(None, values, {"color": "tab:purple"})], rate=False,
-              why="no judged refine rollout with a refine reward at these steps", axis=reward_axis):
+    if _lines(
+        ax,
+        t["steps"],
+        [(None, values, {"color": "tab:purple"})],
+        rate=False,
+        why="no judged refine rollout with a refine reward at these steps",
+        axis=reward_axis,
+    ):
         ps.value_note(ax, ps.value_words(values))
 
 
@@ -432,8 +563,14 @@ def _trend_total_reward(ax, t: dict[str, Any]) -> None:
     ps.title(ax, "Total reward (format + accuracy + refine, weighted), mean of judged refine rollouts", fontsize=10)
     ax.set_ylabel("reward")
     values = t.get("total_reward", [None] * len(t["steps"]))
-    if _lines(ax, t["steps"], [(None, values, {"color": "tab:brown"})], rate=False,
-              why="no judged refine rollout with a reward at these steps", axis=_value_axis):
+    if _lines(
+        ax,
+        t["steps"],
+        [(None, values, {"color": "tab:brown"})],
+        rate=False,
+        why="no judged refine rollout with a reward at these steps",
+        axis=_value_axis,
+    ):
         ps.value_note(ax, ps.value_words(values))
 
 
@@ -495,8 +632,12 @@ def metrics_series(stats: dict[str, Any]) -> Figures:
         if not keys or not m["steps"]:
             fig, ax = _plt().subplots(figsize=(8, 3.5))
             ps.title(ax, f"metrics.jsonl · {where}")
-            ps.no_data(ax, "no training step logged in this metrics.jsonl" if not m["steps"] else
-                     "no numeric value logged in this metrics.jsonl")
+            ps.no_data(
+                ax,
+                "no training step logged in this metrics.jsonl"
+                if not m["steps"]
+                else "no numeric value logged in this metrics.jsonl",
+            )
             yield metrics_plot(label), fig
             continue
         cols = 3
@@ -517,7 +658,9 @@ def metrics_series(stats: dict[str, Any]) -> Figures:
                 ps.no_data(ax, "no value logged at these steps")
         for j in range(len(keys), rows * cols):
             axes[j // cols][j % cols].axis("off")
-        shown = f"{len(keys)} of {len(m['series'])} keys, every one in stats.json" if len(keys) < len(m["series"]) else ""
+        shown = (
+            f"{len(keys)} of {len(m['series'])} keys, every one in stats.json" if len(keys) < len(m["series"]) else ""
+        )
         ps.suptitle(fig, f"metrics.jsonl · {where}" + (f" ({shown})" if shown else ""))
         yield metrics_plot(label), fig
 
@@ -539,10 +682,20 @@ def rrr_trends(stats: dict[str, Any]) -> Figures:
         ]
         for e in evals.values():
             if e["kind"] == "val" and e["run_id"] == run_id:
-                series.append((f"eval {e['dataset']} step {e['step']}: first attempt", [e["first_attempt_acc"]],
-                               {"steps": [e["step"]], "marker": "s", "linestyle": "", "color": "tab:blue"}))
-                series.append((f"eval {e['dataset']} step {e['step']}: after retry", [e["final_acc"]],
-                               {"steps": [e["step"]], "marker": "^", "linestyle": "", "color": "tab:purple"}))
+                series.append(
+                    (
+                        f"eval {e['dataset']} step {e['step']}: first attempt",
+                        [e["first_attempt_acc"]],
+                        {"steps": [e["step"]], "marker": "s", "linestyle": "", "color": "tab:blue"},
+                    )
+                )
+                series.append(
+                    (
+                        f"eval {e['dataset']} step {e['step']}: after retry",
+                        [e["final_acc"]],
+                        {"steps": [e["step"]], "marker": "^", "linestyle": "", "color": "tab:purple"},
+                    )
+                )
         if _lines(ax, t["steps"], series, rate=True, why="no scored Reflect, Retry, Reward rollout at these steps"):
             _legend(ax, fontsize=7)
         yield rrr_plot(run_id), fig
@@ -561,8 +714,12 @@ def transitions(stats: dict[str, Any]) -> Figures:
         ax.set_xlabel(ps.wrap(f"AFTER: {tr.get('after_label', tr['after'])}", 0.8 * fig.get_figwidth(), size))
         ax.set_ylabel(ps.wrap(f"BEFORE: {tr.get('before_label', tr['before'])}", 0.8 * fig.get_figheight(), size))
         n = tr["n_pairs"]
-        acc = (f": accuracy {100 * sum(grid[0]) / n:.1f}% -> {100 * (grid[0][0] + grid[1][0]) / n:.1f}%, "
-               f"net {grid[1][0] - grid[0][1]:+d}" if n else "")
+        acc = (
+            f": accuracy {100 * sum(grid[0]) / n:.1f}% -> {100 * (grid[0][0] + grid[1][0]) / n:.1f}%, "
+            f"net {grid[1][0] - grid[0][1]:+d}"
+            if n
+            else ""
+        )
         order = f". BEFORE first: {tr['order']}" if tr.get("order") else ""
         ps.title(ax, f"Answer transitions{acc} ({n} paired samples){order}", fontsize=10)
         if not any(v for row in grid for v in row):
@@ -574,7 +731,9 @@ def transitions(stats: dict[str, Any]) -> Figures:
         for r in range(2):
             for col in range(2):
                 v = grid[r][col]
-                ax.text(col, r, str(v), ha="center", va="center", fontsize=14, color="white" if v > top / 2 else "black")
+                ax.text(
+                    col, r, str(v), ha="center", va="center", fontsize=14, color="white" if v > top / 2 else "black"
+                )
         ax.set_xticks([0, 1], ["right", "wrong"])
         ax.set_yticks([0, 1], ["right", "wrong"])
         cb = fig.colorbar(im, ax=ax, label="samples")
@@ -595,10 +754,13 @@ OVERLAY_PANELS = (
 )
 
 
-def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list, list]], dict[str, tuple[list, list]], str]]:
+def _overlay_runs(
+    stats: dict[str, Any],
+) -> list[tuple[str, dict[str, tuple[list, list]], dict[str, tuple[list, list]], str]]:
     """(label, {panel column: (steps, values)}, {held-out set: (steps, accuracy)}, its reward in
     words) per training run: from its rollouts when two or more runs have them, else from two or
     more metrics.jsonl."""
+
     def reward(run_id: str) -> str:
         mode = reward_mode(stats, run_id)
         return mode["describe"] if mode else NOT_RECORDED
@@ -611,7 +773,8 @@ def _overlay_runs(stats: dict[str, Any]) -> list[tuple[str, dict[str, tuple[list
             runs.append((run_label(stats, run_id), cols, held, reward(run_id)))
     elif len(stats["metrics_trends"]) >= 2:
         for label, m in stats["metrics_trends"].items():
-            def series(key: str) -> tuple[list, list]:
+
+            def series(key: str, m: dict = m) -> tuple[list, list]:
                 values = m["series"].get(key, [])
                 return [s for s, v in zip(m["steps"], values) if v is not None], [v for v in values if v is not None]
 
@@ -637,11 +800,26 @@ def runs_overlay(stats: dict[str, Any]) -> Figures:
         ps.title(ax, title, fontsize=10)
         ax.set_ylabel({"rate": "rate (%)", "reward": "refine reward", "value": "tokens"}[kind])
         # a line style per run too: runs with equal values stay visible over each other
-        series = [(label, cols[col][1], {"steps": cols[col][0], "color": colors[i % len(colors)],
-                                         "linestyle": RUN_LINESTYLES[i % len(RUN_LINESTYLES)]})
-                  for i, (label, cols, _, _) in enumerate(runs)]
-        _lines(ax, [], series, rate=kind == "rate", why="no value in these runs",
-               axis=reward_axis if kind == "reward" else None)
+        series = [
+            (
+                label,
+                cols[col][1],
+                {
+                    "steps": cols[col][0],
+                    "color": colors[i % len(colors)],
+                    "linestyle": RUN_LINESTYLES[i % len(RUN_LINESTYLES)],
+                },
+            )
+            for i, (label, cols, _, _) in enumerate(runs)
+        ]
+        _lines(
+            ax,
+            [],
+            series,
+            rate=kind == "rate",
+            why="no value in these runs",
+            axis=reward_axis if kind == "reward" else None,
+        )
     ax = panels[len(OVERLAY_PANELS)]
     ps.title(ax, "In-training evaluations: accuracy (refine prompt)", fontsize=10)
     ax.set_ylabel("accuracy (%)")
@@ -649,22 +827,51 @@ def runs_overlay(stats: dict[str, Any]) -> Figures:
     series = []
     for i, (label, _, held, _) in enumerate(runs):
         for j, (ds, (steps, acc)) in enumerate(sorted(held.items(), key=lambda kv: (kv[1][0][:1], kv[0]))):
-            series.append((f"{label}: {ds}", acc, {"steps": steps, "color": colors[i % len(colors)],
-                                                    "marker": markers[j % len(markers)], "linestyle": ":"}))
+            series.append(
+                (
+                    f"{label}: {ds}",
+                    acc,
+                    {
+                        "steps": steps,
+                        "color": colors[i % len(colors)],
+                        "marker": markers[j % len(markers)],
+                        "linestyle": ":",
+                    },
+                )
+            )
     if _lines(ax, [], series, rate=True, why="no in-training evaluation in these runs"):
         _legend(ax, fontsize=7)
     # one entry per run: its directory and the refine reward it paid (what two runs most often differ in)
-    handles = [plt.Line2D([], [], color=colors[i % len(colors)], linestyle=RUN_LINESTYLES[i % len(RUN_LINESTYLES)],
-                          marker=".", label=f"{label} · refine reward {reward}")
-               for i, (label, _, _, reward) in enumerate(runs)]
+    handles = [
+        plt.Line2D(
+            [],
+            [],
+            color=colors[i % len(colors)],
+            linestyle=RUN_LINESTYLES[i % len(RUN_LINESTYLES)],
+            marker=".",
+            label=f"{label} · refine reward {reward}",
+        )
+        for i, (label, _, _, reward) in enumerate(runs)
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=8, frameon=False)
     ps.suptitle(fig, f"Training runs side by side ({len(runs)} runs)")
     fig.set_layout_engine("tight", rect=(0, 0.01 + 0.02 * len(runs), 1, 1))  # room for the legend
     yield OVERLAY_PLOT, fig
 
 
-FIGURES = (overview_rates, refines_per_response, accuracy_by_refine, refine_positions, refine_lengths,
-           refine_outcomes, training_trends, runs_overlay, rrr_trends, metrics_series, transitions)
+FIGURES = (
+    overview_rates,
+    refines_per_response,
+    accuracy_by_refine,
+    refine_positions,
+    refine_lengths,
+    refine_outcomes,
+    training_trends,
+    runs_overlay,
+    rrr_trends,
+    metrics_series,
+    transitions,
+)
 
 
 MONTAGE_PLOT = "montage.png"
@@ -686,8 +893,17 @@ def montage_figure(out: Path, names: list[str], *, cols: int = 3, width_in: floa
     rows = [row for row in rows if row]
     heights = [max(img.shape[0] / img.shape[1] * span * cell for _, img, span in row) + 0.3 for row in rows]
     fig = _plt().figure(figsize=(width_in, sum(heights)))
-    grid = fig.add_gridspec(len(rows), cols, height_ratios=heights, left=0.003, right=0.997, bottom=0.003,
-                            top=1 - 0.3 / sum(heights), wspace=0.02, hspace=0.3 / (sum(heights) / len(rows)))
+    grid = fig.add_gridspec(
+        len(rows),
+        cols,
+        height_ratios=heights,
+        left=0.003,
+        right=0.997,
+        bottom=0.003,
+        top=1 - 0.3 / sum(heights),
+        wspace=0.02,
+        hspace=0.3 / (sum(heights) / len(rows)),
+    )
     for r, row in enumerate(rows):
         c = 0
         for name, img, span in row:

@@ -45,9 +45,19 @@ from recipe.rrr_step import METRIC_PREFIX, Attempt, Reflection, final_score, is_
 RRR_VARIANTS = frozenset((ATTEMPT, REFLECTION, RETRY))
 EXAMPLE_CELLS = ("retry_succeeded", "retry_failed")
 TRAIN_COLUMNS = (
-    "n_queries", "first_attempt_acc", "failed_queries", "n_reflections", "retry_acc", "n_recovered", "recovered_rate",
-    "reflection_tokens", "n_retries", "retry_tokens", "verifier_errors", "trained_rows",
-)  # fmt: skip
+    "n_queries",
+    "first_attempt_acc",
+    "failed_queries",
+    "n_reflections",
+    "retry_acc",
+    "n_recovered",
+    "recovered_rate",
+    "reflection_tokens",
+    "n_retries",
+    "retry_tokens",
+    "verifier_errors",
+    "trained_rows",
+)
 
 
 def is_rrr(name: str) -> bool:
@@ -117,8 +127,10 @@ class _Batch:
         retried: dict[str, list[float | None]] = defaultdict(list)
         for q, _, score in self.retries:
             retried[q].append(score)
-        return [_Sample(final_score(first, retried.get(q, [])), {"first_acc": first, "retried": q in retried})
-                for q, first in self.attempts.items()]  # fmt: skip
+        return [
+            _Sample(final_score(first, retried.get(q, [])), {"first_acc": first, "retried": q in retried})
+            for q, first in self.attempts.items()
+        ]
 
 
 def eval_row(samples: list[_Sample], tokens: int) -> dict[str, Any]:
@@ -262,10 +274,19 @@ class RrrStats:
         return {
             "train": train,
             "evals": {
-                f"{kind}/{run_id}/{dataset}" + (f"@{step}" if step is not None else ""):
-                    {"kind": kind, "run_id": run_id, "dataset": dataset, "step": step} | row
+                f"{kind}/{run_id}/{dataset}" + (f"@{step}" if step is not None else ""): {
+                    "kind": kind,
+                    "run_id": run_id,
+                    "dataset": dataset,
+                    "step": step,
+                }
+                | row
                 for kind, run_id, dataset, step, row in evals
-            },  # fmt: skip
-            "examples": {src: {c: list(r.items) for c, r in cells.items()} for src, cells in sorted(self.examples.items())},
-            "example_cell_sizes": {src: {c: r.seen for c, r in cells.items()} for src, cells in sorted(self.examples.items())},
+            },
+            "examples": {
+                src: {c: list(r.items) for c, r in cells.items()} for src, cells in sorted(self.examples.items())
+            },
+            "example_cell_sizes": {
+                src: {c: r.seen for c, r in cells.items()} for src, cells in sorted(self.examples.items())
+            },
         }

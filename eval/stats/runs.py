@@ -63,8 +63,13 @@ class RewardMode:
     def pays(self) -> dict[str, str]:
         """What each refine outcome earned (``margin``/``draft``: better and worse earn the difference)."""
         diff = self.compare != "sign"
-        out = {BETTER: "+diff" if diff else "+1", WORSE: "-diff" if diff else "-1", TIE: _num(self.tie_value),
-               NONE: "0", NO_BASELINE: "0"}
+        out = {
+            BETTER: "+diff" if diff else "+1",
+            WORSE: "-diff" if diff else "-1",
+            TIE: _num(self.tie_value),
+            NONE: "0",
+            NO_BASELINE: "0",
+        }
         if self.empty_value is not None:
             out[EMPTY] = _num(self.empty_value)
         return out
@@ -76,8 +81,14 @@ class RewardMode:
         return "the mean plain accuracy of the query"
 
     def to_json(self) -> dict[str, Any]:
-        return {"refine_compare": self.compare, "tie_value": self.tie_value, "empty_refine_value": self.empty_value,
-                "describe": self.describe(), "basis": self.basis(), "pays": self.pays()}
+        return {
+            "refine_compare": self.compare,
+            "tie_value": self.tie_value,
+            "empty_refine_value": self.empty_value,
+            "describe": self.describe(),
+            "basis": self.basis(),
+            "pays": self.pays(),
+        }
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,23 @@ class StepTrend:
     """Counters of one step: refine rollouts, plain rollouts, judge errors."""
 
     __slots__ = (
-        "n_ref", "n_refining", "n_format_ok", "ref_acc_sum", "ref_acc_n", "ref_tokens",
-        "n_spans", "n_empty", "n_plain", "plain_acc_sum", "plain_acc_n", "plain_tokens", "judge_errors",
-        "refine_reward_sum", "refine_reward_n", "total_reward_sum", "total_reward_n",
+        "n_ref",
+        "n_refining",
+        "n_format_ok",
+        "ref_acc_sum",
+        "ref_acc_n",
+        "ref_tokens",
+        "n_spans",
+        "n_empty",
+        "n_plain",
+        "plain_acc_sum",
+        "plain_acc_n",
+        "plain_tokens",
+        "judge_errors",
+        "refine_reward_sum",
+        "refine_reward_n",
+        "total_reward_sum",
+        "total_reward_n",
     )
 
     def __init__(self) -> None:

@@ -41,11 +41,28 @@ def preset_list() -> str:
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = preset_list() + "\n\n" + EPILOG
-    parser.add_argument("--preset", default=None, help="a preset from recipe/config/local_<name>.yaml (default: 'default', or the one --config's extends: names; the list below)")
-    parser.add_argument("--config", default=None, help="a YAML file merged over the preset (a top-level extends: NAME picks the preset)")
+    parser.add_argument(
+        "--preset",
+        default=None,
+        help="a preset from recipe/config/local_<name>.yaml (default: 'default', or the one --config's extends: "
+        "names; the list below)",
+    )
+    parser.add_argument(
+        "--config", default=None, help="a YAML file merged over the preset (a top-level extends: NAME picks the preset)"
+    )
     parser.add_argument("--run-dir", default=None, help="run directory (default: trainer.run_dir)")
-    parser.add_argument("--resume", default=None, metavar="RUN_DIR", help="resume the run in RUN_DIR from its last checkpoint (its config.yaml and its directory: not with --preset, --config or --run-dir); a finished run is left as it is, or extended by more trainer.steps")
-    parser.add_argument("--force", action="store_true", help="with --resume: accept overrides that change what the run trains (see RESUMABLE_KEYS)")
+    parser.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="resume the run in RUN_DIR from its last checkpoint (its config.yaml and its directory: not with "
+        "--preset, --config or --run-dir); a finished run is left as it is, or extended by more trainer.steps",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: accept overrides that change what the run trains (see RESUMABLE_KEYS)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. trainer.steps=20")
 
 
@@ -55,11 +72,23 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 # size, the phase boundary that the KL reference and the pinned checkpoint hang on), so the run
 # would no longer be one run; --force accepts it anyway.
 RESUMABLE_KEYS = (
-    "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.logger", "trainer.project_name",
-    "trainer.experiment_name", "trainer.dump_rollouts", "trainer.eval_at_end", "pasr.max_judge_error_rate",
-    "model.threads", "model.attention", "model.device", "rollout.gen_batch_size", "rollout.eval_batch_size",
-    "pasr.judge.base_url",  # where the judge is served (its model and prompt are what judges); given again with its credentials
-)  # fmt: skip
+    "trainer.steps",
+    "trainer.save_every",
+    "trainer.keep_last",
+    "trainer.logger",
+    "trainer.project_name",
+    "trainer.experiment_name",
+    "trainer.dump_rollouts",
+    "trainer.eval_at_end",
+    "pasr.max_judge_error_rate",
+    "model.threads",
+    "model.attention",
+    "model.device",
+    "rollout.gen_batch_size",
+    "rollout.eval_batch_size",
+    # where the judge is served (its model and prompt are what judges); given again with its credentials
+    "pasr.judge.base_url",
+)
 
 
 def changed_settings(saved, now) -> dict[str, tuple]:
@@ -93,10 +122,11 @@ def warmup_change_refused(saved: int, new: int, done: int, method: str) -> str |
         return None
     if done >= saved:
         rl = f" and {done - saved} {method} steps" if done > saved else ""
-        return (f"it is at step {done}, after its {saved} warm-up steps{rl}, and the steps done cannot change "
-                f"phase")  # fmt: skip
+        return f"it is at step {done}, after its {saved} warm-up steps{rl}, and the steps done cannot change phase"
     if new <= done:
-        return f"it has done {done} of its {saved} warm-up steps already (a warm-up can end after step {done}, not before)"
+        return (
+            f"it has done {done} of its {saved} warm-up steps already (a warm-up can end after step {done}, not before)"
+        )
     return None
 
 
@@ -138,9 +168,13 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
                 f"something other than the steps done; drop these overrides, start a new --run-dir, or add "
                 f"--force to resume anyway"
             )
-        if "warmup.steps" in refused and (why := warmup_change_refused(saved.warmup.steps, cfg.warmup.steps, done, cfg.method)):
-            raise CliError(f"cannot resume {run_dir} with warmup.steps={cfg.warmup.steps}, even with --force: {why}; "
-                           f"start a new --run-dir")  # fmt: skip
+        if "warmup.steps" in refused and (
+            why := warmup_change_refused(saved.warmup.steps, cfg.warmup.steps, done, cfg.method)
+        ):
+            raise CliError(
+                f"cannot resume {run_dir} with warmup.steps={cfg.warmup.steps}, even with --force: {why}; "
+                f"start a new --run-dir"
+            )
         print(f"pasr train: warning: --force: resuming {run_dir} with other settings ({diffs})", file=sys.stderr)
     if cfg.pasr.judge.kind in ("openai", "hybrid") and has_redacted_credentials(cfg.pasr.judge.base_url):
         raise CliError(
@@ -154,8 +188,11 @@ def _resume_config(run_dir: Path, overrides: list[str], force: bool):
             f"{done - warmup}); a run can be extended, not shortened (its checkpoints: {run_dir / 'checkpoints'})"
         )
     if cfg.trainer.steps > saved.trainer.steps:
-        print(f"extending {run_dir} from {saved.trainer.steps} to {cfg.trainer.steps} steps "
-              f"({warmup} warm-up steps before them)", file=sys.stderr)  # fmt: skip
+        print(
+            f"extending {run_dir} from {saved.trainer.steps} to {cfg.trainer.steps} steps "
+            f"({warmup} warm-up steps before them)",
+            file=sys.stderr,
+        )
     return cfg
 
 
@@ -167,7 +204,9 @@ def run(args) -> int:
 
     if args.force and not args.resume:
         raise CliError("--force only applies to --resume")
-    ignored = [f"--{name.replace('_', '-')}" for name in ("preset", "config", "run_dir") if args.resume and getattr(args, name)]
+    ignored = [
+        f"--{name.replace('_', '-')}" for name in ("preset", "config", "run_dir") if args.resume and getattr(args, name)
+    ]
     if ignored:
         raise CliError(
             f"{' and '.join(ignored)} cannot be used with --resume: a resumed run keeps its config.yaml and its "
@@ -243,12 +282,11 @@ def _hold_run_dir(run_dir: Path, resume: bool):
 def _train(cfg, run_dir: Path, resume: bool) -> int:
     """The run proper, while this process holds ``run_dir``."""
     from data.cli_errors import CliError
+    from data.examples import DatasetError
     from recipe.judge_errors import JudgeErrorRateExceeded
     from recipe.local_engine.policy_update import NonFiniteLoss
     from recipe.local_engine.run_io import summarize
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested
-
-    from data.examples import DatasetError
     from runtime.model_loading import ModelLoadError
 
     # first thing: a run killed during set-up or its first minutes has still said where it writes
@@ -263,7 +301,10 @@ def _train(cfg, run_dir: Path, resume: bool) -> int:
     except (JudgeErrorRateExceeded, NonFiniteLoss) as exc:  # each message says what failed, where and how to resume
         raise CliError(str(exc)) from None
     except StopRequested:
-        print(f"stopped at step {trainer.step}; checkpoint saved. Resume with: pasr train --resume {run_dir}", file=sys.stderr)
+        print(
+            f"stopped at step {trainer.step}; checkpoint saved. Resume with: pasr train --resume {run_dir}",
+            file=sys.stderr,
+        )
         return 130
     print(f"\nrun directory: {run_dir}")
     print(f"metrics:       {run_dir / 'metrics.jsonl'}")

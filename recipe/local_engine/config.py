@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from omegaconf import OmegaConf
 
@@ -24,7 +23,12 @@ from data.generated_sets import DEFAULT_DATA_SEED
 from data.warmup_traces import REFINE_STYLES
 from recipe.metrics_file import TRACKING_BACKENDS, logger_problems  # noqa: F401  (TRACKING_BACKENDS: tests patch it here)
 from recipe.pasr_config import (
-    ConfigError, PasrConfig, first_line, merge_reporting, missing_value_problems, non_finite_problems,
+    ConfigError,
+    PasrConfig,
+    first_line,
+    merge_reporting,
+    missing_value_problems,
+    non_finite_problems,
 )
 from recipe.retired_keys import drop_settings_kept_as_defaults, rename_saved_keys
 from recipe.rrr_config import RrrConfig, judge_problem, method_problem
@@ -65,7 +69,9 @@ class DataConfig:
     difficulty: int = 1  # synthetic: number of arithmetic steps (1-3); countdown: how many numbers (3-5)
     train_size: int = 2000
     eval_size: int = 100  # held-out problems scored at the ends of training
-    seed: int = DEFAULT_DATA_SEED  # train problems; held-out problems: split test, seed + 1 (data.generated_sets.heldout_seed)
+    seed: int = (
+        DEFAULT_DATA_SEED  # train problems; held-out problems: split test, seed + 1 (data.generated_sets.heldout_seed)
+    )
     split: str = "train"  # for named datasets
 
 
@@ -110,7 +116,7 @@ class AlgoConfig:
     skip_zero_adv: bool = True  # rows whose group has no reward spread carry no policy gradient
     # bf16 matmuls in the update's forward/backward (fp32 master weights); null = the same
     # measured choice as model.rollout_dtype=auto
-    bf16_autocast: Optional[bool] = None
+    bf16_autocast: bool | None = None
 
 
 WARMUP_LR_SCHEDULES = ("constant", "cosine")  # warmup.lr_schedule
@@ -209,7 +215,9 @@ class LocalTrainConfig:
         if self.model.rollout_dtype not in ("auto", "float32", "bfloat16"):
             problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
         if self.warmup.refine_style not in REFINE_STYLES:
-            problems.append(f"warmup.refine_style must be one of {', '.join(REFINE_STYLES)}, got {self.warmup.refine_style!r}")
+            problems.append(
+                f"warmup.refine_style must be one of {', '.join(REFINE_STYLES)}, got {self.warmup.refine_style!r}"
+            )
         for name in ("refine_fraction", "plain_fraction", "reflection_fraction", "retry_fraction"):
             if not 0.0 <= getattr(self.warmup, name) <= 1.0:
                 problems.append(f"warmup.{name} must be in [0, 1]")
@@ -247,14 +255,26 @@ class LocalTrainConfig:
             problems.append(f"rollout.temperature must be > 0 (GRPO needs sampled rollouts), got {r.temperature}")
         if not 0 < r.top_p <= 1:
             problems.append(f"rollout.top_p must be in (0, 1], got {r.top_p}")
-        for key, value in (("algo.lr", a.lr), ("warmup.lr", w.lr), ("algo.clip_ratio", a.clip_ratio), ("algo.max_grad_norm", a.max_grad_norm)):
+        for key, value in (
+            ("algo.lr", a.lr),
+            ("warmup.lr", w.lr),
+            ("algo.clip_ratio", a.clip_ratio),
+            ("algo.max_grad_norm", a.max_grad_norm),
+        ):
             if not value > 0:
                 problems.append(f"{key} must be > 0, got {value}")
-        for section, name in (("algo", "micro_batch_size"), ("algo", "ppo_epochs"), ("warmup", "batch_size"), ("warmup", "n_traces")):
+        for section, name in (
+            ("algo", "micro_batch_size"),
+            ("algo", "ppo_epochs"),
+            ("warmup", "batch_size"),
+            ("warmup", "n_traces"),
+        ):
             if getattr(getattr(self, section), name) < 1:
                 problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
         if w.lr_schedule not in WARMUP_LR_SCHEDULES:
-            problems.append(f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {w.lr_schedule!r}")
+            problems.append(
+                f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {w.lr_schedule!r}"
+            )
         if a.lr_warmup_steps < 0:
             problems.append(f"algo.lr_warmup_steps must be >= 0, got {a.lr_warmup_steps}")
         if a.kl_coef < 0:
@@ -272,7 +292,9 @@ class LocalTrainConfig:
         if d.train_size < 1:
             problems.append(f"data.train_size must be >= 1, got {d.train_size}")
         if d.eval_size < (1 if self.trainer.evaluates else 0):
-            problems.append(f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}")
+            problems.append(
+                f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}"
+            )
         if self.method == "rrr" and judge_problem(self.pasr.judge.kind):
             problems.append(judge_problem(self.pasr.judge.kind))
         if (d.source == "countdown") != (self.pasr.judge.kind == "countdown"):
@@ -294,13 +316,14 @@ class LocalTrainConfig:
                     problems.append(f"data.source: {exc}")
         return problems
 
-    def validate(self) -> "LocalTrainConfig":
+    def validate(self) -> LocalTrainConfig:
         if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
 
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed) takes [0, 2**32 - 1]
+
 
 def threads_problem(threads: int) -> str | None:
     """Why ``model.threads`` cannot be used on this machine, or None: torch starts that many
@@ -337,15 +360,22 @@ def _read_layer(path: Path):
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {path} is not valid YAML ({getattr(exc, 'problem', None) or first_line(exc)}{where})") from None
+        raise ConfigError(
+            f"config file {path} is not valid YAML ({getattr(exc, 'problem', None) or first_line(exc)}{where})"
+        ) from None
     if not isinstance(layer, DictConfig):
         raise ConfigError(f"config file {path} must hold a mapping (model:, data:, ...), not a list")
     if "actor_rollout_ref" in layer or "hydra" in layer:
-        raise ConfigError(f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine (python3 -m recipe.main_pasr, pasr submit)")
+        raise ConfigError(
+            f"config file {path} is a verl (Hydra) config, not a pasr train one; run it with the verl engine "
+            "(python3 -m recipe.main_pasr, pasr submit)"
+        )
     return layer
 
 
@@ -353,13 +383,17 @@ def _pop_extends(layer, path: Path) -> str | None:
     """The preset ``layer`` (read from ``path``) is layered over, taken out of it; a recorded
     preset chain (``presets:``) is refused: only ``pasr train`` writes it."""
     if PRESETS in layer:
-        raise ConfigError(f"config file {path}: {PRESETS} is what pasr train records of the presets a run was built "
-                          f"from; name the preset to start from with {EXTENDS}: NAME (or --preset NAME)")
+        raise ConfigError(
+            f"config file {path}: {PRESETS} is what pasr train records of the presets a run was built "
+            f"from; name the preset to start from with {EXTENDS}: NAME (or --preset NAME)"
+        )
     if EXTENDS not in layer:
         return None
     name = layer.pop(EXTENDS)
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"config file {path}: {EXTENDS} must name one preset (a recipe/config/local_<name>.yaml), got {name!r}")
+        raise ConfigError(
+            f"config file {path}: {EXTENDS} must name one preset (a recipe/config/local_<name>.yaml), got {name!r}"
+        )
     return name
 
 
@@ -384,8 +418,13 @@ def preset_chain(name: str) -> list[tuple[str, object]]:
     return chain
 
 
-def load_config(preset: str | None = None, config_file: str | None = None, overrides: list[str] = (),
-                saved_run: bool = False, validate: bool = True) -> LocalTrainConfig:
+def load_config(
+    preset: str | None = None,
+    config_file: str | None = None,
+    overrides: list[str] = (),
+    saved_run: bool = False,
+    validate: bool = True,
+) -> LocalTrainConfig:
     """Defaults <- presets <- --config YAML <- key=value overrides, validated. The presets are
     ``preset`` (else the one ``config_file`` names with ``extends:``, else ``default``) and
     those it extends; the chain is recorded in :attr:`LocalTrainConfig.presets`. Whatever is
@@ -410,8 +449,10 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
     else:
         extends = _pop_extends(own, Path(config_file)) if own is not None else None
         if preset and extends:
-            raise ConfigError(f"--preset {preset} and {config_file}'s {EXTENDS}: {extends} both name the preset to "
-                              f"start from; keep one")
+            raise ConfigError(
+                f"--preset {preset} and {config_file}'s {EXTENDS}: {extends} both name the preset to "
+                f"start from; keep one"
+            )
         chain = preset_chain(preset or extends or DEFAULT_PRESET)
     layers = [layer for _, layer in reversed(chain)] + ([own] if own is not None else [])
     problems = []
@@ -420,8 +461,10 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
         raise ConfigError(f"overrides must look like key=value, got: {' '.join(bad)}")
     for override in overrides:
         if override.partition("=")[0].strip() in (PRESETS, EXTENDS):
-            problems.append(f"{override.partition('=')[0].strip()} cannot be set by an override: name the preset to "
-                            "start from with --preset NAME")
+            problems.append(
+                f"{override.partition('=')[0].strip()} cannot be set by an override: name the preset to "
+                "start from with --preset NAME"
+            )
             continue
         try:
             layers.append(OmegaConf.from_dotlist([override]))
@@ -439,7 +482,9 @@ def load_config(preset: str | None = None, config_file: str | None = None, overr
     try:
         obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:  # not expected: merge_reporting left only good values
-        raise ConfigError("; ".join([*problems, f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}"])) from None
+        raise ConfigError(
+            "; ".join([*problems, f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}"])
+        ) from None
     if chain:
         obj.presets = [name for name, _ in chain]
     if validate:

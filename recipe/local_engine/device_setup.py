@@ -54,8 +54,10 @@ def choose_dtypes(m: ModelConfig, a: AlgoConfig, device: str) -> tuple[str, Algo
     if choice is not None:
         print(choice.describe(), file=sys.stderr)
     where = f"{torch.get_num_threads()} torch threads" if on_cpu else device
-    print(f"rollouts in {rollout_dtype}, update bf16 autocast {'on' if algo.bf16_autocast else 'off'}"
-          f" ({where})", file=sys.stderr)
+    print(
+        f"rollouts in {rollout_dtype}, update bf16 autocast {'on' if algo.bf16_autocast else 'off'} ({where})",
+        file=sys.stderr,
+    )
     return rollout_dtype, algo
 
 

@@ -52,12 +52,16 @@ class PackedBatch:
     def prompt_width(self) -> int:
         return self.input_ids.shape[1] - self.responses.shape[1]
 
-    def to(self, device) -> "PackedBatch":
+    def to(self, device) -> PackedBatch:
         """The same batch on ``device`` (itself when already there): packing happens on the CPU."""
         if self.input_ids.device == torch.device(device):
             return self
-        return PackedBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids,
-                                                     self.responses, self.response_mask)))
+        return PackedBatch(
+            *(
+                t.to(device)
+                for t in (self.input_ids, self.attention_mask, self.position_ids, self.responses, self.response_mask)
+            )
+        )
 
 
 def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> PackedBatch:
@@ -80,8 +84,13 @@ def pack(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> P
     return PackedBatch(input_ids, attention, position_ids, input_ids[:, p_width:], resp_mask)
 
 
-def response_logprobs(model, batch: PackedBatch, temperature: float = 1.0, prompts: "PromptPass | None" = None,
-                      rows: torch.Tensor | None = None) -> torch.Tensor:
+def response_logprobs(
+    model,
+    batch: PackedBatch,
+    temperature: float = 1.0,
+    prompts: PromptPass | None = None,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(B, R) log-probs of the response tokens under ``model`` (0 where masked).
 
     Matches verl's actor: logits are divided by the sampling temperature before the softmax.
@@ -134,8 +143,10 @@ def _token_logprobs(model, predicting: torch.Tensor, targets: torch.Tensor, temp
     n = predicting.shape[0]
     if n > LOGIT_CHUNK_ROWS and torch.is_grad_enabled() and head.bias is None:
         return _ChunkedLogprobs.apply(predicting, head.weight, targets, temperature, LOGIT_CHUNK_ROWS)
-    pieces = [_block_logprobs(head(predicting[s : s + LOGIT_CHUNK_ROWS]), targets[s : s + LOGIT_CHUNK_ROWS], temperature)
-              for s in range(0, max(n, 1), LOGIT_CHUNK_ROWS)]
+    pieces = [
+        _block_logprobs(head(predicting[s : s + LOGIT_CHUNK_ROWS]), targets[s : s + LOGIT_CHUNK_ROWS], temperature)
+        for s in range(0, max(n, 1), LOGIT_CHUNK_ROWS)
+    ]
     return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
 
 
@@ -253,7 +264,7 @@ class PromptPass:
     computed: list[torch.Tensor] = field(default_factory=list)  # what the pass computed, when it trains
 
     @classmethod
-    def run(cls, body, batch: PackedBatch, separate_backward: bool) -> "PromptPass | None":
+    def run(cls, body, batch: PackedBatch, separate_backward: bool) -> PromptPass | None:
         """The pass over ``batch``'s prompts (None when no prompt repeats: then the rows' own
         prompts are their only use). ``separate_backward``: hand the micro-batches leaves, and
         keep the pass's graph for :meth:`backward`; else the pass's outputs themselves (under

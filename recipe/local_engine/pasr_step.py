@@ -31,9 +31,22 @@ from runtime.hf_generate import SamplingParams
 
 
 def pasr_step(
-    *, get_generator: Callable[[], object], model, ref_model, optimizer, tokenizer, queries: Sequence[Example],
-    prompts: PromptSet, prompt_versions: dict[str, str], judge, params: SamplingParams, rollout: RolloutConfig,
-    pasr: PasrConfig, algo: AlgoConfig, run_id: str, step: int,
+    *,
+    get_generator: Callable[[], object],
+    model,
+    ref_model,
+    optimizer,
+    tokenizer,
+    queries: Sequence[Example],
+    prompts: PromptSet,
+    prompt_versions: dict[str, str],
+    judge,
+    params: SamplingParams,
+    rollout: RolloutConfig,
+    pasr: PasrConfig,
+    algo: AlgoConfig,
+    run_id: str,
+    step: int,
     before_update: Callable[[list[RolloutRecord]], None],
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
     """One PASR training step (see the module docstring): returns the ``pasr/*``, ``actor/*``
@@ -45,13 +58,24 @@ def pasr_step(
     model.eval()
     with timer(m, "gen"):
         gens = generate_step(
-            get_generator(), tokenizer, queries, prompts, pasr.n_refine, pasr.n_plain,
-            params, rollout.gen_batch_size, pasr.prefill_think,
+            get_generator(),
+            tokenizer,
+            queries,
+            prompts,
+            pasr.n_refine,
+            pasr.n_plain,
+            params,
+            rollout.gen_batch_size,
+            pasr.prefill_think,
         )
     with timer(m, "reward"):
         records = judge_and_record(
-            [g.rollout for g in gens], judge,
-            run_id=run_id, step=step, engine="local", prompt_versions=prompt_versions,
+            [g.rollout for g in gens],
+            judge,
+            run_id=run_id,
+            step=step,
+            engine="local",
+            prompt_versions=prompt_versions,
         )
         scores, mask = group_scores(records, pasr)
     before_update(records)  # before the update: a stopped step trains nothing

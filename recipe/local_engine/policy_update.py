@@ -137,7 +137,9 @@ def on_model_device(model, data: DataProto) -> DataProto:
     moves in place, and the caller's batch stays on the CPU for its metrics)."""
     if next(iter(data.batch.values())).device == model.device:
         return data
-    return DataProto(batch=data.batch.to(model.device), non_tensor_batch=data.non_tensor_batch, meta_info=data.meta_info)
+    return DataProto(
+        batch=data.batch.to(model.device), non_tensor_batch=data.non_tensor_batch, meta_info=data.meta_info
+    )
 
 
 @torch.no_grad()
@@ -205,7 +207,9 @@ def _cosine_factor(total_steps: int) -> Callable[[int], float]:
     return get_cosine_schedule_with_warmup(probe, num_warmup_steps=0, num_training_steps=total_steps).lr_lambdas[0]
 
 
-def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float) -> dict[str, float]:
+def update_policy(
+    model, ref_model, optimizer, data: DataProto, algo: AlgoConfig, temperature: float
+) -> dict[str, float]:
     """PPO-clip update over ``data`` (ppo_epochs × micro-batches, one optimizer step per epoch)."""
     if algo.skip_zero_adv:
         keep = (data.batch["advantages"].abs().sum(-1) > 0).nonzero().flatten().tolist()
@@ -261,7 +265,10 @@ def update_policy(model, ref_model, optimizer, data: DataProto, algo: AlgoConfig
         # checkpoints would otherwise hold a second copy of the weights' size (SmolLM2: 0.54 GB)
         optimizer.zero_grad(set_to_none=True)
         metrics.setdefault("actor/grad_norm", []).append(float(grad_norm))
-    out = {k: float(np.mean(v)) if k != "actor/pg_loss" and k != "actor/kl_loss" else float(np.sum(v)) for k, v in metrics.items()}
+    out = {
+        k: float(np.mean(v)) if k != "actor/pg_loss" and k != "actor/kl_loss" else float(np.sum(v))
+        for k, v in metrics.items()
+    }
     out["actor/trained_rows"] = float(len(data))
     out["actor/skipped_rows"] = float(skipped)
     return out

@@ -67,15 +67,21 @@ class PassParams:
         def params(n: int) -> SamplingParams:
             return SamplingParams(n, rollout.temperature, rollout.top_p, True)
 
-        return cls(params(rollout.max_new_tokens), params(rrr.max_reflection_tokens),
-                   params(rrr.max_retry_tokens or rollout.max_new_tokens))
+        return cls(
+            params(rollout.max_new_tokens),
+            params(rrr.max_reflection_tokens),
+            params(rrr.max_retry_tokens or rollout.max_new_tokens),
+        )
 
     @classmethod
     def greedy(cls, max_new_tokens: int, rrr: RrrConfig) -> PassParams:
         """Evaluation: greedy passes; answers get ``max_new_tokens`` (``rrr.max_retry_tokens``
         for the retry when set)."""
-        return cls(SamplingParams(max_new_tokens, do_sample=False), SamplingParams(rrr.max_reflection_tokens, do_sample=False),
-                   SamplingParams(rrr.max_retry_tokens or max_new_tokens, do_sample=False))
+        return cls(
+            SamplingParams(max_new_tokens, do_sample=False),
+            SamplingParams(rrr.max_reflection_tokens, do_sample=False),
+            SamplingParams(rrr.max_retry_tokens or max_new_tokens, do_sample=False),
+        )
 
 
 @dataclass
@@ -99,8 +105,19 @@ def _generate(model, tokenizer, prompt_ids: list[list[int]], params: SamplingPar
 
 
 def run_exchange(
-    model, tokenizer, queries: Sequence[Example], prompts: RrrPrompts, judge, params: PassParams, n_reflections: int,
-    batch_size: int, *, run_id: str, step: int | None, dataset: str | None = None, engine: str = "local",
+    model,
+    tokenizer,
+    queries: Sequence[Example],
+    prompts: RrrPrompts,
+    judge,
+    params: PassParams,
+    n_reflections: int,
+    batch_size: int,
+    *,
+    run_id: str,
+    step: int | None,
+    dataset: str | None = None,
+    engine: str = "local",
 ) -> Exchange:
     """Attempts for ``queries``, ``n_reflections`` reflections per failed attempt, one retry per
     reflection; judged and recorded (see the module docstring)."""
@@ -117,7 +134,9 @@ def run_exchange(
     with timer(timing, "gen_attempt"):
         outs = _generate(model, tokenizer, attempt_prompts, params.attempt, batch_size)
     with timer(timing, "reward"):
-        attempt_records = judge_and_record([rollout(q, ATTEMPT, ids, fin) for q, (ids, fin) in zip(queries, outs)], judge, **record)
+        attempt_records = judge_and_record(
+            [rollout(q, ATTEMPT, ids, fin) for q, (ids, fin) in zip(queries, outs)], judge, **record
+        )
     attempts = [Attempt(q.id, q.question, r.response, r.acc) for q, r in zip(queries, attempt_records)]
 
     # 2. reflections on the failures (each reflection chat rendered once, sampled n times)
@@ -132,14 +151,20 @@ def run_exchange(
     reflection_texts = [decode_response(tokenizer, ids) for ids, _ in reflection_outs]
 
     # 3. one retry per reflection, with the reflection in context
-    retry_prompts = render_prompts(tokenizer, [req.retry_chat(prompts, text) for req, text in zip(requests, reflection_texts)])
+    retry_prompts = render_prompts(
+        tokenizer, [req.retry_chat(prompts, text) for req, text in zip(requests, reflection_texts)]
+    )
     with timer(timing, "gen_retry"):
         retry_outs = _generate(model, tokenizer, retry_prompts, params.retry, batch_size)
     by_id = {q.id: q for q in queries}
     with timer(timing, "reward"):
         retry_records = judge_and_record(
-            [rollout(by_id[req.query_id], RETRY, ids, fin, req.sample_index) for req, (ids, fin) in zip(requests, retry_outs)],
-            judge, **record,
+            [
+                rollout(by_id[req.query_id], RETRY, ids, fin, req.sample_index)
+                for req, (ids, fin) in zip(requests, retry_outs)
+            ],
+            judge,
+            **record,
         )
 
     reflections = [
@@ -154,8 +179,20 @@ def run_exchange(
 
 
 def rrr_step(
-    *, generator, model, ref_model, optimizer, tokenizer, queries: Sequence[Example], prompts: RrrPrompts, judge,
-    rollout: RolloutConfig, rrr: RrrConfig, algo: AlgoConfig, run_id: str, step: int,
+    *,
+    generator,
+    model,
+    ref_model,
+    optimizer,
+    tokenizer,
+    queries: Sequence[Example],
+    prompts: RrrPrompts,
+    judge,
+    rollout: RolloutConfig,
+    rrr: RrrConfig,
+    algo: AlgoConfig,
+    run_id: str,
+    step: int,
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
     """One RRR training step: sample an exchange with ``generator`` (the policy, or its bf16
     copy), update ``model`` on the reflection rows (GRPO grouped by failed query, KL to
@@ -164,8 +201,16 @@ def rrr_step(
     nothing."""
     model.eval()
     exchange = run_exchange(
-        generator, tokenizer, queries, prompts, judge, PassParams.sampled(rollout, rrr), rrr.n_reflections,
-        rollout.gen_batch_size, run_id=run_id, step=step,
+        generator,
+        tokenizer,
+        queries,
+        prompts,
+        judge,
+        PassParams.sampled(rollout, rrr),
+        rrr.n_reflections,
+        rollout.gen_batch_size,
+        run_id=run_id,
+        step=step,
     )
     m: dict[str, float] = dict(exchange.timing)
     rows = training_rows(exchange.reflections)
@@ -237,13 +282,32 @@ def eval_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
 
 
 def evaluate_rrr(
-    model, tokenizer, examples: Sequence[Example], prompts: RrrPrompts, judge, rrr: RrrConfig, *,
-    max_new_tokens: int, batch_size: int, run_id: str, step: int, tag: str,
+    model,
+    tokenizer,
+    examples: Sequence[Example],
+    prompts: RrrPrompts,
+    judge,
+    rrr: RrrConfig,
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    run_id: str,
+    step: int,
+    tag: str,
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
     """Greedy first attempt on each held-out problem; for each failure one greedy reflection and
     retry. Records carry ``dataset = tag``, as PASR's evaluation records do."""
     exchange = run_exchange(
-        model, tokenizer, examples, prompts, judge, PassParams.greedy(max_new_tokens, rrr), 1, batch_size,
-        run_id=run_id, step=step, dataset=tag,
+        model,
+        tokenizer,
+        examples,
+        prompts,
+        judge,
+        PassParams.greedy(max_new_tokens, rrr),
+        1,
+        batch_size,
+        run_id=run_id,
+        step=step,
+        dataset=tag,
     )
     return eval_metrics(exchange.records), exchange.records

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from data.atomic_write import replace_text
 from data.records import write_records
+from recipe import step_files
 from recipe.judge_errors import judge_error_warning
 from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
 from recipe.metrics_file import append_metrics, metric_lines, truncate_metrics, use_run_tensorboard_dir
 from recipe.run_lock import LOCK_FILE
-from recipe import step_files
 
 DATA_SPLIT = "data_split.json"
 
@@ -46,7 +46,9 @@ def prepare_run_dir(run_dir: Path, resume: bool) -> None:
             raise FileNotFoundError(f"cannot resume: {run_dir} is not a run directory (no config.yaml)")
         return
     if run_dir.is_dir() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise FileExistsError(f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir")
+        raise FileExistsError(
+            f"run directory {run_dir} exists and is not empty; use --resume {run_dir} or another --run-dir"
+        )
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -148,13 +150,24 @@ def warn_judge_errors(records, what: str) -> None:
 # ---------------------------------------------------------------- summary
 # the accuracies are over judged answers only (None: nothing judged), so the judge-error count
 # stands beside them (recipe.judge_errors)
-PASR_COLUMNS = [("eval/format_pass_rate", "format"), ("eval/acc", "acc"), ("eval/refine_rate", "refine"),
-                ("eval/empty_refine_rate", "empty refine"), ("eval/refine_fix_rate", "refine fix"),
-                ("eval/refine_break_rate", "refine break"),
-                ("eval/response_length/mean", "tokens"), ("eval/judge_errors", "judge errors")]
-RRR_COLUMNS = [("eval/first_attempt_acc", "first attempt"), ("eval/retry_acc", "retry"), ("eval/acc", "acc"),
-               ("eval/reflection_length/mean", "reflection tokens"),
-               ("eval/tokens", "tokens"), ("eval/judge_errors", "judge errors")]
+PASR_COLUMNS = [
+    ("eval/format_pass_rate", "format"),
+    ("eval/acc", "acc"),
+    ("eval/refine_rate", "refine"),
+    ("eval/empty_refine_rate", "empty refine"),
+    ("eval/refine_fix_rate", "refine fix"),
+    ("eval/refine_break_rate", "refine break"),
+    ("eval/response_length/mean", "tokens"),
+    ("eval/judge_errors", "judge errors"),
+]
+RRR_COLUMNS = [
+    ("eval/first_attempt_acc", "first attempt"),
+    ("eval/retry_acc", "retry"),
+    ("eval/acc", "acc"),
+    ("eval/reflection_length/mean", "reflection tokens"),
+    ("eval/tokens", "tokens"),
+    ("eval/judge_errors", "judge errors"),
+]
 COUNT_COLUMNS = ("eval/judge_errors",)
 
 

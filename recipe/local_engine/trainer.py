@@ -29,14 +29,21 @@ import numpy as np
 import torch
 
 from data.examples import DatasetError, Example
-from data.heldout_split import describe as describe_split, split_train_heldout
+from data.heldout_split import describe as describe_split
+from data.heldout_split import split_train_heldout
 from prompts import PromptSet, prompt_version
 from recipe.judge_errors import check_judge_errors
 from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.policy_update import NonFiniteLoss, require_finite, rl_learning_rate, sft_loss, warmup_learning_rate
+from recipe.local_engine.policy_update import (
+    NonFiniteLoss,
+    require_finite,
+    rl_learning_rate,
+    sft_loss,
+    warmup_learning_rate,
+)
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
@@ -71,7 +78,8 @@ def check_data(cfg: LocalTrainConfig, train: list[Example], heldout: list[Exampl
     needed = cfg.rollout.queries_per_step
     if cfg.trainer.steps > 0 and len(train) < needed:
         raise DatasetError(
-            f"{where} has {len(train)} training row{'s' * (len(train) != 1)}, fewer than rollout.queries_per_step={needed} "
+            f"{where} has {len(train)} training row{'s' * (len(train) != 1)}, "
+            f"fewer than rollout.queries_per_step={needed} "
             "(the different queries a step takes); add rows or lower rollout.queries_per_step"
         )
     if cfg.trainer.evaluates and not heldout:
@@ -106,8 +114,9 @@ class LocalPasrTrainer:
         c = self.cfg.data
         eval_size = c.eval_size if self.cfg.trainer.evaluates else 0  # no evaluation: nothing held out
         # data.seed and data.difficulty apply to the seeded generators only
-        split = split_train_heldout(c.source, train_size=c.train_size, eval_size=eval_size, split=c.split,
-                                    seed=c.seed, difficulty=c.difficulty)  # fmt: skip
+        split = split_train_heldout(
+            c.source, train_size=c.train_size, eval_size=eval_size, split=c.split, seed=c.seed, difficulty=c.difficulty
+        )
         self.train, self.heldout, self.data_split = split.train, split.heldout, split.record
         check_data(self.cfg, self.train, self.heldout)
 
@@ -123,7 +132,9 @@ class LocalPasrTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # On resume the weights come straight from the last checkpoint (no base-model load first).
         latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
-        self.model_path = resolve_model_path(cfg.model.path)  # the base model (the KL reference when there is no warm-up)
+        self.model_path = resolve_model_path(
+            cfg.model.path
+        )  # the base model (the KL reference when there is no warm-up)
         self.model, self.tokenizer, _ = load_model_and_tokenizer(
             str(latest or self.model_path), dtype=cfg.model.dtype, device=self.device
         )
@@ -133,7 +144,10 @@ class LocalPasrTrainer:
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
         p = cfg.pasr.prompts
         self.prompts = PromptSet.load(refine=p.refine, plain=p.plain, judge=p.judge)
-        self.prompt_versions = {"refine": prompt_version(self.prompts.refine), "plain": prompt_version(self.prompts.plain)}
+        self.prompt_versions = {
+            "refine": prompt_version(self.prompts.refine),
+            "plain": prompt_version(self.prompts.plain),
+        }
         self.rrr_prompts = cfg.rrr.load_prompts() if uses_attempt_prompt(cfg) else None
         self.judge = build_judge(cfg.pasr.judge, p.judge)
         self.warmup_samples = warmup_examples(cfg, self.prompts, self.rrr_prompts)
@@ -148,7 +162,9 @@ class LocalPasrTrainer:
         # the fixed command is not refused as "not empty; use --resume".
         run_io.write_config(self.run_dir, cfg)
         run_io.write_data_split(self.run_dir, self.data_split)
-        if self.data_split["method"] == "hash" or self.data_split["dropped_from_train"]:  # news to whoever gave the data
+        if (
+            self.data_split["method"] == "hash" or self.data_split["dropped_from_train"]
+        ):  # news to whoever gave the data
             print(f"pasr train: data: {describe_split(self.data_split)}", file=sys.stderr)
 
     def _choose_dtypes(self) -> None:
@@ -197,8 +213,11 @@ class LocalPasrTrainer:
         self.step = int(state["step"])
         if not state["optimizer_restored"] and self._phase(self.step + 1) == self.optimizer_phase:
             # only the newest checkpoint keeps it, and the warm-up's end none (a fresh AdamW follows it)
-            print(f"pasr train: warning: {latest} keeps no optimizer state: the steps after it start a fresh "
-                  f"{self.optimizer_phase} optimizer, which an uninterrupted run would not", file=sys.stderr)  # fmt: skip
+            print(
+                f"pasr train: warning: {latest} keeps no optimizer state: the steps after it start a fresh "
+                f"{self.optimizer_phase} optimizer, which an uninterrupted run would not",
+                file=sys.stderr,
+            )
         run_io.truncate_after(self.run_dir, self.step)
         ckpt.prune(self.ckpt_root, self.cfg.trainer.keep_last)
         print(f"resumed from {latest} at step {self.step}", file=sys.stderr)
@@ -214,16 +233,37 @@ class LocalPasrTrainer:
         plain = cfg.trainer.eval_plain and tag != "base"
         # an evaluation of a few hundred problems takes minutes on a CPU: a bar of its own,
         # moving as answers finish (RRR's passes are counted by its own module)
-        bar = tqdm(total=len(self.heldout) * (1 + plain), desc=f"eval {tag}", unit="answer", leave=False,
-                   dynamic_ncols=True, file=sys.stderr, disable=cfg.method == "rrr")
+        bar = tqdm(
+            total=len(self.heldout) * (1 + plain),
+            desc=f"eval {tag}",
+            unit="answer",
+            leave=False,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            disable=cfg.method == "rrr",
+        )
         with timer(m := {}, "eval"), bar:
-            metrics, records = self._evaluate_rrr(tag) if cfg.method == "rrr" else evaluate(
-                self._generator(), self.tokenizer, self.heldout, self.prompts, self.judge, cfg.pasr,
-                max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
-                prefill_think=cfg.pasr.prefill_think, run_id=self.run_id, step=self.step, tag=tag,
-                # the base model follows neither format: its plain answers would cost a full-length
-                # generation per question for a known 0
-                plain=plain, on_finished=bar.update,
+            metrics, records = (
+                self._evaluate_rrr(tag)
+                if cfg.method == "rrr"
+                else evaluate(
+                    self._generator(),
+                    self.tokenizer,
+                    self.heldout,
+                    self.prompts,
+                    self.judge,
+                    cfg.pasr,
+                    max_new_tokens=cfg.rollout.eval_max_new_tokens,
+                    batch_size=cfg.rollout.eval_batch_size,
+                    prefill_think=cfg.pasr.prefill_think,
+                    run_id=self.run_id,
+                    step=self.step,
+                    tag=tag,
+                    # the base model follows neither format: its plain answers would cost a full-length
+                    # generation per question for a known 0
+                    plain=plain,
+                    on_finished=bar.update,
+                )
             )
         run_io.dump_eval(self.run_dir, tag, records)
         run_io.warn_judge_errors(records, f"evaluation {tag!r}")
@@ -237,9 +277,17 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         return evaluate_rrr(
-            self._generator(), self.tokenizer, self.heldout, self.rrr_prompts, self.judge, cfg.rrr,
-            max_new_tokens=cfg.rollout.eval_max_new_tokens, batch_size=cfg.rollout.eval_batch_size,
-            run_id=self.run_id, step=self.step, tag=tag,
+            self._generator(),
+            self.tokenizer,
+            self.heldout,
+            self.rrr_prompts,
+            self.judge,
+            cfg.rrr,
+            max_new_tokens=cfg.rollout.eval_max_new_tokens,
+            batch_size=cfg.rollout.eval_batch_size,
+            run_id=self.run_id,
+            step=self.step,
+            tag=tag,
         )
 
     # ---------------------------------------------------------------- steps
@@ -285,8 +333,12 @@ class LocalPasrTrainer:
         else:  # resumed mid-phase: reload the start of the phase
             from transformers import AutoModelForCausalLM
 
-            start = self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
-            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(self.device)
+            start = (
+                self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
+            )
+            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(
+                self.device
+            )
             from runtime.gqa_attention import use_attention
 
             use_attention(self.ref_model, self.cfg.model.attention)
@@ -301,10 +353,22 @@ class LocalPasrTrainer:
         self._ensure_ref_model()
         queries = self._step_queries(step)
         m, _ = pasr_step(
-            get_generator=self._generator, model=self.model, ref_model=self.ref_model, optimizer=self.optimizer,
-            tokenizer=self.tokenizer, queries=queries, prompts=self.prompts, prompt_versions=self.prompt_versions,
-            judge=self.judge, params=self.params, rollout=cfg.rollout, pasr=cfg.pasr, algo=self.algo,
-            run_id=self.run_id, step=step, before_update=lambda records: self._dump_and_check(step, records),
+            get_generator=self._generator,
+            model=self.model,
+            ref_model=self.ref_model,
+            optimizer=self.optimizer,
+            tokenizer=self.tokenizer,
+            queries=queries,
+            prompts=self.prompts,
+            prompt_versions=self.prompt_versions,
+            judge=self.judge,
+            params=self.params,
+            rollout=cfg.rollout,
+            pasr=cfg.pasr,
+            algo=self.algo,
+            run_id=self.run_id,
+            step=step,
+            before_update=lambda records: self._dump_and_check(step, records),
         )
         return m
 
@@ -318,9 +382,19 @@ class LocalPasrTrainer:
         queries = self._step_queries(step)
         self.model.eval()
         m, records = rrr_step(
-            generator=self._generator(), model=self.model, ref_model=self.ref_model, optimizer=self.optimizer,
-            tokenizer=self.tokenizer, queries=queries, prompts=self.rrr_prompts, judge=self.judge,
-            rollout=cfg.rollout, rrr=cfg.rrr, algo=self.algo, run_id=self.run_id, step=step,
+            generator=self._generator(),
+            model=self.model,
+            ref_model=self.ref_model,
+            optimizer=self.optimizer,
+            tokenizer=self.tokenizer,
+            queries=queries,
+            prompts=self.rrr_prompts,
+            judge=self.judge,
+            rollout=cfg.rollout,
+            rrr=cfg.rrr,
+            algo=self.algo,
+            run_id=self.run_id,
+            step=step,
         )
         # after rrr_step's update, which a stop discards with the step: nothing of it is saved
         self._dump_and_check(step, records)
@@ -331,9 +405,13 @@ class LocalPasrTrainer:
         checks them (:func:`recipe.judge_errors.check_judge_errors`)."""
         run_io.dump_rollouts(self.run_dir, self.cfg.trainer, step, records)
         check_judge_errors(
-            records, self.cfg.pasr.max_judge_error_rate, step=step, judge=self.cfg.pasr.judge,
+            records,
+            self.cfg.pasr.max_judge_error_rate,
+            step=step,
+            judge=self.cfg.pasr.judge,
             resume=f"resume: pasr train --resume {self.run_dir}",
-            records_at=run_io.rollout_dump(self.run_dir, step) if self.cfg.trainer.dump_rollouts
+            records_at=run_io.rollout_dump(self.run_dir, step)
+            if self.cfg.trainer.dump_rollouts
             else "not dumped (trainer.dump_rollouts=false)",
         )
 
@@ -348,14 +426,24 @@ class LocalPasrTrainer:
         (1.1 GB of AdamW moments on SmolLM2-135M)."""
         state = {"phase": self._phase(self.step), "model_path": self.model_path}
         optimizer = None if end_of_warmup else self.optimizer
-        return ckpt.save_checkpoint(self.ckpt_root, self.step, self.model, self.tokenizer, optimizer, state,
-                                    self.cfg.trainer.keep_last, pin=end_of_warmup)  # fmt: skip
+        return ckpt.save_checkpoint(
+            self.ckpt_root,
+            self.step,
+            self.model,
+            self.tokenizer,
+            optimizer,
+            state,
+            self.cfg.trainer.keep_last,
+            pin=end_of_warmup,
+        )
 
     def _on_sigint(self, signum, frame):
         if self._stop:  # second Ctrl-C: stop now
             raise KeyboardInterrupt
         self._stop = True
-        print("\nCtrl-C: finishing this step, saving a checkpoint, then stopping (Ctrl-C again to abort)", file=sys.stderr)
+        print(
+            "\nCtrl-C: finishing this step, saving a checkpoint, then stopping (Ctrl-C again to abort)", file=sys.stderr
+        )
 
     def fit(self) -> dict:
         from tqdm import tqdm
@@ -386,8 +474,10 @@ class LocalPasrTrainer:
                 try:
                     m = steps[phase](step)
                 except NonFiniteLoss as exc:  # raised before the update and before this step's checkpoint
-                    raise NonFiniteLoss(f"step {step} ({phase}): {exc}; the run stopped before the update, and "
-                                        f"nothing of this step was saved") from None
+                    raise NonFiniteLoss(
+                        f"step {step} ({phase}): {exc}; the run stopped before the update, and "
+                        f"nothing of this step was saved"
+                    ) from None
                 if lr is not None:
                     m["actor/lr"] = lr
                 self.step = step

@@ -118,7 +118,9 @@ def truncate_responses(rows, max_tokens: int, pad_id: int):
     new = out.batch
     new["responses"] = torch.where(keep, batch["responses"], torch.full_like(batch["responses"], pad_id))
     new["input_ids"] = torch.cat([batch["input_ids"][:, :prompt_width], new["responses"]], dim=1)
-    new["attention_mask"] = torch.cat([batch["attention_mask"][:, :prompt_width], keep.to(batch["attention_mask"].dtype)], dim=1)
+    new["attention_mask"] = torch.cat(
+        [batch["attention_mask"][:, :prompt_width], keep.to(batch["attention_mask"].dtype)], dim=1
+    )
     for key in ("response_mask", "rollout_log_probs"):
         if key in new.keys():
             new[key] = batch[key] * keep.to(batch[key].dtype)

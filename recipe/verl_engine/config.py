@@ -59,7 +59,7 @@ class VerlEngineConfig:
     check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
 
-    def validate(self) -> "VerlEngineConfig":
+    def validate(self) -> VerlEngineConfig:
         refuse_non_finite(self, "pasr_verl")
         return self
 
@@ -388,13 +388,17 @@ def preflight(
             "TransferQueue and its own rollout loop); keep trainer.use_v1=false"
         )
     if str(OmegaConf.select(config, "algorithm.adv_estimator", default="grpo")).lower() == "remax":
-        raise PreflightError("algorithm.adv_estimator=remax is not supported: PASR and RRR use GRPO-style groups per uid")
+        raise PreflightError(
+            "algorithm.adv_estimator=remax is not supported: PASR and RRR use GRPO-style groups per uid"
+        )
 
     if engine.check_resources and os.environ.get("PASR_SKIP_GPU_CHECK") != "1":
         nnodes, per_node = required_gpus(config)
         address = ray_address(config)
         if address:
-            why = gpu_shortfall((cluster_node_gpus or _cluster_node_gpus)(address), nnodes, per_node, f"the Ray cluster at {address}")
+            why = gpu_shortfall(
+                (cluster_node_gpus or _cluster_node_gpus)(address), nnodes, per_node, f"the Ray cluster at {address}"
+            )
         else:
             if nnodes > 1:
                 raise PreflightError(

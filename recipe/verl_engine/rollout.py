@@ -144,8 +144,12 @@ class PasrRolloutManager(RolloutWrapper):
             r.dataset = "val"
         failed = sum(r.acc is None for r in records)
         if failed:
-            print(f"PASR WARNING validation at step {step}: the judge failed on {failed} of {len(records)} rollouts "
-                  "(scored 0 in val-core; counted in val-aux/.../judge_error)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"PASR WARNING validation at step {step}: the judge failed on {failed} of {len(records)} rollouts "
+                "(scored 0 in val-core; counted in val-aux/.../judge_error)",
+                file=sys.stderr,
+                flush=True,
+            )
         self._dump_validation(step, records)
         return apply_validation_scores(output, records)
 

@@ -151,8 +151,13 @@ class RolloutWrapper:
         where = rollout_dump(self.rollout_dir, step) if self.rollout_dir else "not dumped (pasr_verl.rollout_dir=null)"
         if self.rollout_dir is not None:
             write_records(where, records, append=False)
-        check_judge_errors(records if judged is None else judged, self.max_judge_error_rate, step=step,
-                           judge=self.judge_config, records_at=where)
+        check_judge_errors(
+            records if judged is None else judged,
+            self.max_judge_error_rate,
+            step=step,
+            judge=self.judge_config,
+            records_at=where,
+        )
 
     def _dump_validation(self, step: int, records) -> None:
         """Each question's ``val_n`` samples of one validation batch (padding copies left out):
@@ -162,7 +167,9 @@ class RolloutWrapper:
         first_batch = step != self._val_step
         self._val_step = step
         if self.rollout_dir is not None:
-            write_records(validation_dump(self.rollout_dir, step), first_samples(records, self.val_n), append=not first_batch)
+            write_records(
+                validation_dump(self.rollout_dir, step), first_samples(records, self.val_n), append=not first_batch
+            )
 
     def close(self) -> None:
         close = getattr(self.judge, "close", None) or getattr(self.judge, "aclose", None)
@@ -177,9 +184,8 @@ def wrapper_settings(config) -> dict[str, Any]:
     """The :class:`RolloutWrapper` arguments every method takes from a composed config: the judge
     (``pasr.judge``, shared by both methods), run id, dumps, padding and the judge-error limit
     (``pasr.max_judge_error_rate``)."""
-    from rewards.judges import build_judge
-
     from recipe.verl_engine.config import engine_config, pasr_config
+    from rewards.judges import build_judge
 
     cfg = pasr_config(config)
     engine = engine_config(config)

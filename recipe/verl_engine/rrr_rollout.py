@@ -149,7 +149,9 @@ class RrrRolloutManager(RolloutWrapper):
         requests = reflection_requests(select_failures(attempts), self.prompts, n)
         rows = np.array([row_of[id(r.attempt)] for r in requests], dtype=np.int64)
         if not requests:
-            return Exchange(attempt_out, attempts, attempt_records, rows, None, [], [], [], 0, _tokens(attempt_out), timing)
+            return Exchange(
+                attempt_out, attempts, attempt_records, rows, None, [], [], [], 0, _tokens(attempt_out), timing
+            )
 
         base = queries.select_idxs(rows)  # the failed query's columns (uid, gold, ...) for each request
         base.meta_info = dict(queries.meta_info)  # validate (greedy) and global_steps go to every pass
@@ -157,7 +159,9 @@ class RrrRolloutManager(RolloutWrapper):
         t0 = time.perf_counter()
         reflection_out = truncate_responses(self._generate(reflection_in), self.cfg.max_reflection_tokens, self.pad_id)
         timing["rrr_reflection"] = time.perf_counter() - t0
-        written = rollouts_from_rows(reflection_in, reflection_out, self.tokenizer, REFLECTION, self.cfg.max_reflection_tokens)
+        written = rollouts_from_rows(
+            reflection_in, reflection_out, self.tokenizer, REFLECTION, self.cfg.max_reflection_tokens
+        )
 
         retry_in = with_messages(base, [r.retry_chat(self.prompts, w.text) for r, w in zip(requests, written)])
         t0 = time.perf_counter()
@@ -178,7 +182,9 @@ class RrrRolloutManager(RolloutWrapper):
         reflection_ids = response_token_ids(reflection_out)
         reflections = [
             Reflection(req.query_id, k, p_ids, ids, retry.acc)
-            for req, k, p_ids, ids, retry in zip(requests, index, prompt_token_ids(reflection_out), reflection_ids, retry_records)
+            for req, k, p_ids, ids, retry in zip(
+                requests, index, prompt_token_ids(reflection_out), reflection_ids, retry_records
+            )
         ]
         reflection_records = [
             reflection_record(retry, w.text, ids, w.finish_reason, refl.reward)
@@ -186,9 +192,18 @@ class RrrRolloutManager(RolloutWrapper):
         ]
         truncated = int(prompt_at_limit(reflection_out).sum() + prompt_at_limit(retry_out).sum())
         return Exchange(
-            attempt_out, attempts, attempt_records, rows, reflection_out, reflections, reflection_records,
-            retry_records, truncated, _tokens(attempt_out) + _tokens(retry_out), timing,
-        )  # fmt: skip
+            attempt_out,
+            attempts,
+            attempt_records,
+            rows,
+            reflection_out,
+            reflections,
+            reflection_records,
+            retry_records,
+            truncated,
+            _tokens(attempt_out) + _tokens(retry_out),
+            timing,
+        )
 
     # ------------------------------------------------------------------ training
     def generate_sequences(self, gen_batch):
@@ -197,7 +212,9 @@ class RrrRolloutManager(RolloutWrapper):
         step = int(gen_batch.meta_info.get("global_steps", 0) or 0)
         n = self.cfg.n_reflections
         query_uids(gen_batch, n, size_key="rrr.n_reflections")  # rows in runs of n per query
-        queries = with_system_prompt(gen_batch.select_idxs(np.arange(0, len(gen_batch), n)), self.prompts.attempt_system)
+        queries = with_system_prompt(
+            gen_batch.select_idxs(np.arange(0, len(gen_batch), n)), self.prompts.attempt_system
+        )
         ex = self._exchange(queries, n, step)
 
         self.last_records = ex.records
@@ -209,7 +226,12 @@ class RrrRolloutManager(RolloutWrapper):
 
         # the attempt pass's agent-loop timing, and the wall time of each pass and of the verifier
         timing = {**ex.attempt_out.meta_info.get("timing", {}), **ex.timing}
-        out.meta_info = {**ex.attempt_out.meta_info, **out.meta_info, "timing": timing, UNTRAINED_TOKENS_KEY: ex.untrained_tokens}
+        out.meta_info = {
+            **ex.attempt_out.meta_info,
+            **out.meta_info,
+            "timing": timing,
+            UNTRAINED_TOKENS_KEY: ex.untrained_tokens,
+        }
         return out
 
     def _training_rows(self, ex: Exchange, n: int):
@@ -282,15 +304,17 @@ class RrrRolloutManager(RolloutWrapper):
                 f"RRR WARNING step {step}: nothing to train: {metrics['rrr/failed_queries']:.0f} of {len(ex.attempts)} "
                 f"first attempts failed, {len(ex.reflections)} reflections, none with a scored retry; every row is "
                 "masked and the actor update is skipped",
-                file=sys.stderr, flush=True,
-            )  # fmt: skip
+                file=sys.stderr,
+                flush=True,
+            )
         if ex.truncated_prompts:
             print(
                 f"RRR WARNING step {step}: {ex.truncated_prompts} reflection/retry prompts filled "
                 "rollout.prompt_length and may have been cut from the left (the question first); raise "
                 "data.max_prompt_length",
-                file=sys.stderr, flush=True,
-            )  # fmt: skip
+                file=sys.stderr,
+                flush=True,
+            )
 
     # ------------------------------------------------------------------ validation
     def _validate(self, gen_batch):
@@ -306,9 +330,19 @@ class RrrRolloutManager(RolloutWrapper):
         solved = [f or r for f, r in zip(first, recovered)]
         errors = [a.score is None or (i in retry and retry[i] is None) for i, a in enumerate(ex.attempts)]
         if any(errors):
-            print(f"RRR WARNING validation at step {step}: the judge failed on {sum(errors)} of {len(errors)} "
-                  "questions (scored 0 in val-core; counted in val-aux/.../judge_error)", file=sys.stderr, flush=True)  # fmt: skip
-        columns = {"acc": solved, "first_attempt_acc": first, "retried": retried, "recovered": recovered, "judge_error": errors}
+            print(
+                f"RRR WARNING validation at step {step}: the judge failed on {sum(errors)} of {len(errors)} "
+                "questions (scored 0 in val-core; counted in val-aux/.../judge_error)",
+                file=sys.stderr,
+                flush=True,
+            )
+        columns = {
+            "acc": solved,
+            "first_attempt_acc": first,
+            "retried": retried,
+            "recovered": recovered,
+            "judge_error": errors,
+        }
         extra = {k: np.array(v, dtype=np.float64) for k, v in columns.items()}
         return write_scores(ex.attempt_out, [float(s) for s in solved], extra)
 
@@ -318,4 +352,6 @@ def build_rrr_rollout_manager(config, tokenizer, inner) -> RrrRolloutManager:
     from recipe.verl_engine.config import rrr_config
 
     cfg = rrr_config(config)
-    return RrrRolloutManager(inner, tokenizer=tokenizer, cfg=cfg, prompts=cfg.load_prompts(), **wrapper_settings(config))
+    return RrrRolloutManager(
+        inner, tokenizer=tokenizer, cfg=cfg, prompts=cfg.load_prompts(), **wrapper_settings(config)
+    )

@@ -117,7 +117,7 @@ class DriverStopHandler:
         self.sent = threading.Event()
         self._previous: dict[int, object] = {}
 
-    def install(self) -> "DriverStopHandler":
+    def install(self) -> DriverStopHandler:
         if threading.current_thread() is not threading.main_thread():
             print("pasr verl: not on the main thread: SIGTERM/Ctrl-C will not checkpoint", file=self._out())
             return self
@@ -193,7 +193,7 @@ class PasrTaskRunnerLauncher:
         self.stop_flag = None
         self.handler: DriverStopHandler | None = None
 
-    def options(self, **options) -> "PasrTaskRunnerLauncher":
+    def options(self, **options) -> PasrTaskRunnerLauncher:
         return PasrTaskRunnerLauncher(self.actor_cls, {**self._options, **options}, self.install_handler)
 
     def remote(self, *args, **kwargs):

@@ -50,7 +50,6 @@ from contextlib import contextmanager
 
 import ray
 from omegaconf import OmegaConf, open_dict
-
 from verl.trainer.main_ppo_v0 import BaseTaskRunner
 from verl.trainer.ppo import ray_trainer as _verl_ray_trainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
@@ -236,7 +235,9 @@ class PasrRayTrainer(RayPPOTrainer):
         if getattr(self, "_stop_reason", None) is None:
             self._stop_reason = poll_stop_flag()
             if self._stop_reason is not None:
-                print(f"pasr verl: {self._stop_reason} received: stopping after step {self.global_steps - 1}", flush=True)
+                print(
+                    f"pasr verl: {self._stop_reason} received: stopping after step {self.global_steps - 1}", flush=True
+                )
         return self._stop_reason is not None
 
     def _checkpoint_on_stop(self) -> str | None:
@@ -320,13 +321,17 @@ class PasrTaskRunner(BaseTaskRunner):
         self.add_reward_model_resource_pool(config)
         self.add_teacher_model_resource_pool(config)
         self.add_ref_policy_worker(config, actor_rollout_cls)
-        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
         model = omega_conf_to_dataclass(config.actor_rollout_ref.model)  # HFModelConfig: tokenizer, processor
         resource_pool_manager = self.init_resource_pool_mgr(config)
 
         def dataset(files, split: str, is_train: bool):
             limit = config.data.get(f"{split}_max_samples", -1)
-            return create_rl_dataset(files, config.data, model.tokenizer, model.processor, is_train=is_train, max_samples=limit)
+            return create_rl_dataset(
+                files, config.data, model.tokenizer, model.processor, is_train=is_train, max_samples=limit
+            )
 
         train_dataset = dataset(config.data.train_files, "train", True)
         trainer = PasrRayTrainer(

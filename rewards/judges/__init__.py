@@ -9,7 +9,6 @@ import asyncio
 from typing import Any
 
 from prompts import DEFAULT_JUDGE
-
 from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.countdown_judge import CountdownJudge

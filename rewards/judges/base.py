@@ -23,7 +23,7 @@ class JudgeResult:
     error: str | None = None
 
     @classmethod
-    def failed(cls, error: str, secrets: Iterable[str | None] = ()) -> "JudgeResult":
+    def failed(cls, error: str, secrets: Iterable[str | None] = ()) -> JudgeResult:
         """A failure; ``error`` is kept in records and logs, so credentials (``secrets``, and
         anything shaped like one) are redacted from it here (:mod:`rewards.judges.redact`)."""
         return cls(score=None, ok=False, error=redact_secrets(error, secrets))

@@ -80,6 +80,7 @@ class JudgeTrial:
     score: float | None
     error: str | None
 
+
 # ---------------------------------------------------------------------------------------------
 # Score parsing
 
@@ -263,7 +264,7 @@ class _LoopState:
     closed by the last one out, so no session outlives its loop."""
 
     semaphore: asyncio.Semaphore
-    inflight: dict[str, "asyncio.Future[JudgeResult]"] = field(default_factory=dict)
+    inflight: dict[str, asyncio.Future[JudgeResult]] = field(default_factory=dict)
     session: aiohttp.ClientSession | None = None
     users: int = 0
 
@@ -305,7 +306,9 @@ class OpenAIJudge:
         if not base_url or not model:
             raise ValueError("OpenAIJudge needs base_url and model")
         if concurrency < 1 or retries < 0 or timeout_s <= 0 or backoff_s < 0 or max_reply_bytes < 1:
-            raise ValueError("OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0, max_reply_bytes >= 1")
+            raise ValueError(
+                "OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0, max_reply_bytes >= 1"
+            )
         if has_redacted_credentials(base_url):
             raise ValueError(
                 f"the judge URL {base_url} had its credentials removed when its config was saved: "
@@ -338,7 +341,7 @@ class OpenAIJudge:
         self._states_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: Any, template: str | None = None) -> "OpenAIJudge":
+    def from_config(cls, cfg: Any, template: str | None = None) -> OpenAIJudge:
         # cfg: a ``pasr.judge`` section (recipe.pasr_config.JudgeConfig; rewards/ imports no recipe code)
         return cls(
             base_url=cfg.base_url or "",
@@ -480,8 +483,12 @@ class OpenAIJudge:
             score = parse_score(reply)
             if score is None:
                 error = f"unparsable_score: {self._excerpt(str(reply))!r}"
-        return JudgeTrial(prompt, None if reply is None else redact_secrets(reply, self._secrets()), score,
-                          None if error is None else redact_secrets(error, self._secrets()))  # fmt: skip
+        return JudgeTrial(
+            prompt,
+            None if reply is None else redact_secrets(reply, self._secrets()),
+            score,
+            None if error is None else redact_secrets(error, self._secrets()),
+        )
 
     async def ping(self, question: str = "What is 2 + 3?", gold: str = "5", answer: str = "5") -> str | None:
         """Why this judge cannot score, from one request for one item (:meth:`trial`), or None:
@@ -556,7 +563,11 @@ class OpenAIJudge:
         except TimeoutError:
             return None, "timeout", True
         except ReplyTooLarge as exc:
-            return None, f"bad_response: the reply body is over {self.max_reply_bytes} bytes ({exc}): not read further", True
+            return (
+                None,
+                f"bad_response: the reply body is over {self.max_reply_bytes} bytes ({exc}): not read further",
+                True,
+            )
         except aiohttp.ClientError as exc:
             return None, f"transport: {type(exc).__name__}: {self._excerpt(str(exc), 180)}", True
         if status >= 400:

@@ -29,7 +29,9 @@ MIN_SECRET_LENGTH = 6
 # (``"authorization": "Bearer ..."`` in a JSON echo): the value runs to the end of the line, a
 # quote, a comma or a closing brace, since credentials may hold spaces (Digest). ``x-api-key:
 # ...``, ``api_key=...``: one token.
-_AUTH_FIELD = re.compile(r"""(?P<name>\b(?:proxy-)?authorization)(?P<sep>["']?\s*[:=]\s*["']?)[^"'\r\n,}]+""", re.IGNORECASE)
+_AUTH_FIELD = re.compile(
+    r"""(?P<name>\b(?:proxy-)?authorization)(?P<sep>["']?\s*[:=]\s*["']?)[^"'\r\n,}]+""", re.IGNORECASE
+)
 _KEY_FIELD = re.compile(r"""(?P<name>\b(?:x-)?api[-_]?key)(?P<sep>["']?\s*[:=]\s*["']?)[^\s"',;}]+""", re.IGNORECASE)
 # ``Bearer <token>`` anywhere (a token68: letters, digits and -._~+/ with = padding).
 _BEARER = re.compile(r"\b(?P<name>bearer)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)

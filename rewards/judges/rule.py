@@ -57,8 +57,16 @@ _MAX_LAYERS = 8  # wrappings peeled at most: bounds the work on a hostile answer
 # and "$1$ or $2$" are not unwrapped into "a** or **b" and "1$ or $2").
 _WRAPPERS = [
     re.compile(rf"^{re.escape(a)}((?:(?!{re.escape(a)}|{re.escape(b)}).)+){re.escape(b)}$", re.DOTALL)
-    for a, b in (("$$", "$$"), ("**", "**"), ("__", "__"), ("$", "$"), ("*", "*"), ("`", "`"),
-                 ("\\(", "\\)"), ("\\[", "\\]"))
+    for a, b in (
+        ("$$", "$$"),
+        ("**", "**"),
+        ("__", "__"),
+        ("$", "$"),
+        ("*", "*"),
+        ("`", "`"),
+        ("\\(", "\\)"),
+        ("\\[", "\\]"),
+    )
 ]
 _BOXED_OPEN = re.compile(r"^\\(?:boxed|fbox)\s*\{")
 _BRACE = re.compile(r"[{}]")
@@ -245,9 +253,7 @@ def _answer_parses(answer: str, norm: Normalized, gold_is_percent: bool, timeout
     percent reading), then the raw text where that is the better reading (module docstring)."""
     from math_verify import parse
 
-    parses = [
-        parse(r, parsing_timeout=timeout_s, raise_on_error=True) for r in _latex_readings(norm, gold_is_percent)
-    ]
+    parses = [parse(r, parsing_timeout=timeout_s, raise_on_error=True) for r in _latex_readings(norm, gold_is_percent)]
     if (_is_prose(norm.text) or not _has_expr(parses[0])) and _states_one_value(answer):
         parses.append(parse(answer, parsing_timeout=timeout_s, raise_on_error=True))
     return [p for p in parses if p]
@@ -339,7 +345,7 @@ class RuleJudge:
         self._pool = None
         self._pool_lock = threading.Lock()
 
-    def __enter__(self) -> "RuleJudge":
+    def __enter__(self) -> RuleJudge:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -353,7 +359,9 @@ class RuleJudge:
             if self._pool is None:
                 import multiprocessing as mp
 
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_warm_worker)
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=mp.get_context("spawn"), initializer=_warm_worker
+                )
                 # A weak reference to the judge: the hook must not keep it alive.
                 self._exit_hook = _exit_hook(weakref.ref(self))
                 atexit.register(self._exit_hook)
@@ -394,7 +402,7 @@ class RuleJudge:
         return self.score_pairs(pairs)
 
 
-def _exit_hook(judge_ref: "weakref.ref[RuleJudge]"):
+def _exit_hook(judge_ref: weakref.ref[RuleJudge]):
     def close_at_exit() -> None:
         judge = judge_ref()
         if judge is not None:
