@@ -118,6 +118,7 @@ def _run(tmp_path, tiny_model_dir, *extra) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_sigterm_during_a_step_checkpoints_it_and_the_same_command_resumes(tmp_path, tiny_model_dir):
     result = _run(tmp_path, tiny_model_dir)
     assert all(k in result for k in REQUIRED)
@@ -136,6 +137,7 @@ def test_sigterm_during_a_step_checkpoints_it_and_the_same_command_resumes(tmp_p
     assert not result["passed"]
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_model_dir, monkeypatch):
     """Without the recipe's stop handler SIGTERM kills the driver mid-step: no checkpoint of that
     step, so run 2 starts over; the checks say so and the JSON is still written."""
@@ -149,6 +151,7 @@ def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_mode
     assert result["local_pasr"] is None and result["warmup"]["n"] == 4
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_the_check_in_two_commands_first_then_resume(tmp_path, tiny_model_dir):
     """``--part first`` (warm-up, run 1 stopped) leaves a result that says it is not complete;
     ``--part resume`` in the same run directory finishes it with the same checks as one command."""
@@ -169,6 +172,7 @@ def test_resume_needs_the_first_parts_directory(tmp_path):
         gpu_check.main(["--part", "resume", "--run-dir", str(tmp_path / "nothing")])
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_model_dir):
     """A command killed by a machine's time limit leaves no sidecar for its last run: ``--report``
     rebuilds the result from the logs, reading the stop from the driver's own lines and leaving

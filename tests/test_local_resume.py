@@ -140,6 +140,7 @@ def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, refer
     assert _rollouts(run_dir) == _rollouts(reference_run)  # same RNG, optimizer and data position
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_ctrl_c_saves_and_resumes(tiny_model_dir, tmp_path, reference_run):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
@@ -215,6 +216,7 @@ def _copy_of(reference_run, tmp_path) -> Path:
     return run_dir
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_killed_before_the_first_checkpoint_starts_over_once(reference_run, tmp_path):
     """No checkpoint: the resume starts over, and drops what the killed start wrote (it used to
     append, so metrics.jsonl held step 1 twice)."""
@@ -235,6 +237,7 @@ def test_killed_before_the_first_checkpoint_starts_over_once(reference_run, tmp_
     assert _rollouts(run_dir) == _rollouts(reference_run)
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_torn_last_metrics_line_is_dropped_on_resume(reference_run, tmp_path):
     """Killed mid-write of a step's metrics line (here step 8, extending the finished run; the
     line is written before the step's checkpoint): the torn line is dropped, the step redone once."""
@@ -250,6 +253,7 @@ def test_torn_last_metrics_line_is_dropped_on_resume(reference_run, tmp_path):
     assert {k: v for k, v in _rollouts(run_dir).items() if k != "step_000008.jsonl"} == _rollouts(reference_run)
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_resuming_a_finished_run_changes_nothing(reference_run, tmp_path):
     run_dir = _copy_of(reference_run, tmp_path)
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}  # (its holder's pid)
@@ -262,6 +266,7 @@ def test_resuming_a_finished_run_changes_nothing(reference_run, tmp_path):
     } == before  # no second final eval
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_final_eval_cut_off_is_redone_once(reference_run, tmp_path):
     """Killed during the final evaluation (after the last checkpoint): the resume only evaluates."""
     run_dir = _copy_of(reference_run, tmp_path)
@@ -272,6 +277,7 @@ def test_final_eval_cut_off_is_redone_once(reference_run, tmp_path):
     assert _steps(run_dir) == EXPECTED and _evals(run_dir) == [(2, "warmup"), (7, "final")]
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_resume_refuses_other_settings_unless_forced(reference_run, tmp_path):
     run_dir = _copy_of(reference_run, tmp_path)
     config = (run_dir / "config.yaml").read_text()

@@ -60,6 +60,7 @@ def test_paired_table_against_the_reference():
 # ----------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_runs_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, monkeypatch):
     import benchmarks.training_stages as stages
 

@@ -49,6 +49,7 @@ def _checkpoints(run_dir: Path) -> list[str]:
 # ----------------------------------------------------------------------------- one run per directory
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_resume_of_a_run_still_going_is_refused(tiny_model_dir, tmp_path):
     """`--resume` of a run that is still going used to train beside it (both exit 0, every step
     written twice): the run holds its directory, and the second process gets one line naming it."""
@@ -134,6 +135,7 @@ def test_resume_refuses_what_it_would_ignore(reference_run, tmp_path, capsys):
     assert not (tmp_path / "elsewhere").exists()
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_resume_extends_a_finished_run(reference_run, tmp_path):
     """More trainer.steps on a finished run: the next steps and a final evaluation at the new end."""
     run_dir = _copy_of(reference_run, tmp_path)
@@ -147,6 +149,7 @@ def test_resume_extends_a_finished_run(reference_run, tmp_path):
     assert _checkpoints(run_dir) == ["step_000002", "step_000008", "step_000009"]
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_resume_prunes_what_a_kill_left(reference_run, tmp_path):
     """Killed after the last checkpoint was written but before the older ones were pruned (and
     before the final evaluation): the resume only evaluates, saves nothing, and used to keep the
@@ -199,6 +202,7 @@ class _Killed(BaseException):
     """A kill at a chosen point (nothing in the trainer catches it)."""
 
 
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_a_stop_between_latest_and_the_pin_keeps_the_warmup_checkpoint(tiny_model_dir, tmp_path, monkeypatch, capsys):
     """`latest` named the warm-up's last step before the pin was written: a stop between the
     two left no pin, and the resumed run pruned the warm-up checkpoint the docs say is kept.
