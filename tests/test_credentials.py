@@ -104,3 +104,32 @@ def test_the_verl_entrypoint_writes_no_url_credentials(tmp_path):
     assert PASSWORD not in proc.stderr + proc.stdout
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert not [p for p in written if PASSWORD in p.read_text(errors="replace")], written
+
+
+def test_the_config_verl_hands_its_trackers_keeps_no_url_credentials(tmp_path):
+    """verl's fit() builds Tracking(config=the whole resolved config); wandb and mlflow write that
+    config to disk and to their server. Through the tracker the verl engine installs, the judge
+    URL arrives without its password, everything else as it was."""
+    from verl.utils import tracking
+
+    from recipe.verl_engine.trainer import metrics_file_tracking
+
+    seen = {}
+
+    def fake_init(self, project_name, experiment_name, default_backend="console", config=None):
+        seen["config"] = config
+
+    config = {
+        "pasr": {"judge": {"base_url": f"http://alice:{PASSWORD}@judge:8000/v1", "model": "m"}},
+        "data": {"train_files": ["a.parquet"], "max_prompt_length": 512},
+    }
+    original = tracking.Tracking.__init__
+    tracking.Tracking.__init__ = fake_init
+    try:
+        with metrics_file_tracking(str(tmp_path), "pasr"):
+            tracking.Tracking("p", "e", default_backend=[], config=config)
+    finally:
+        tracking.Tracking.__init__ = original
+    assert PASSWORD not in repr(seen["config"])
+    assert seen["config"]["pasr"]["judge"]["base_url"] == "http://[REDACTED]@judge:8000/v1"
+    assert seen["config"]["data"] == config["data"] and seen["config"]["pasr"]["judge"]["model"] == "m"

@@ -168,6 +168,10 @@ def metrics_file_tracking(run_dir: str, method: str):
     verl_tracking = tracking.Tracking
 
     class MetricsFileTracking(verl_tracking):
+        def __init__(self, project_name, experiment_name, default_backend="console", config=None):
+            # wandb and mlflow write the run's config to disk and to their server: no URL credentials
+            super().__init__(project_name, experiment_name, default_backend, config=redact_urls_in(config))
+
         def log(self, data, step, backend=None):
             if backend is None:  # the step's whole dict (fit() names no backend)
                 validation = bool(data) and all(str(k).startswith(VALIDATION_PREFIXES) for k in data)
@@ -179,6 +183,18 @@ def metrics_file_tracking(run_dir: str, method: str):
         yield
     finally:
         tracking.Tracking = verl_tracking
+
+
+def redact_urls_in(value):
+    """``value`` (a config as plain containers) with the user information of every URL string in
+    it redacted (:func:`rewards.judges.redact.redact_url`); other values as they are."""
+    from rewards.judges.redact import redact_url
+
+    if isinstance(value, dict):
+        return {k: redact_urls_in(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_urls_in(v) for v in value)
+    return redact_url(value) if isinstance(value, str) else value
 
 
 def nothing_to_train(batch) -> bool:
