@@ -165,6 +165,8 @@ def metrics_file_tracking(run_dir: str, method: str):
     step). The backends of ``trainer.logger`` get the same dicts as before."""
     from verl.utils import tracking
 
+    from rewards.judges.redact import redact_urls_in
+
     verl_tracking = tracking.Tracking
 
     class MetricsFileTracking(verl_tracking):
@@ -183,18 +185,6 @@ def metrics_file_tracking(run_dir: str, method: str):
         yield
     finally:
         tracking.Tracking = verl_tracking
-
-
-def redact_urls_in(value):
-    """``value`` (a config as plain containers) with the user information of every URL string in
-    it redacted (:func:`rewards.judges.redact.redact_url`); other values as they are."""
-    from rewards.judges.redact import redact_url
-
-    if isinstance(value, dict):
-        return {k: redact_urls_in(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(redact_urls_in(v) for v in value)
-    return redact_url(value) if isinstance(value, str) else value
 
 
 def nothing_to_train(batch) -> bool:

@@ -48,6 +48,17 @@ def redact_url(url: str) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", url)
 
 
+def redact_urls_in(value):
+    """``value`` (a config as plain containers: dicts, lists, tuples) with :func:`redact_url`
+    applied to every string in it; other values as they are. For a whole config handed to a
+    tracker (wandb, mlflow) that writes it to disk and to its server."""
+    if isinstance(value, dict):
+        return {k: redact_urls_in(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_urls_in(v) for v in value)
+    return redact_url(value) if isinstance(value, str) else value
+
+
 def has_redacted_credentials(url: str | None) -> bool:
     """Whether ``url``'s credentials were redacted (a run's saved config holds it so): it cannot
     authenticate, and must be given again with them."""
