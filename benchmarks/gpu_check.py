@@ -29,10 +29,12 @@ Without a GPU, ``--dry-run`` composes and checks the verl config and prints the 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +57,7 @@ def local_common(args) -> list[str]:
         *qps,
         f"trainer.seed={args.seed}",
         f"warmup.seed={args.seed}",
+        f"warmup.lr_schedule={args.warmup_lr_schedule}",
         "trainer.eval_plain=false",
         "trainer.dump_rollouts=true",
         *args.local_override,
@@ -76,16 +79,17 @@ def local_cmd(args, run_dir: Path, *overrides: str) -> list[str]:
     ]
 
 
-def warmup_cmd(args, run_dir: Path, cfg) -> list[str]:
+def warmup_cmd(args, run_dir: Path, cfg, evaluate: bool = True) -> list[str]:
     """The warm-up and its evaluation (``eval/warmup.jsonl``), checkpointed once at its end: the
-    default's checkpoint every 10 steps cost 20 of its 82 s on the H100."""
+    default's checkpoint every 10 steps cost 20 of its 82 s on the H100. ``evaluate`` False: the
+    checkpoint only (``--part learn`` evaluates it beside verl's start-up instead of before it)."""
     return local_cmd(
         args,
         run_dir,
         "trainer.steps=0",
         f"trainer.save_every={cfg.warmup.steps}",
         "trainer.eval_at_start=false",
-        "trainer.eval_after_warmup=true",
+        f"trainer.eval_after_warmup={str(evaluate).lower()}",
     )
 
 
@@ -104,7 +108,14 @@ def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
 
 
 def local_pasr_cmd(args, run_dir: Path, warm: Path) -> list[str]:
-    """The local engine's PASR steps from the same warm-up (``eval/final.jsonl``)."""
+    """The local engine's PASR steps from the same warm-up (``eval/final.jsonl``). ``--part learn``
+    keeps every step's weights instead (``checkpoints/step_N``, the optimizer state in the newest
+    only) and evaluates none: verl's step count is known only when the deadline stops it, and the
+    local row is evaluated at that step."""
+    if args.part == "learn":
+        every = ["trainer.save_every=1", f"trainer.keep_last={args.steps}", "trainer.eval_at_end=false"]
+    else:
+        every = ["trainer.eval_at_end=true"]
     return local_cmd(
         args,
         run_dir,
@@ -113,7 +124,7 @@ def local_pasr_cmd(args, run_dir: Path, warm: Path) -> list[str]:
         f"trainer.steps={args.steps}",
         "trainer.eval_at_start=false",
         "trainer.eval_after_warmup=false",
-        "trainer.eval_at_end=true",
+        *every,
     )
 
 
@@ -201,7 +212,8 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         "trainer.nnodes=1",
         "trainer.total_epochs=1",
         f"trainer.total_training_steps={args.steps}",
-        f"trainer.save_freq={args.save_every}",
+        # learn: a checkpoint at the end (or at the deadline's stop) only; each costs seconds
+        f"trainer.save_freq={args.steps if args.part == 'learn' else args.save_every}",
         "trainer.test_freq=-1",
         "trainer.val_before_train=false",
         "trainer.max_actor_ckpt_to_keep=2",
@@ -209,7 +221,11 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"trainer.default_local_dir={ckpt_dir}",
         "trainer.experiment_name=gpu-check",
         "trainer.logger=[console]",
+        # one machine, one job: Ray's dashboard (a process of its own at start-up) serves nobody here
+        "+ray_kwargs.ray_init.include_dashboard=false",
     ]
+    if args.part == "learn":  # verl starts before its model is written: the warm-up runs beside its start-up
+        out.append(f"pasr_verl.wait_for_model_s={args.budget_s}")
     return [*out, *args.verl_override]
 
 
@@ -242,7 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run-dir", default="runs/gpu-check", help="everything the check writes (cleared first)")
     p.add_argument("--warmup-model", help="a warmed-up HF folder: skip the warm-up, only evaluate it")
-    p.add_argument("--steps", type=int, default=None, help="PASR steps (default: the local preset's trainer.steps)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="PASR steps (default: the local preset's trainer.steps; learn: 40, the most it runs: verl "
+        "stops at the deadline, the local engine keeps every step)",
+    )
     p.add_argument("--stop-at", type=int, default=2, help="the step during which run 1 gets SIGTERM (>= 2)")
     p.add_argument("--stop-delay-s", type=float, default=1.0, help="how far into that step the SIGTERM comes")
     p.add_argument(
@@ -269,22 +291,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--device", default="cuda", help="model.device of the local-engine parts")
     p.add_argument(
-        "--budget-s", type=float, default=540.0, help="wall-clock budget; a phase that would overrun it is stopped"
+        "--budget-s",
+        type=float,
+        default=None,
+        help="wall-clock budget; a phase that would overrun it is stopped (learn: 430, so that the "
+        "environment's set-up and this fit an 8-minute device command; the others: 540)",
     )
     p.add_argument(
         "--eval-reserve-s",
         type=float,
-        default=50.0,
-        help="run 2 gets SIGTERM this long before the budget ends, to leave time for its last step, "
-        "the merge and the evaluation (H100: a step 4 s, merge 18 s, evaluation 17 s); the final "
-        "evaluation may run up to --eval-grace-s past the budget rather than be lost",
+        default=None,
+        help="learn: 75; the others: 50. The verl run gets SIGTERM this long before the budget ends, "
+        "to leave time for its last step, the merge and the evaluation (H100: a step 4 s, merge 18 s, "
+        "evaluation 17 s); the final evaluation may run up to --eval-grace-s past the budget rather than be lost",
     )
     p.add_argument(
         "--eval-grace-s",
         type=float,
-        default=60.0,
-        help="how far past the budget the final evaluation may run (keep budget + grace inside the "
-        "machine's per-command limit)",
+        default=None,
+        help="learn: 20; the others: 60. How far past the budget the final evaluation may run (keep "
+        "budget + grace inside the machine's per-command limit)",
     )
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--enforce-eager", type=lambda s: s.lower() in ("1", "true", "yes"), default=True)
@@ -295,10 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="benchmarks/results/gpu_check.json")
     p.add_argument(
         "--part",
-        choices=("all", "first", "resume"),
-        default="all",
-        help="all: the whole check; first: warm-up and verl run 1 (stopped); resume: run 2 and the "
-        "evaluation, in the run directory --part first left (two commands where one is too short)",
+        choices=("learn", "all", "first", "resume"),
+        default="learn",
+        help="learn: does verl learn as the local engine does (one verl run from a decayed warm-up, "
+        "no resume; the default); all: the stop/resume check with its learning question; first: "
+        "warm-up and verl run 1 (stopped); resume: run 2 and the evaluation, in the run directory "
+        "--part first left (two commands where one is too short)",
     )
     p.add_argument(
         "--report",
@@ -306,13 +334,66 @@ def build_parser() -> argparse.ArgumentParser:
         help="only rebuild the result of RUN_DIR (e.g. one fetched from a "
         "machine whose command was cut off) and write it to --out",
     )
-    p.add_argument("--dry-run", action="store_true", help="compose and check the verl config, print the commands")
+    p.add_argument(
+        "--warmup-lr-schedule",
+        default="cosine",
+        choices=("cosine", "constant"),
+        help="the warm-up's rate: decayed to zero (cosine), or held (constant, as the runs before "
+        "2026-11-28: a gain over such a warm-up is partly the RL phase's lower rate settling it)",
+    )
+    p.add_argument(
+        "--plan-from",
+        default="benchmarks/results/gpu_check.json",
+        help="the measured run whose phase times --dry-run's plan uses",
+    )
+    p.add_argument("--commit", default=None, help="the commit the check runs (default: git rev-parse HEAD)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compose and check the verl config; print it, every command and the expected time of each "
+        "phase from the last measured run",
+    )
     return p
 
 
 def driver_cmd(driver: str, overrides: list[str]) -> list[str]:
     head = [driver] if driver.endswith(".py") else ["-m", driver]
     return [sys.executable, *head, *overrides]
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=ROOT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def learn_plan(args, measured: dict) -> list[str]:
+    """``--part learn``'s expected timeline from a measured run's phase times (a ``--part learn``
+    result, or the older two-run layout), and how many verl steps that leaves before the deadline."""
+    t = measured.get("timings", {})
+    phases = t.get("phases", {})
+    start = t.get("startup") or t.get("startup_run1") or {}
+    first, mean = t.get("first_step", {}).get("step"), t.get("mean_step", {}).get("step")
+    if not (phases.get("warmup") and start.get("to_first_step") and first and mean):
+        return [f"plan: no measured phase times in {args.plan_from}"]
+    warm = phases["warmup"]
+    # learn starts verl first and its start-up waits for the warm-up only past its task runner's
+    # start (a learn run's measured start-up has that wait in it already)
+    lag = 0.0 if "startup" in t else max(0.0, warm - (start.get("task_runner") or 0.0))
+    steps_from = phases.get("data", 0.0) + start["to_first_step"] + lag
+    stop_at = args.budget_s - args.eval_reserve_s
+    fit = 0 if stop_at < steps_from + first else 1 + int((stop_at - steps_from - first) // mean)
+    return [
+        f"plan (from {args.plan_from}, {measured.get('device')}, commit {measured.get('commit') or '?'}):",
+        f"  warm-up {warm:.0f} s beside verl's start-up (verl waits {lag:.0f} s more for it)",
+        f"  verl start-up {start['to_first_step']:.0f} s -> first step at ~{steps_from:.0f} s",
+        f"  first step {first:.0f} s, then {mean:.1f} s a step; SIGTERM at {stop_at:.0f} s "
+        f"(budget {args.budget_s:.0f} - reserve {args.eval_reserve_s:.0f})",
+        f"  -> about {min(fit, args.steps)} verl steps (at most {args.steps}); "
+        f"merge ~{phases.get('merge', 18.0):.0f} s and the evaluations ~{phases.get('final_evals', 30.0):.0f} s after",
+    ]
 
 
 def device_name(device: str) -> str:
@@ -350,6 +431,12 @@ class Progress:
         print(
             f"gpu_check: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True
         )
+        self.save()
+
+    def took(self, name: str, seconds: float) -> None:
+        """A phase that ran beside others: its own wall time, not the time since ``t``."""
+        self.state["phases"][name] = round(seconds, 1)
+        print(f"gpu_check: {name} {self.state['phases'][name]} s", flush=True)
         self.save()
 
     def save(self) -> dict:
@@ -408,6 +495,104 @@ def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
     return local
 
 
+def _import_quietly(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except Exception:  # the merge itself will say what is wrong
+        pass
+
+
+def await_fit(verl: WatchedRun, until: float) -> None:
+    """Until verl's training loop starts (or it exits, or ``until``): by then vLLM has profiled
+    its memory. vLLM 0.24 asserts that no other process freed GPU memory while it did (a local run
+    that ended then would stop verl's start-up)."""
+    from benchmarks.gpu_check_report import MARKS
+
+    while verl.proc.poll() is None and time.monotonic() < until and verl.first(MARKS["fit_start"]) is None:
+        time.sleep(0.5)
+
+
+def learn_part(args, cfg, root: Path, run: Progress) -> None:
+    """``--part learn``: one verl run, no resume. verl's start-up is minutes of process spawns and
+    imports on the CPU while the GPU idles, so it starts first, told to wait for its model
+    (``pasr_verl.wait_for_model_s``: its task runner reads the model about a minute in); the warm-up
+    (rate decayed to zero) trains and checkpoints meanwhile. The warm-up's evaluation and the local
+    engine's steps (each step's weights kept) start once verl's training loop has (:func:`await_fit`):
+    vLLM refuses to start when another process frees GPU memory while it profiles its own.
+    verl trains until ``--steps`` or until the deadline less ``--eval-reserve-s``, where the recipe's
+    stop path ends it (SIGTERM: the step in flight finishes and is checkpointed), since how many
+    steps fit is known only once the start-up has been measured. Then verl's last checkpoint is
+    merged and evaluated beside the local engine's checkpoint of the same step."""
+    from recipe.step_files import step_name, step_of
+
+    # the merge (verl.model_merger, in this process) imports torch and verl: now, not after the deadline
+    threading.Thread(target=_import_quietly, args=("verl.model_merger.fsdp_model_merger",), daemon=True).start()
+    warm_ckpt = warmup_checkpoint(args, cfg, root)
+    t = time.monotonic()
+    write_verl_data(cfg, root / "data")
+    run.phase("data", t)
+    overrides = read_json(root / "settings.json")["verl_overrides"]
+    verl = WatchedRun("verl", driver_cmd(args.verl_driver, overrides), root / "verl.log").start()
+    if not args.warmup_model:
+        t = time.monotonic()
+        warm = run_to_end(
+            "warmup", warmup_cmd(args, root / "warmup", cfg, evaluate=False), root / "warmup.log", run.deadline
+        )
+        run.phase("warmup", t)
+        if warm.rc != 0 or not warm_ckpt.is_dir():
+            print(f"gpu_check: the warm-up failed (exit {warm.rc}); see {root / 'warmup.log'}", file=sys.stderr)
+            verl.wait(time.monotonic())  # stopped: it has nothing to start from
+            return
+    beside = [WatchedRun("warmup-eval", eval_cmd(args, root / "warmup_eval", warm_ckpt), root / "warmup_eval.log")]
+    if not args.no_local:
+        beside.append(
+            WatchedRun("local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log")
+        )
+    stop_at = run.deadline - args.eval_reserve_s
+    await_fit(verl, stop_at)
+    run.took("verl_to_fit", time.monotonic() - verl.t0)
+    for r in beside:
+        r.start()
+    verl.wait(stop_at, grace_s=args.eval_reserve_s / 2)
+    run.took("verl", verl.wall_s)
+    for r in beside:  # long done, normally: each is a fraction of verl's start-up
+        r.wait(run.deadline - args.eval_reserve_s / 2)
+        run.took(r.name.replace("-", "_"), r.wall_s)
+
+    k = latest_checkpoint(root / "verl")
+    if k is None:
+        print("gpu_check: verl left no checkpoint: nothing to evaluate", file=sys.stderr)
+        return
+    evals = []
+    local_ckpts = root / "local_pasr" / "checkpoints"
+    local_steps = sorted(s for p in local_ckpts.glob("step_*") if p.is_dir() and (s := step_of(p.name)) is not None)
+    local_k = max((s for s in local_steps if s <= k), default=None)
+    if local_k is not None:
+        run.state["local_eval_step"] = local_k
+        evals.append(
+            WatchedRun(
+                "local-eval",
+                eval_cmd(args, root / "local_eval", local_ckpts / step_name(local_k)),
+                root / "local_eval.log",
+            ).start()
+        )
+    t = time.monotonic()
+    try:
+        from runtime.hf_export import merged_model_dir
+
+        merged = merged_model_dir(root / "verl", cache=root / "merged")
+        run.phase("merge", t, final_checkpoint=k)
+        evals.append(
+            WatchedRun("final-eval", eval_cmd(args, root / "final_eval", merged), root / "final_eval.log").start()
+        )
+    except Exception as exc:  # the figures gathered so far still go out
+        print(f"gpu_check: cannot merge verl's checkpoint {k}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    t = time.monotonic()
+    for r in evals:
+        r.wait(run.deadline + args.eval_grace_s)
+    run.phase("final_evals", t, complete=True)
+
+
 def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> None:
     """verl run 2 (the same command, which resumes) until ``--steps``, then the merged final
     checkpoint evaluated as the warm-up was."""
@@ -439,17 +624,33 @@ def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> No
         print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line, with the defaults that depend on ``--part`` filled in."""
     args = build_parser().parse_args(argv)
+    learn = args.part == "learn"
+    for name, if_learn, otherwise in (
+        ("budget_s", 430.0, 540.0),
+        ("eval_reserve_s", 75.0, 50.0),
+        ("eval_grace_s", 20.0, 60.0),
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, if_learn if learn else otherwise)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     out = Path(args.out)
     if args.report:
         result = build_result(Path(args.report))
         write_result(result, out)
         print_report(result)
         return 0 if result["passed"] else 1
+    learn = args.part == "learn"
     cfg = local_settings(args)
-    args.steps = args.steps if args.steps is not None else cfg.trainer.steps
-    if not 2 <= args.stop_at < args.steps:
+    args.steps = args.steps if args.steps is not None else (40 if learn else cfg.trainer.steps)
+    args.commit = args.commit or git_commit()
+    if not learn and not 2 <= args.stop_at < args.steps:
         raise SystemExit(f"gpu_check: --stop-at must be >= 2 and below --steps ({args.steps}), got {args.stop_at}")
     root = (ROOT / args.run_dir).resolve() if not Path(args.run_dir).is_absolute() else Path(args.run_dir)
     warm_ckpt = warmup_checkpoint(args, cfg, root)
@@ -458,14 +659,21 @@ def main(argv=None) -> int:
     )
 
     if args.dry_run:
+        from omegaconf import OmegaConf
+
         from recipe.verl_engine.config import compose_config, preflight
 
         # the GPU and vLLM are the device's: here only the config and PASR's own checks
-        preflight(compose_config(overrides), local_gpus=lambda: 1, find_module=lambda name: True)
-        print("warm-up:  ", " ".join(warmup_cmd(args, root / "warmup", cfg)))
+        config = compose_config(overrides)
+        preflight(config, local_gpus=lambda: 1, find_module=lambda name: True)
+        print("# the composed verl config\n" + OmegaConf.to_yaml(config))
+        print("warm-up:  ", " ".join(warmup_cmd(args, root / "warmup", cfg, evaluate=not learn)))
         print("verl:     ", " ".join(driver_cmd(args.verl_driver, overrides)))
         print("local:    ", " ".join(local_pasr_cmd(args, root / "local_pasr", warm_ckpt)))
         print("eval:     ", " ".join(eval_cmd(args, root / "final_eval", "<merged final checkpoint>")))
+        if learn:
+            for line in learn_plan(args, read_json(Path(args.plan_from))):
+                print(line)
         return 0
 
     if args.part == "resume":
@@ -485,6 +693,9 @@ def main(argv=None) -> int:
             "queries_per_step": cfg.rollout.queries_per_step,
             "save_every": args.save_every,
             "budget_s": args.budget_s,
+            "part": args.part,
+            "commit": args.commit,
+            "warmup_lr_schedule": args.warmup_lr_schedule,
             "verl_overrides": overrides,
             "local_overrides": local_common(args),
         }
@@ -493,6 +704,8 @@ def main(argv=None) -> int:
     print(
         f"gpu_check: {read_json(root / 'settings.json')['device']}; part {args.part}; run directory {root}", flush=True
     )
+    if learn:
+        learn_part(args, cfg, root, run)
     local = first_part(args, cfg, root, run) if args.part in ("all", "first") else None
     if args.part in ("all", "resume"):
         resume_part(args, root, run, local)

@@ -12,9 +12,10 @@ run directory into the result at any moment: after every phase, at the end, or a
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, variance
 
 from benchmarks.watched_run import WatchedRun
 from eval.significance import paired_counts, sign_test
@@ -35,20 +36,36 @@ MARKS = {
 STOP_LINE = re.compile(r"pasr verl: stopped after step (\d+); (?:checkpoint|its checkpoint is already saved)")
 STOP_SIGNAL_LINE = re.compile(r"pasr verl: SIGTERM received: stopping after step (\d+)")
 LOGS = {"warmup": "warmup.log", "verl_1": "verl_1.log", "verl_2": "verl_2.log", "local": "local_pasr.log"}
+# --part learn: one verl run, and the rows and curves it is judged by
+LEARN_ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "refine_break_rate", "tokens", "n")
+CURVE_KEYS = (
+    "pasr/acc_refine",
+    "pasr/acc_plain",
+    "pasr/refine_rate",
+    "pasr/refine_fix_rate",
+    "pasr/refine_break_rate",
+    "pasr/reward_mean",
+    "actor/kl_loss",
+    "actor/grad_norm",
+    "actor/lr",
+    "timing_s/step",
+)
+TREND_KEY = "pasr/acc_refine"  # the sampled refine-rollout accuracy: what PASR's reward pushes up
+MIN_LEARN_STEPS = 6  # thirds of at least two steps each, so each third has a spread
 
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def eval_summary(path: Path) -> dict | None:
+def eval_summary(path: Path, keys=ROW_KEYS) -> dict | None:
     """The row (acc, format, refine_rate, refine_fix_rate, ...) of an evaluation dump, or None."""
     from benchmarks.learning_signal import eval_row
 
     if not path.is_file():
         return None
     row = eval_row(path)
-    return {k: row.get(k) for k in ROW_KEYS}
+    return {k: row.get(k) for k in keys}
 
 
 def paired(a: Path, b: Path) -> dict | None:
@@ -176,6 +193,8 @@ def checks(result: dict) -> list[tuple[str, bool]]:
 def build_result(root: Path) -> dict:
     """The check's result from what ``root`` holds now (see the module docstring)."""
     settings, state = read_json(root / "settings.json"), read_json(root / "state.json")
+    if settings.get("part") == "learn":
+        return build_learn_result(root)
     run1, run2 = (WatchedRun.load(root / LOGS[k], k) for k in ("verl_1", "verl_2"))
     warm_dir = root / "warmup" / "eval"
     warm_eval = warm_dir / "warmup.jsonl" if (warm_dir / "warmup.jsonl").is_file() else warm_dir / "base.jsonl"
@@ -238,6 +257,9 @@ def _cell(row: dict | None, key: str):
 
 
 def print_report(result: dict) -> None:
+    if result.get("part") == "learn":
+        print_learn_report(result)
+        return
     print("\n==== gpu_check ====")
     print(
         f"device: {result['device']}   wall: {result['wall_s']:.0f} s   "
@@ -252,6 +274,149 @@ def print_report(result: dict) -> None:
     for key in ("p_pasr_vs_warmup", "p_local_vs_warmup", "p_pasr_vs_local"):
         print(f"{key:<22} {result['tests'].get(key.removeprefix('p_'))}")
     print(f"timings: {json.dumps(result['timings'])}")
+    for name, ok in result["checks"]:
+        print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
+    print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")
+
+
+# --------------------------------------------------------------------------- --part learn
+def verl_curves(run: WatchedRun, upto: int | None) -> dict[str, list]:
+    """Per-step values of :data:`CURVE_KEYS` from verl's console step lines, steps 1..``upto``."""
+    steps = [s for s in sorted(run.steps) if upto is None or s <= upto]
+    return {"step": steps, **{k: [run.steps[s][1].get(k) for s in steps] for k in CURVE_KEYS}}
+
+
+def local_curves(run_dir: Path, upto: int | None) -> dict[str, list]:
+    """The same curves from the local run's ``metrics.jsonl`` (the RL steps' lines)."""
+    from recipe.metrics_file import metric_lines
+
+    lines = {m["step"]: m for m in metric_lines(run_dir) if TREND_KEY in m}
+    steps = [s for s in sorted(lines) if upto is None or s <= upto]
+    return {"step": steps, **{k: [lines[s].get(k) for s in steps] for k in CURVE_KEYS}}
+
+
+def third_change(values: list[float]) -> dict | None:
+    """Mean of the last third of ``values`` less the mean of the first third, with its standard
+    error from the step-to-step spread inside each third (steps are independent batches)."""
+    vals = [v for v in values if v is not None]
+    k = len(vals) // 3
+    if k < 2:
+        return None
+    first, last = vals[:k], vals[-k:]
+    return {
+        "first_third": round(fmean(first), 4),
+        "last_third": round(fmean(last), 4),
+        "change": round(fmean(last) - fmean(first), 4),
+        "se": round(math.sqrt(variance(first) / k + variance(last) / k), 4),
+        "steps_per_third": k,
+    }
+
+
+def curves_agree(verl: dict | None, local: dict | None, z_max: float = 1.96) -> dict:
+    """Does verl's curve move as the local engine's does? The change from the first third of
+    the steps to the last (:func:`third_change`) must agree in sign, and the two changes must
+    differ by less than ``z_max`` standard errors of their difference (a two-sided z test at 5%)."""
+    out = {"key": TREND_KEY, "verl": verl, "local": local, "test": f"same sign and |z| < {z_max}"}
+    if not verl or not local:
+        return {**out, "agree": False}
+    se = math.hypot(verl["se"], local["se"])
+    z = (verl["change"] - local["change"]) / se if se > 0 else (0.0 if verl["change"] == local["change"] else math.inf)
+    same_sign = (verl["change"] > 0) == (local["change"] > 0) and (verl["change"] < 0) == (local["change"] < 0)
+    return {
+        **out,
+        "z": round(z, 3),
+        "same_sign": same_sign,
+        "within_noise": abs(z) < z_max,
+        "agree": same_sign and abs(z) < z_max,
+    }
+
+
+def learn_checks(result: dict) -> list[tuple[str, bool]]:
+    """What PASS needs for ``--part learn``: verl trained, checkpointed, merged and evaluated; its
+    training curve moves as the local engine's; its held-out row is within noise of the local one."""
+    k = result["steps"]
+    vs_local = result["tests"]["verl_vs_local"]
+    return [
+        ("warm-up evaluated", result["warmup"] is not None),
+        (
+            f"verl trained at least {MIN_LEARN_STEPS} steps and checkpointed its last (step {k})",
+            k is not None and k >= MIN_LEARN_STEPS and max(result["curves"]["verl"]["step"], default=0) == k,
+        ),
+        ("verl's final checkpoint merged and evaluated", result["verl"] is not None and result["verl_step"] == k),
+        (
+            f"the local engine evaluated at the same step ({result['local_step']})",
+            result["local"] is not None and result["local_step"] == k,
+        ),
+        (
+            f"training curves move alike ({TREND_KEY}, first third to last: same sign, within noise)",
+            result["trend"]["agree"],
+        ),
+        (
+            "verl's held-out row within noise of the local engine's (paired sign test p > 0.05)",
+            vs_local is not None and vs_local["p"] > 0.05,
+        ),
+    ]
+
+
+def build_learn_result(root: Path) -> dict:
+    """``--part learn``'s result from what ``root`` holds now."""
+    settings, state = read_json(root / "settings.json"), read_json(root / "state.json")
+    verl = WatchedRun.load(root / "verl.log", "verl")
+    k = latest_checkpoint(root / "verl")
+    warm = root / "warmup_eval" / "eval" / "base.jsonl"
+    verl_eval, local_eval = root / "final_eval" / "eval" / "base.jsonl", root / "local_eval" / "eval" / "base.jsonl"
+    curves = {"verl": verl_curves(verl, k), "local": local_curves(root / "local_pasr", k)}
+    term = next((s for s in verl.signals if s[1] == "SIGTERM"), None)
+    result = {
+        "part": "learn",
+        "device": settings.get("device"),
+        "commit": settings.get("commit"),
+        "wall_s": round(sum(p["wall_s"] for p in state.get("parts", {}).values()), 1),
+        "budget_s": settings.get("budget_s"),
+        "complete": bool(state.get("complete")),
+        "steps": k,
+        "steps_asked": settings.get("steps"),
+        "stopped_by_deadline": {"signal_at_s": term[0], "during_step": term[2]} if term else None,
+        "warmup": eval_summary(warm, LEARN_ROW_KEYS),
+        "verl": eval_summary(verl_eval, LEARN_ROW_KEYS),
+        "verl_step": state.get("final_checkpoint"),
+        "local": eval_summary(local_eval, LEARN_ROW_KEYS),
+        "local_step": state.get("local_eval_step"),
+        "tests": {  # wins: right in the second, wrong in the first; losses the other way
+            "verl_vs_warmup": paired(warm, verl_eval),
+            "local_vs_warmup": paired(warm, local_eval),
+            "verl_vs_local": paired(local_eval, verl_eval),
+        },
+        "curves": curves,
+        "trend": curves_agree(third_change(curves["verl"][TREND_KEY]), third_change(curves["local"][TREND_KEY])),
+        "timings": {
+            "parts": state.get("parts", {}),
+            "phases": state.get("phases", {}),
+            "startup": startup(verl),
+            **step_timings([verl]),
+        },
+        "settings": settings,
+    }
+    result["checks"] = learn_checks(result)
+    result["passed"] = all(ok for _, ok in result["checks"])
+    return result
+
+
+def print_learn_report(result: dict) -> None:
+    print("\n==== gpu_check --part learn ====")
+    print(
+        f"device: {result['device']}   wall: {result['wall_s']:.0f} s   verl steps: {result['steps']}"
+        f" (at most {result['steps_asked']})" + ("" if result["complete"] else "   (not complete: the result so far)")
+    )
+    print(f"{'row':<10}" + "".join(f"{k:>19}" for k in LEARN_ROW_KEYS))
+    for name in ("warmup", "verl", "local"):
+        print(f"{name:<10}" + "".join(f"{_cell(result.get(name), k):>19}" for k in LEARN_ROW_KEYS))
+    for name, test in result["tests"].items():
+        print(f"{name:<16} {test}")
+    print(f"trend: {json.dumps(result['trend'])}")
+    print(f"start-up: {json.dumps(result['timings']['startup'])}")
+    print(f"phases: {json.dumps(result['timings']['phases'])}")
+    print(f"steps: first {result['timings']['first_step']}, mean {result['timings']['mean_step']}")
     for name, ok in result["checks"]:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
     print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")

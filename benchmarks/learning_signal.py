@@ -94,6 +94,7 @@ def eval_row(path: Path) -> dict:
         "refine_rate": fmean(r.n_refine > 0 for r in refine),
         "empty_refine_rate": rates.empty,
         "refine_fix_rate": rates.fix,
+        "refine_break_rate": rates.breaks,
         "draft_acc": rates.draft,  # is the first attempt holding up?
         "tokens": fmean(r.response_tokens for r in refine),
         "n": len(refine),

@@ -59,12 +59,13 @@ class WatchedRun:
     signals: list[tuple[float, str]] = field(default_factory=list)
     on_step: object = None  # callable(run, step) called from the reader thread
     rc: int | None = None  # the exit code, once wait() has returned
+    env: dict = field(default_factory=dict)  # set in the process's environment, over this one's
 
     def start(self) -> WatchedRun:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         # the checkout first: a driver given as a file must import this recipe, not another `recipe`
         path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **self.env}
         self.t0 = time.monotonic()
         self._save_events()
         self.proc = subprocess.Popen(

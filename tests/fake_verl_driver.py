@@ -21,10 +21,12 @@ import threading
 import time
 from pathlib import Path
 
+from recipe.verl_engine.config import wait_for_model
 from recipe.verl_engine.stopping import DriverStopHandler, StopAwareLoader
 
 PREFIX = "(PasrTaskRunner pid=4242)"
-STEP_S = 0.4
+STEP_S = float(os.environ.get("FAKE_VERL_STEP_S", "0.4"))
+ACC_REFINE = (0.5, 0.25, 0.75, 0.5)  # a sampled accuracy that wanders and does not trend
 
 
 def main(argv: list[str]) -> int:
@@ -39,6 +41,7 @@ def main(argv: list[str]) -> int:
 
     print("Started a local Ray instance.", flush=True)
     print(f"{PREFIX} pasr verl: task runner on fakehost (pid 4242)", flush=True)
+    wait_for_model(str(model), float(cfg.get("pasr_verl.wait_for_model_s", 0)))  # as the task runner does
     tracker = ckpt / "latest_checkpointed_iteration.txt"
     start = int(tracker.read_text()) if tracker.is_file() else 0
     print(
@@ -57,7 +60,8 @@ def main(argv: list[str]) -> int:
         last = step
         print(
             f"{PREFIX} step:{step} - timing_s/gen:0.1 - timing_s/update_actor:0.2 - timing_s/step:{STEP_S}"
-            f" - pasr/acc_refine:0.5 - pasr/format_pass_rate:1.0",
+            f" - pasr/acc_refine:{ACC_REFINE[(step - 1) % len(ACC_REFINE)]} - pasr/format_pass_rate:1.0"
+            f" - actor/lr:1e-06 - actor/kl_loss:0.001",
             flush=True,
         )
         if step == total or step % save_freq == 0:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_check
-from benchmarks.gpu_check import build_parser, local_settings, verl_overrides
+from benchmarks.gpu_check import local_settings, parse_args, verl_overrides
 from benchmarks.watched_run import parse_step_line
 
 FAKE = str(Path(__file__).with_name("fake_verl_driver.py"))
@@ -36,7 +36,7 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     optimizer, and passes the recipe's preflight (GPU and vLLM seams aside)."""
     from recipe.verl_engine.config import compose_config, pasr_config, preflight
 
-    args = build_parser().parse_args([])
+    args = parse_args([])
     args.steps = 10
     cfg = local_settings(args)
     config = compose_config(
@@ -83,13 +83,15 @@ def test_dry_run_prints_every_command(capsys):
 
 def test_stop_at_must_fall_inside_the_run():
     with pytest.raises(SystemExit, match="--stop-at"):
-        gpu_check.main(["--dry-run", "--steps", "3", "--stop-at", "3"])
+        gpu_check.main(["--part", "all", "--dry-run", "--steps", "3", "--stop-at", "3"])
 
 
 def _run(tmp_path, tiny_model_dir, *extra) -> dict:
     out = tmp_path / "gpu_check.json"
     gpu_check.main(
         [
+            "--part",
+            "all",
             "--device",
             "cpu",
             "--preset",
@@ -195,3 +197,157 @@ def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_model_dir):
     checks = dict(cut["checks"])
     assert checks["run 1 checkpointed the step it was in (global_step_2) and stopped there"]
     assert not checks["run 1 exited 0 after the SIGTERM (exit code not recorded)"]
+
+
+# --------------------------------------------------------------------------- --part learn
+def test_the_trend_test_needs_the_same_sign_and_a_difference_within_noise():
+    from benchmarks.gpu_check_report import curves_agree, third_change
+
+    assert third_change([0.5] * 5) is None  # thirds of one step have no spread
+    up = third_change([0.2, 0.3, 0.25, 0.4, 0.5, 0.6, 0.55, 0.65, 0.6])
+    assert up["change"] == pytest.approx((0.6 + 0.55 + 0.65) / 3 - 0.25) and up["se"] > 0
+    alike = third_change([0.25, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.65, 0.55])
+    down = third_change([0.6, 0.55, 0.65, 0.4, 0.5, 0.3, 0.25, 0.2, 0.3])
+    assert curves_agree(up, alike)["agree"]
+    against = curves_agree(down, up)
+    assert not against["same_sign"] and not against["agree"]
+    # the same sign but far apart: |z| beyond 1.96 standard errors
+    steep = third_change([0.0, 0.01, 0.0, 0.5, 0.5, 0.5, 0.99, 1.0, 0.99])
+    shallow = third_change([0.40, 0.41, 0.40, 0.45, 0.45, 0.45, 0.50, 0.51, 0.50])
+    far = curves_agree(steep, shallow)
+    assert far["same_sign"] and not far["within_noise"] and not far["agree"]
+    assert not curves_agree(None, up)["agree"]
+
+
+def test_wait_for_model_waits_for_the_folder_and_no_longer(tmp_path):
+    import threading
+    import time
+
+    from recipe.verl_engine.config import wait_for_model
+
+    model = tmp_path / "warm"
+    threading.Timer(0.3, model.mkdir).start()
+    t0 = time.monotonic()
+    wait_for_model(str(model), timeout_s=30, poll_s=0.05)
+    assert model.is_dir() and time.monotonic() - t0 < 10
+    t0 = time.monotonic()
+    wait_for_model("HuggingFaceTB/SmolLM2-135M-Instruct", timeout_s=30)  # a hub name: the loader's business
+    wait_for_model(str(tmp_path / "never"), timeout_s=0)  # 0: read at once
+    assert time.monotonic() - t0 < 1
+    wait_for_model(str(tmp_path / "never"), timeout_s=0.2, poll_s=0.05)  # gives up; the loader then says why
+
+
+def test_learn_dry_run_starts_verl_before_its_warm_up_and_plans_from_the_last_run(tmp_path, capsys):
+    measured = {
+        "device": "NVIDIA H200",
+        "commit": "abc",
+        "timings": {
+            "phases": {"warmup": 50.0, "data": 0.5, "merge": 18.0, "final_evals": 30.0},
+            "startup": {"to_first_step": 150.0},
+            "first_step": {"step": 40.0},
+            "mean_step": {"step": 7.0},
+        },
+    }
+    plan = tmp_path / "measured.json"
+    plan.write_text(json.dumps(measured))
+    assert gpu_check.main(["--dry-run", "--plan-from", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "# the composed verl config" in out and "wait_for_model_s: 430.0" in out
+    warm = next(line for line in out.splitlines() if line.startswith("warm-up:"))
+    assert "warmup.lr_schedule=cosine" in warm and "trainer.eval_after_warmup=false" in warm
+    local = next(line for line in out.splitlines() if line.startswith("local:"))
+    assert "trainer.save_every=1" in local and "trainer.steps=40" in local
+    # verl starts at once: first step at 0.5 + 150 s, done at 190.5; SIGTERM at 430 - 75 = 355: 1 + 23 steps
+    assert "about 24 verl steps (at most 40)" in out
+    # an older run (warm-up before verl): verl would have waited for a warm-up longer than its task runner's start
+    measured["timings"]["startup_run1"] = {**measured["timings"].pop("startup"), "task_runner": 30.0}
+    plan.write_text(json.dumps(measured))
+    assert gpu_check.main(["--dry-run", "--plan-from", str(plan)]) == 0
+    assert "verl waits 20 s more" in capsys.readouterr().out
+
+
+def _learn(tmp_path, tiny_model_dir, *extra) -> dict:
+    out = tmp_path / "gpu_check.json"
+    gpu_check.main(
+        [
+            "--part",
+            "learn",
+            "--device",
+            "cpu",
+            "--preset",
+            "tiny",
+            "--local-override",
+            f"model.path={tiny_model_dir}",
+            "--local-override",
+            "model.threads=1",
+            "--verl-driver",
+            FAKE,
+            "--eval-size",
+            "4",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            "--commit",
+            "c0ffee",
+            *extra,
+        ]
+    )
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
+def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same_step(tmp_path, tiny_model_dir):
+    result = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400")
+    assert result["part"] == "learn" and result["complete"] and result["commit"] == "c0ffee"
+    assert result["steps"] == 6 and result["stopped_by_deadline"] is None  # finished on its own
+    verl_log = (tmp_path / "run" / "verl.log").read_text()
+    assert "pasr verl: model" in verl_log and "there after" in verl_log  # it waited for the warm-up
+    for row in ("warmup", "verl", "local"):
+        assert result[row]["n"] == 4 and "refine_break_rate" in result[row]
+    assert result["verl_step"] == result["local_step"] == 6
+    assert result["curves"]["verl"]["step"] == result["curves"]["local"]["step"] == [1, 2, 3, 4, 5, 6]
+    assert result["curves"]["verl"]["pasr/acc_refine"] == [0.5, 0.25, 0.75, 0.5, 0.5, 0.25]
+    assert all(v is not None for v in result["curves"]["local"]["actor/lr"])
+    assert set(result["tests"]) == {"verl_vs_warmup", "local_vs_warmup", "verl_vs_local"}
+    assert {"data", "warmup", "verl", "warmup_eval", "local", "merge", "final_evals"} <= set(
+        result["timings"]["phases"]
+    )
+    assert result["timings"]["startup"]["task_runner"] is not None
+    checks = dict(result["checks"])
+    assert checks["verl trained at least 6 steps and checkpointed its last (step 6)"]
+    assert checks["verl's final checkpoint merged and evaluated"]
+    assert checks["the local engine evaluated at the same step (6)"]
+    # --report rebuilds the same result from the files alone
+    rebuilt = tmp_path / "rebuilt.json"
+    gpu_check.main(["--report", str(tmp_path / "run"), "--out", str(rebuilt)])
+    again = json.loads(rebuilt.read_text())
+    for key in ("steps", "warmup", "verl", "local", "tests", "curves", "trend", "checks"):
+        assert again[key] == result[key], key
+
+
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
+def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_there(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    monkeypatch.setenv("FAKE_VERL_STEP_S", "1.0")
+    result = _learn(
+        tmp_path,
+        tiny_model_dir,
+        "--warmup-model",
+        str(tiny_model_dir),
+        "--steps",
+        "40",
+        "--budget-s",
+        "45",
+        "--eval-reserve-s",
+        "30",
+        "--eval-grace-s",
+        "200",
+    )
+    stop = result["stopped_by_deadline"]
+    k = result["steps"]
+    assert stop is not None and stop["signal_at_s"] > 0 and 1 <= k < 40
+    assert result["verl_step"] == k and result["curves"]["verl"]["step"][-1] == k
+    assert result["local_step"] is not None and result["local_step"] <= k
+    assert result["local"]["n"] == 4 and result["verl"]["n"] == 4

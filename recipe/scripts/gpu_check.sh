@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Does the verl engine learn PASR on one GPU? One command, every start-up included (the target is
-# at most 9 minutes on one H100 with the embedded SmolLM2-135M):
+# Does the verl engine learn PASR on one GPU as the local engine does? One command, every start-up
+# included (the target is at most 8 minutes on one H100 or H200 with the embedded SmolLM2-135M):
 #
-#   bash recipe/scripts/gpu_check.sh [--warmup-model HF_DIR] [--steps N] [--seed S] [--help for the rest]
-#   bash recipe/scripts/gpu_check.sh --part first; bash recipe/scripts/gpu_check.sh --part resume
-#        (the same check as two commands, where one command's time limit cannot hold two verl start-ups)
+#   bash recipe/scripts/gpu_check.sh [--part learn] [--steps N] [--seed S] [--dry-run] [--help for the rest]
+#        the default: a warm-up with its rate decayed to zero, verl's PASR run from it (started first,
+#        waiting for the warm-up; stopped with a checkpoint at the deadline if --steps do not fit), the
+#        local engine's steps beside it, both evaluated at verl's last step with the warm-up; PASS when
+#        verl's training curve and held-out row agree with the local engine's (benchmarks/gpu_check.py)
+#   bash recipe/scripts/gpu_check.sh --part resume ...   (after --part first) or --part all: the
+#        SIGTERM -> checkpoint -> resume check described below
+#   On this workplace's lent machines: bash benchmarks/gpu_loan.sh (environment, then this).
 #
 # 1. warms the model up as `pasr train` does (local engine, on the GPU) unless --warmup-model is given;
 # 2. trains PASR with the verl engine (python3 -m recipe.main_pasr) from it on the synthetic

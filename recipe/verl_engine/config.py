@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,10 @@ class VerlEngineConfig:
     dump_validation: bool = True  # also dump validation rollouts (val_step_NNNNNN.jsonl)
     check_resources: bool = True  # fail at start when the GPUs the config asks for are not there
     check_judge: bool = True  # fail at start when an LLM judge's base_url does not answer
+    # wait up to this long for actor_rollout_ref.model.path to appear before the task runner reads
+    # it (0: read at once): a job that writes its starting model while verl starts up (the GPU
+    # check's warm-up beside minutes of verl's process start-ups) need not wait to launch verl
+    wait_for_model_s: float = 0.0
 
     def validate(self) -> VerlEngineConfig:
         refuse_non_finite(self, "pasr_verl")
@@ -188,6 +193,22 @@ def rrr_config(config) -> RrrConfig:
     if problems:
         raise ConfigError("; ".join(problems))
     return cfg
+
+
+def wait_for_model(path: str, timeout_s: float, poll_s: float = 0.5) -> None:
+    """Wait up to ``timeout_s`` for the local folder ``path`` (``pasr_verl.wait_for_model_s``); a
+    hub name or a path that never appears is left to the loader's own error. The local engine
+    renames a checkpoint into place whole, so its folder appearing means its files are there."""
+    if timeout_s <= 0 or not str(path).startswith("/"):
+        return
+    t0 = time.monotonic()
+    while not os.path.isdir(path) and time.monotonic() - t0 < timeout_s:
+        time.sleep(poll_s)
+    print(
+        f"pasr verl: model {path} {'there' if os.path.isdir(path) else 'still missing'} "
+        f"after {time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
 
 
 def engine_config(config) -> VerlEngineConfig:

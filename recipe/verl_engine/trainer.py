@@ -314,6 +314,9 @@ class PasrTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
 
         print(f"pasr verl: task runner on {socket.gethostname()} (pid {os.getpid()})", flush=True)
+        from recipe.verl_engine.config import engine_config, wait_for_model
+
+        wait_for_model(config.actor_rollout_ref.model.path, engine_config(config).wait_for_model_s)
         for line in node_checks(config, node=ray.util.get_node_ip_address()):
             print(f"pasr verl: {line}", flush=True)
         OmegaConf.resolve(config)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The one command of a lent GPU machine of this workplace that runs the GPU check, after the
+# seven environment parts have been copied there (../shared/gpu/README.md):
+#
+#   bash benchmarks/gpu_loan.sh [gpu_check args...]      # --part learn by default
+#
+# 1. unpacks the environment (.gpu/device_setup.sh, ~20 s);
+# 2. compiles its Python files in the background: the bundle ships none (pip --no-compile), so
+#    every process of verl's start-up (driver, task runner, FSDP worker, vLLM server and engine
+#    core, agent-loop worker) would compile what it imports, one after the other;
+# 3. runs benchmarks.gpu_check under `timeout` with its run directory on the machine's disk
+#    (/root/gpu-check: checkpoints are gigabytes) and its JSON in $OUT;
+# 4. copies the run directory's logs, dumps and small JSON files (no checkpoints) to $OUT/run, so
+#    `python -m benchmarks.gpu_check --report $OUT/run` rebuilds the result here.
+# CHECK_TIMEOUT_S (default 450) bounds step 3; the check's own --budget-s (learn: 430) is inside it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+: "${OUT:?OUT must name the folder whose files come back}"
+# shellcheck disable=SC1091
+source "${DEVICE_SETUP:-.gpu/device_setup.sh}"  # a stand-in for a rehearsal on the CPU
+echo "gpu_loan: environment ready at $((SECONDS - t0)) s"
+export PASR_DATA_DIR=$PWD/.gpu/data
+(
+  python3 -m compileall -q -j 8 "$E/site" >"$OUT/compileall.log" 2>&1
+  echo "compileall done at $((SECONDS - t0)) s" >>"$OUT/compileall.log"
+) &
+run=${RUN_DIR:-/root/gpu-check}
+timeout "${CHECK_TIMEOUT_S:-450}" python3 -m benchmarks.gpu_check --run-dir "$run" --out "$OUT/gpu_check.json" "$@" \
+  >"$OUT/gpu_check.out" 2>&1
+echo "gpu_loan: gpu_check exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/gpu_check.out"
+mkdir -p "$OUT/run"
+(cd "$run" && find . \( -name checkpoints -o -name merged -o -name 'global_step_*' -o -name data \) -prune -o \
+  -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.yaml' -o -name '*.txt' \) -print |
+  tar -cf - -T -) | tar -xf - -C "$OUT/run"
+du -sh "$OUT" "$run" 2>/dev/null
+tail -n 60 "$OUT/gpu_check.out"
