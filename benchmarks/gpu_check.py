@@ -1,29 +1,31 @@
-"""Does the verl engine learn PASR on one GPU? ``bash recipe/scripts/gpu_check.sh`` (this module:
-``python3 -m benchmarks.gpu_check``), every start-up included.
+"""Does the verl engine learn PASR on one GPU as the local engine does? ``bash recipe/scripts/gpu_check.sh``
+(this module: ``python3 -m benchmarks.gpu_check``), every start-up included.
 
-1. **Warm-up** the embedded SmolLM2-135M with the local engine on the GPU, as ``pasr train``
-   does (the demo preset's supervised warm-up: 100 steps whose refine-prompt traces nearly all
-   refine, so the model refines whatever its trajectory, docs/results/demo.md), and evaluate it
-   greedily on the 300 held-out problems of ``benchmarks.learning_signal``; or take a warmed-up
-   HF folder (``--warmup-model``).
-2. **verl, run 1**: PASR with ``python3 -m recipe.main_pasr`` from that checkpoint on the same
-   synthetic arithmetic, with the local engine's reward settings (:func:`verl_overrides` says which
-   and why any differ). While step ``--stop-at`` runs, the driver gets SIGTERM: verl's real loop
-   must finish that step, checkpoint it and exit 0 (:mod:`recipe.verl_engine.stopping`).
-   Meanwhile the local engine trains PASR from the same warm-up for the same steps (engine parity).
+``--part learn`` (the default, :func:`learn_part`): verl's driver starts first and waits for its model
+while the local engine warms the embedded SmolLM2-135M up on the GPU with its rate decayed to zero;
+verl then trains PASR on the synthetic arithmetic of ``benchmarks.learning_signal`` with the local
+engine's reward and optimizer settings (:func:`verl_overrides`) until ``--steps`` or the deadline (a
+SIGTERM: the step in flight is checkpointed), the local engine trains the same steps beside it, and the
+warm-up, verl's merged last checkpoint and the local engine's checkpoint of the same step are evaluated
+greedily on the 300 held-out problems (paired sign tests). PASS: verl's training curve moves as the
+local engine's and its held-out row is within noise of the local one.
+
+``--part all`` is the stop/resume check, which ``--part first`` and ``--part resume`` split in two:
+1. **Warm-up** as above (or ``--warmup-model``), evaluated.
+2. **verl, run 1**: while step ``--stop-at`` runs, the driver gets SIGTERM: verl's real loop must
+   finish that step, checkpoint it and exit 0 (:mod:`recipe.verl_engine.stopping`); the local engine
+   trains the same steps meanwhile.
 3. **verl, run 2**: the same command resumes from that checkpoint and finishes ``--steps``.
 4. **Evaluate** the merged final checkpoint the same way as the warm-up; paired sign tests.
-5. Print the checks, the table and PASS/FAIL; write ``benchmarks/results/gpu_check.json``.
+Each verl start-up took 150-170 s on an H100 and about 250 s on an H200 (docs/results/gpu_check.md), so
+the two halves are two commands where one is too short; the machine keeps the run directory between.
 
-``--part first`` runs 1-2 and ``--part resume`` 3-5, as two commands: each verl start-up took
-150-170 s on an H100 and about 250 s on an H200 (docs/results/gpu_check.md), so two of them, the
-warm-up and the evaluations do not fit one 9-minute command there, while each half does; the
-machine keeps the run directory between the two. ``--part all`` (the default) runs everything.
-Each command runs under its own wall-clock budget (``--budget-s``): a phase that would overrun it
-is stopped the way a user would stop it (SIGTERM, a checkpoint). The result is rebuilt from the
-run directory after every phase (:mod:`benchmarks.gpu_check_report`), so a command killed by a
-machine's limit still leaves its figures, and ``--report RUN_DIR`` rebuilds them afterwards.
-Without a GPU, ``--dry-run`` composes and checks the verl config and prints the commands.
+Each command runs under its own wall-clock budget (``--budget-s``): a phase that would overrun it is
+stopped the way a user would stop it (SIGTERM, a checkpoint). The result is rebuilt from the run
+directory after every phase (:mod:`benchmarks.gpu_check_report`) and written to
+``benchmarks/results/gpu_check.json``, so a command killed by a machine's limit still leaves its
+figures, and ``--report RUN_DIR`` rebuilds them afterwards. Without a GPU, ``--dry-run`` composes and
+checks the verl config and prints it, the commands and (learn) a plan from the last measured run.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.gpu_check_report import build_result, latest_checkpoint, print_report, read_json, write_result
+from benchmarks.gpu_check_report import (
+    build_result,
+    latest_checkpoint,
+    plot_learn,
+    print_report,
+    read_json,
+    write_result,
+)
 from benchmarks.watched_run import ROOT, WatchedRun, run_to_end, stop_during
 
 VERL_DRIVER = "recipe.main_pasr"
@@ -107,11 +116,19 @@ def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
     )
 
 
-def local_pasr_cmd(args, run_dir: Path, warm: Path) -> list[str]:
+# What the local engine changes to train as verl does, in this check's parity runs: verl keeps the
+# rows of groups without reward spread in its token-mean loss (their KL gradient included), which
+# the local engine skips by default (algo.skip_zero_adv) to save CPU time. Skipping them gave the
+# local engine's steps a gradient norm 2-3x verl's (0.5-1.4 against 0.2-0.6) on the H200 on
+# 2026-11-28, and its held-out accuracy fell where verl's held (docs/results/gpu_check.md).
+PARITY = ("algo.skip_zero_adv=false",)
+
+
+def local_pasr_cmd(args, run_dir: Path, warm: Path, parity: bool = False) -> list[str]:
     """The local engine's PASR steps from the same warm-up (``eval/final.jsonl``). ``--part learn``
     keeps every step's weights instead (``checkpoints/step_N``, the optimizer state in the newest
     only) and evaluates none: verl's step count is known only when the deadline stops it, and the
-    local row is evaluated at that step."""
+    local row is evaluated at that step. ``parity``: trained as verl trains (:data:`PARITY`)."""
     if args.part == "learn":
         every = ["trainer.save_every=1", f"trainer.keep_last={args.steps}", "trainer.eval_at_end=false"]
     else:
@@ -125,6 +142,7 @@ def local_pasr_cmd(args, run_dir: Path, warm: Path) -> list[str]:
         "trainer.eval_at_start=false",
         "trainer.eval_after_warmup=false",
         *every,
+        *(PARITY if parity else ()),
     )
 
 
@@ -147,7 +165,7 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
     per RL step (the mini-batch is the whole batch), GRPO with std normalisation.
     Where they differ, by verl's design: rollouts sample from vLLM in bf16 (the local engine
     samples from its fp32 policy), verl shuffles the training set with its own sampler, and it
-    keeps zero-advantage rows in the loss's token mean (the local engine drops them). The ramp
+    keeps zero-advantage rows in the loss's token mean (the check's local runs do too: :data:`PARITY`). The ramp
     matches: verl logged lr 1e-6, 2e-6, ... at steps 1, 2, ... on the H100 run.
     Start-up choices for a small model on one GPU: eager vLLM (no CUDA-graph capture), no
     torch.compile in the actor, no parameter offload, one agent-loop worker, no DataLoader worker
@@ -317,6 +335,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-local", action="store_true", help="skip the local engine's parity run")
     p.add_argument("--verl-driver", default=VERL_DRIVER, help="module (or .py file) run as the verl driver")
     p.add_argument("--verl-override", action="append", default=[], help="extra Hydra override for the verl runs")
+    p.add_argument(
+        "--verl-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable of the verl runs (Ray's workers and vLLM inherit it), e.g. "
+        "VLLM_USE_V2_MODEL_RUNNER=0: on the H200 on 2026-11-28 vLLM 0.24's V2 model runner spent "
+        "~100 s of its start-up compiling Triton kernels on a fresh machine (docs/results/gpu_check.md)",
+    )
     p.add_argument("--local-override", action="append", default=[], help="extra override for the local-engine runs")
     p.add_argument("--out", default="benchmarks/results/gpu_check.json")
     p.add_argument(
@@ -327,6 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
         "no resume; the default); all: the stop/resume check with its learning question; first: "
         "warm-up and verl run 1 (stopped); resume: run 2 and the evaluation, in the run directory "
         "--part first left (two commands where one is too short)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="with --report on a --part learn run: both engines' training curves drawn to PNG",
     )
     p.add_argument(
         "--report",
@@ -354,6 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
         "phase from the last measured run",
     )
     return p
+
+
+def verl_env(args) -> dict[str, str]:
+    pairs = [e.partition("=") for e in args.verl_env]
+    bad = [e for e, (_, sep, _) in zip(args.verl_env, pairs) if not sep]
+    if bad:
+        raise SystemExit(f"gpu_check: --verl-env takes KEY=VALUE, got {', '.join(bad)}")
+    return {k: v for k, _, v in pairs}
 
 
 def driver_cmd(driver: str, overrides: list[str]) -> list[str]:
@@ -476,7 +516,7 @@ def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
     local = None
     if not args.no_local and warm_ckpt.is_dir():
         local = WatchedRun(
-            "local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log"
+            "local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt, parity=True), root / "local_pasr.log"
         ).start()
     t = time.monotonic()
     overrides = read_json(root / "settings.json")["verl_overrides"]
@@ -485,6 +525,7 @@ def first_part(args, cfg, root: Path, run: Progress) -> WatchedRun | None:
         driver_cmd(args.verl_driver, overrides),
         root / "verl_1.log",
         on_step=stop_during(args.stop_at, args.stop_delay_s),
+        env=verl_env(args),
     )
     run1.start().wait(run.deadline - (args.eval_reserve_s if args.part == "all" else 0))
     run.phase("verl_run1", t, stop_checkpoint=latest_checkpoint(root / "verl"))
@@ -532,7 +573,7 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
     write_verl_data(cfg, root / "data")
     run.phase("data", t)
     overrides = read_json(root / "settings.json")["verl_overrides"]
-    verl = WatchedRun("verl", driver_cmd(args.verl_driver, overrides), root / "verl.log").start()
+    verl = WatchedRun("verl", driver_cmd(args.verl_driver, overrides), root / "verl.log", env=verl_env(args)).start()
     if not args.warmup_model:
         t = time.monotonic()
         warm = run_to_end(
@@ -546,7 +587,9 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
     beside = [WatchedRun("warmup-eval", eval_cmd(args, root / "warmup_eval", warm_ckpt), root / "warmup_eval.log")]
     if not args.no_local:
         beside.append(
-            WatchedRun("local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt), root / "local_pasr.log")
+            WatchedRun(
+                "local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt, parity=True), root / "local_pasr.log"
+            )
         )
     stop_at = run.deadline - args.eval_reserve_s
     await_fit(verl, stop_at)
@@ -598,7 +641,7 @@ def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> No
     checkpoint evaluated as the warm-up was."""
     t = time.monotonic()
     overrides = read_json(root / "settings.json")["verl_overrides"]
-    WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log").start().wait(
+    WatchedRun("verl-2", driver_cmd(args.verl_driver, overrides), root / "verl_2.log", env=verl_env(args)).start().wait(
         run.deadline - args.eval_reserve_s
     )
     run.phase("verl_run2", t)
@@ -645,6 +688,8 @@ def main(argv=None) -> int:
         result = build_result(Path(args.report))
         write_result(result, out)
         print_report(result)
+        if result.get("part") == "learn" and args.plot:
+            print(f"gpu_check: wrote {plot_learn(result, Path(args.plot))}")
         return 0 if result["passed"] else 1
     learn = args.part == "learn"
     cfg = local_settings(args)
@@ -669,7 +714,7 @@ def main(argv=None) -> int:
         print("# the composed verl config\n" + OmegaConf.to_yaml(config))
         print("warm-up:  ", " ".join(warmup_cmd(args, root / "warmup", cfg, evaluate=not learn)))
         print("verl:     ", " ".join(driver_cmd(args.verl_driver, overrides)))
-        print("local:    ", " ".join(local_pasr_cmd(args, root / "local_pasr", warm_ckpt)))
+        print("local:    ", " ".join(local_pasr_cmd(args, root / "local_pasr", warm_ckpt, parity=True)))
         print("eval:     ", " ".join(eval_cmd(args, root / "final_eval", "<merged final checkpoint>")))
         if learn:
             for line in learn_plan(args, read_json(Path(args.plan_from))):
@@ -697,6 +742,7 @@ def main(argv=None) -> int:
             "commit": args.commit,
             "warmup_lr_schedule": args.warmup_lr_schedule,
             "verl_overrides": overrides,
+            "verl_env": verl_env(args),
             "local_overrides": local_common(args),
         }
         (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")

@@ -420,3 +420,56 @@ def print_learn_report(result: dict) -> None:
     for name, ok in result["checks"]:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
     print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")
+
+
+PLOT_PANELS = (
+    ("pasr/acc_refine", "sampled refine-rollout accuracy"),
+    ("pasr/acc_plain", "sampled plain-rollout accuracy"),
+    ("pasr/refine_fix_rate", "refine-fix rate"),
+    ("pasr/refine_break_rate", "refine-break rate"),
+    ("pasr/reward_mean", "mean reward"),
+    ("actor/kl_loss", "KL to the warm-up"),
+    ("actor/grad_norm", "gradient norm"),
+    ("actor/lr", "learning rate"),
+)
+
+
+def plot_learn(result: dict, path: Path) -> Path:
+    """Both engines' per-step training curves of a ``--part learn`` result, one panel a metric,
+    with the held-out rows in the title: what a person would rather look at than read."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), constrained_layout=True)
+    for ax, (key, title) in zip(axes.flat, PLOT_PANELS):
+        for engine, style in (("verl", "-o"), ("local", "--s")):
+            c = result["curves"][engine]
+            pts = [(s, v) for s, v in zip(c["step"], c.get(key, [])) if v is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, ms=3, label=engine)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        lo, hi = ax.get_ylim()
+        if hi - lo < 0.05 and key.startswith("pasr/"):  # a flat rate drawn flat, not as noise
+            mid = (hi + lo) / 2
+            ax.set_ylim(mid - 0.025, mid + 0.025)
+        ax.legend(fontsize=8)
+
+    def row(name):
+        r = result.get(name)
+        return f"{name} {r['acc']:.3f}" if r else f"{name} -"
+
+    t = result["tests"]
+    vs = t.get("verl_vs_local") or {}
+    fig.suptitle(
+        f"gpu_check --part learn on {result['device']} ({result['steps']} verl steps, commit "
+        f"{(result.get('commit') or '?')[:7]}); held-out greedy accuracy: {row('warmup')}, {row('verl')}, "
+        f"{row('local')} (verl vs local {vs.get('wins')}/{vs.get('losses')}, p {vs.get('p', float('nan')):.2g})",
+        fontsize=11,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -10,8 +10,9 @@
 #    core, agent-loop worker) would compile what it imports, one after the other;
 # 3. runs benchmarks.gpu_check under `timeout` with its run directory on the machine's disk
 #    (/root/gpu-check: checkpoints are gigabytes) and its JSON in $OUT;
-# 4. copies the run directory's logs, dumps and small JSON files (no checkpoints) to $OUT/run, so
-#    `python -m benchmarks.gpu_check --report $OUT/run` rebuilds the result here.
+# 4. packs the run directory's logs, dumps and small JSON files (no checkpoints) into
+#    $OUT/run.tar.gz (a command brings back at most 8 files); unpacked here,
+#    `python -m benchmarks.gpu_check --report DIR` rebuilds the result from it.
 # CHECK_TIMEOUT_S (default 450) bounds step 3; the check's own --budget-s (learn: 430) is inside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +30,9 @@ run=${RUN_DIR:-/root/gpu-check}
 timeout "${CHECK_TIMEOUT_S:-450}" python3 -m benchmarks.gpu_check --run-dir "$run" --out "$OUT/gpu_check.json" "$@" \
   >"$OUT/gpu_check.out" 2>&1
 echo "gpu_loan: gpu_check exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/gpu_check.out"
-mkdir -p "$OUT/run"
+# a device command brings back at most 8 files: the run's logs, dumps and small JSON in one archive
 (cd "$run" && find . \( -name checkpoints -o -name merged -o -name 'global_step_*' -o -name data \) -prune -o \
   -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.yaml' -o -name '*.txt' \) -print |
-  tar -cf - -T -) | tar -xf - -C "$OUT/run"
+  tar -czf "$OUT/run.tar.gz" -T -)
 du -sh "$OUT" "$run" 2>/dev/null
 tail -n 60 "$OUT/gpu_check.out"

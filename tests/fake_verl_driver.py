@@ -40,6 +40,8 @@ def main(argv: list[str]) -> int:
         DriverStopHandler(lambda reason: stop.set()).install()
 
     print("Started a local Ray instance.", flush=True)
+    if "GPU_CHECK_PROBE" in os.environ:  # what the check put in the driver's environment (--verl-env)
+        print(f"GPU_CHECK_PROBE={os.environ['GPU_CHECK_PROBE']}", flush=True)
     print(f"{PREFIX} pasr verl: task runner on fakehost (pid 4242)", flush=True)
     wait_for_model(str(model), float(cfg.get("pasr_verl.wait_for_model_s", 0)))  # as the task runner does
     tracker = ckpt / "latest_checkpointed_iteration.txt"

@@ -257,6 +257,8 @@ def test_learn_dry_run_starts_verl_before_its_warm_up_and_plans_from_the_last_ru
     assert "warmup.lr_schedule=cosine" in warm and "trainer.eval_after_warmup=false" in warm
     local = next(line for line in out.splitlines() if line.startswith("local:"))
     assert "trainer.save_every=1" in local and "trainer.steps=40" in local
+    assert "algo.skip_zero_adv=false" in local  # the parity run keeps zero-advantage rows, as verl does
+    assert "skip_zero_adv" not in warm
     # verl starts at once: first step at 0.5 + 150 s, done at 190.5; SIGTERM at 430 - 75 = 355: 1 + 23 steps
     assert "about 24 verl steps (at most 40)" in out
     # an older run (warm-up before verl): verl would have waited for a warm-up longer than its task runner's start
@@ -298,11 +300,12 @@ def _learn(tmp_path, tiny_model_dir, *extra) -> dict:
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same_step(tmp_path, tiny_model_dir):
-    result = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400")
+    result = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400", "--verl-env", "GPU_CHECK_PROBE=a=b")
     assert result["part"] == "learn" and result["complete"] and result["commit"] == "c0ffee"
     assert result["steps"] == 6 and result["stopped_by_deadline"] is None  # finished on its own
     verl_log = (tmp_path / "run" / "verl.log").read_text()
     assert "pasr verl: model" in verl_log and "there after" in verl_log  # it waited for the warm-up
+    assert "GPU_CHECK_PROBE=a=b" in verl_log and result["settings"]["verl_env"] == {"GPU_CHECK_PROBE": "a=b"}
     for row in ("warmup", "verl", "local"):
         assert result[row]["n"] == 4 and "refine_break_rate" in result[row]
     assert result["verl_step"] == result["local_step"] == 6
@@ -351,3 +354,27 @@ def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_t
     assert result["verl_step"] == k and result["curves"]["verl"]["step"][-1] == k
     assert result["local_step"] is not None and result["local_step"] <= k
     assert result["local"]["n"] == 4 and result["verl"]["n"] == 4
+
+
+def test_verl_env_takes_key_value_pairs():
+    assert gpu_check.verl_env(parse_args(["--verl-env", "A=1", "--verl-env", "B=x=y"])) == {"A": "1", "B": "x=y"}
+    with pytest.raises(SystemExit, match="KEY=VALUE, got A"):
+        gpu_check.verl_env(parse_args(["--verl-env", "A"]))
+
+
+def test_plot_learn_draws_both_engines_curves(tmp_path):
+    from benchmarks.gpu_check_report import CURVE_KEYS, plot_learn
+
+    curve = {"step": [1, 2, 3], **{k: [0.1, 0.2, None] for k in CURVE_KEYS}}
+    result = {
+        "device": "cpu",
+        "steps": 3,
+        "commit": "abc1234",
+        "curves": {"verl": curve, "local": {**curve, "pasr/acc_refine": []}},
+        "warmup": {"acc": 0.5},
+        "verl": None,
+        "local": {"acc": 0.4},
+        "tests": {"verl_vs_local": None},
+    }
+    png = plot_learn(result, tmp_path / "p" / "curves.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
