@@ -1,0 +1,229 @@
+"""``recipe/scripts/gpu_scale.sh`` (benchmarks/gpu_scale.py) on a machine without a GPU: the
+commands and the plan (dry run), and the whole orchestration end to end on the tiny model (the
+warm-ups side by side, PASR and its control from each, the budget's stop, the evaluations, the
+JSON rebuilt from the run directory)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from benchmarks import gpu_scale
+
+
+def _settings_of(cmd_line: str) -> dict[str, str]:
+    """The ``key=value`` overrides of a printed command, the last of each key winning."""
+    return dict(part.split("=", 1) for part in cmd_line.split() if "=" in part)
+
+
+def test_dry_run_prints_every_command_and_the_plan(capsys, tmp_path):
+    assert gpu_scale.main(["--dry-run", "--run-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split(":", 1)[0]: line.split(":", 1)[1] for line in out.splitlines() if line.startswith("seed_")}
+    assert set(lines) == {f"seed_{s}/{run}" for s in (1, 2, 3) for run in ("warmup", "pasr", "control")}
+    for s in (1, 2, 3):
+        warm = _settings_of(lines[f"seed_{s}/warmup"])
+        assert warm["warmup.seed"] == warm["trainer.seed"] == str(s)
+        assert warm["warmup.lr_schedule"] == "cosine" and warm["trainer.steps"] == "0"
+        assert warm["trainer.eval_after_warmup"] == "true"
+        pasr, control = (_settings_of(lines[f"seed_{s}/{arm}"]) for arm in ("pasr", "control"))
+        for run in (pasr, control):
+            assert run["warmup.seed"] == run["trainer.seed"] == str(s)
+            assert run["model.path"].endswith(f"seed_{s}/warmup/checkpoints/step_000100")
+            assert run["warmup.steps"] == "0" and run["trainer.steps"] == "100"
+            assert run["rollout.queries_per_step"] == "16"
+            assert run["pasr.n_refine"] == run["pasr.n_plain"] == "8"
+            assert run["trainer.eval_at_end"] == "true" and run["model.device"] == "cuda"
+        assert "pasr.weights.refine" not in pasr and control["pasr.weights.refine"] == "0"
+        assert {k: v for k, v in control.items() if k != "pasr.weights.refine"} == pasr  # everything else equal
+    assert "stopped run:" in out and "trainer.eval_at_start=true" in out
+    # the plan: its basis, each phase's expected time, the steps that fit the default budget
+    assert "55 s on an NVIDIA H200" in out and "256 rollouts" in out
+    for phase in ("1. warm-ups", "2. RL runs", "3. evaluations"):
+        assert phase in out
+    plan = gpu_scale.plan(gpu_scale.build_parser().parse_args([]), _cfg())
+    assert plan["step_s"] == pytest.approx(55 / 10 * 256 / 96 * 2, abs=0.05)
+    assert f"about {plan['steps_fit']} steps fit" in out
+    # warm-ups 16 + 21 + (100 x 0.22 + 5) x 2 + 2 = 93 s; (420 - 60 - 93 - 16) / 29.3: the asked 100 steps do not fit
+    assert plan["phases_s"]["warmups"] == 93 and plan["steps_fit"] == 8
+
+
+def _cfg():
+    from benchmarks.gpu_check import local_settings
+
+    args = gpu_scale.build_parser().parse_args([])
+    args.seed = 1
+    return local_settings(gpu_scale.with_(args, local_override=gpu_scale.common_overrides(args, 1)))
+
+
+def test_the_paper_reward_goes_to_both_arms(capsys, tmp_path):
+    gpu_scale.main(["--dry-run", "--reward", "paper", "--seeds", "1", "--run-dir", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    lines = {line.split(":", 1)[0]: line for line in out.splitlines() if line.startswith("seed_")}
+    for arm in ("pasr", "control"):
+        assert all(o in lines[f"seed_1/{arm}"] for o in gpu_scale.PAPER_EXACT)
+    assert "pasr.weights.refine" not in lines["seed_1/warmup"]
+
+
+def test_the_script_runs_the_module(tmp_path):
+    import subprocess
+
+    from benchmarks.watched_run import ROOT
+
+    out = subprocess.run(
+        ["bash", str(ROOT / "recipe/scripts/gpu_scale.sh"), "--dry-run", "--seeds", "4", "--run-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "seed_4/control:" in out and "pasr.weights.refine=0" in out and "steps fit" in out
+
+
+def test_a_run_directory_of_something_else_is_not_cleared(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(SystemExit, match="not a gpu_scale run directory"):
+        gpu_scale.prepare_root(tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+@pytest.mark.slow  # a minute or more of subprocess training runs, six at once: make test-slow
+def test_two_seeds_end_to_end_on_the_tiny_model_then_the_report_from_files(tmp_path, tiny_model_dir, capsys):
+    root, out = tmp_path / "run", tmp_path / "gpu_scale.json"
+    common = [
+        "--device",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--local-override",
+        f"model.path={tiny_model_dir}",
+        "--local-override",
+        "model.threads=1",
+        "--seeds",
+        "1",
+        "2",
+        "--steps",
+        "2",
+        "--queries-per-step",
+        "2",
+        "--n-refine",
+        "2",
+        "--n-plain",
+        "1",
+        "--eval-size",
+        "4",
+        "--run-dir",
+        str(root),
+    ]
+    assert gpu_scale.main([*common, "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] and result["question"] == gpu_scale.QUESTION
+    assert result["device"].startswith("cpu: ") and result["wall_s"] > 0
+    assert result["commit"] is None or len(result["commit"]) == 40
+    assert set(result["timings"]["phases"]) == {"warmups", "rl", "evals"}
+    assert set(result["seeds"]) == {"seed_1", "seed_2"}
+    for name, seed in result["seeds"].items():
+        s = int(name.removeprefix("seed_"))
+        for row in ("warmup", "pasr", "control"):
+            r = seed["rows"][row]
+            assert r["n"] == 4 and {"acc", "refine_fix_rate", "refine_break_rate", "tokens"} <= set(r)
+        assert seed["steps"] == {"pasr": 2, "control": 2}
+        for test in ("pasr_vs_warmup", "pasr_vs_control", "control_vs_warmup"):
+            t = seed["tests"][test]
+            assert t["wins"] + t["losses"] <= 4 and 0 <= t["p"] <= 1
+        # the runs' own configs: warmup.seed = trainer.seed = the seed; the control alone without the refine term
+        for run in ("warmup", "pasr", "control"):
+            cfg = yaml.safe_load((root / name / run / "config.yaml").read_text())
+            assert cfg["warmup"]["seed"] == cfg["trainer"]["seed"] == s, run
+            assert cfg["warmup"]["lr_schedule"] == "cosine"
+        pasr, control = (yaml.safe_load((root / name / arm / "config.yaml").read_text()) for arm in ("pasr", "control"))
+        assert pasr["pasr"]["weights"]["refine"] == 1.0 and control["pasr"]["weights"]["refine"] == 0.0
+        assert {**control["pasr"], "weights": None} == {**pasr["pasr"], "weights": None}
+        assert control["pasr"]["weights"]["acc"] == pasr["pasr"]["weights"]["acc"]
+        assert control["algo"] == pasr["algo"] and control["rollout"] == pasr["rollout"]
+        assert seed["configs"]["control"]["weights"]["refine"] == 0.0
+    pooled = result["pooled"]
+    assert pooled["n_seeds"] == 2
+    for test in ("pasr_vs_warmup", "pasr_vs_control"):
+        t = pooled["tests"][test]
+        assert t["wins"] == sum(result["seeds"][s]["tests"][test]["wins"] for s in result["seeds"])
+        assert t["losses"] == sum(result["seeds"][s]["tests"][test]["losses"] for s in result["seeds"])
+        assert set(result["p"][test]) == {"seed_1", "seed_2", "pooled"}
+    for s in ("seed_1", "seed_2"):
+        for arm in ("pasr", "control"):
+            curve = result["curves"][f"{s}/{arm}"]
+            assert curve["step"] == [1, 2]
+            for key in ("pasr/acc_refine", "pasr/refine_rate", "pasr/reward_mean", "actor/lr", "timing_s/step"):
+                assert len(curve[key]) == 2 and all(v is not None for v in curve[key]), key
+
+    # --report rebuilds the same result from the run directory alone
+    again = tmp_path / "again.json"
+    assert gpu_scale.main(["--report", str(root), "--out", str(again)]) == 0
+    assert json.loads(again.read_text()) == result
+    assert "pooled" in capsys.readouterr().out
+
+    # a command cut off before seed 2's control was evaluated: the rest is still reported
+    (root / "seed_2" / "control" / "eval" / "final.jsonl").unlink()
+    gpu_scale.main(["--report", str(root), "--out", str(again)])
+    cut = json.loads(again.read_text())
+    seed_2 = cut["seeds"]["seed_2"]
+    assert seed_2["rows"]["control"] is None and seed_2["tests"]["pasr_vs_control"] is None
+    assert seed_2["steps"] == {"pasr": 2, "control": None} and seed_2["rows"]["pasr"]["n"] == 4
+    assert cut["seeds"]["seed_1"] == result["seeds"]["seed_1"] and cut["pooled"]["n_seeds"] == 1
+    assert cut["pooled"]["tests"]["pasr_vs_warmup"] == {
+        **result["seeds"]["seed_1"]["tests"]["pasr_vs_warmup"],
+        "seeds_up": cut["pooled"]["tests"]["pasr_vs_warmup"]["seeds_up"],
+        "seeds_down": cut["pooled"]["tests"]["pasr_vs_warmup"]["seeds_down"],
+    }
+
+
+@pytest.mark.slow  # a minute or more of subprocess training runs: make test-slow
+def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_path, tiny_model_dir):
+    """RL runs asked for far more steps than the budget holds get SIGINT during one same step (the
+    trainer's own stop: that step, its checkpoint), and the last phase evaluates those checkpoints."""
+    root, out = tmp_path / "run", tmp_path / "gpu_scale.json"
+    gpu_scale.main(
+        [
+            "--device",
+            "cpu",
+            "--preset",
+            "tiny",
+            "--local-override",
+            f"model.path={tiny_model_dir}",
+            "--local-override",
+            "model.threads=1",
+            "--seeds",
+            "1",
+            "--steps",
+            "1000",
+            "--queries-per-step",
+            "2",
+            "--n-refine",
+            "2",
+            "--n-plain",
+            "1",
+            "--eval-size",
+            "4",
+            "--budget-s",
+            "75",
+            "--eval-reserve-s",
+            "15",
+            "--eval-grace-s",
+            "60",
+            "--run-dir",
+            str(root),
+            "--out",
+            str(out),
+        ]
+    )
+    result = json.loads(out.read_text())
+    seed = result["seeds"]["seed_1"]
+    for arm in ("pasr", "control"):
+        assert not (root / "seed_1" / arm / "eval" / "final.jsonl").exists()
+        events = json.loads((root / f"seed_1_{arm}.log.events.json").read_text())
+        assert events["signals"][0][1] == "SIGINT" and events["rc"] == 130
+        assert 1 <= seed["steps"][arm] < 1000 and seed["rows"][arm]["n"] == 4
+        assert len(result["curves"][f"seed_1/{arm}"]["step"]) == seed["steps"][arm]
+    assert seed["steps"]["pasr"] == seed["steps"]["control"]  # stopped after the same step, compared there
+    assert result["complete"] and result["pooled"]["n_seeds"] == 1
