@@ -13,6 +13,9 @@
 # 4. packs the run directory's logs, dumps and small JSON files (no checkpoints) into
 #    $OUT/run.tar.gz (a command brings back at most 8 files); unpacked here,
 #    `python -m benchmarks.gpu_check --report DIR` rebuilds the result from it.
+# 5. packs this machine's Triton and FlashInfer kernel caches into $OUT/<name>_cache.tar.gz; copied to
+#    .gpu/ here and carried to the next loan, they are unpacked before step 3 (the kernels vLLM's
+#    engine compiled on a fresh machine: 103 s of its start-up on an H200).
 # CHECK_TIMEOUT_S (default 450) bounds step 3; the check's own --budget-s (learn: 430) is inside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,14 @@ t0=$SECONDS
 source "${DEVICE_SETUP:-.gpu/device_setup.sh}"  # a stand-in for a rehearsal on the CPU
 echo "gpu_loan: environment ready at $((SECONDS - t0)) s"
 export PASR_DATA_DIR=$PWD/.gpu/data
+# JIT kernel caches filled on an earlier loan, carried back as .gpu/<name>.tar.gz: on a fresh machine
+# vLLM 0.24's engine spent 103 s of its start-up compiling kernels (docs/results/gpu_check.md)
+for c in triton:.triton flashinfer:.cache/flashinfer; do
+  name=${c%%:*} dir=$HOME/${c#*:}
+  if [ -f ".gpu/${name}_cache.tar.gz" ]; then
+    mkdir -p "$dir" && tar -xzf ".gpu/${name}_cache.tar.gz" -C "$dir" && echo "gpu_loan: $name cache from an earlier loan"
+  fi
+done
 (
   python3 -m compileall -q -j 8 "$E/site" >"$OUT/compileall.log" 2>&1
   echo "compileall done at $((SECONDS - t0)) s" >>"$OUT/compileall.log"
@@ -34,5 +45,13 @@ echo "gpu_loan: gpu_check exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/gpu_che
 (cd "$run" && find . \( -name checkpoints -o -name merged -o -name 'global_step_*' -o -name data \) -prune -o \
   -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.yaml' -o -name '*.txt' \) -print |
   tar -czf "$OUT/run.tar.gz" -T -)
-du -sh "$OUT" "$run" 2>/dev/null
+# this machine's kernel caches, for the next loan to carry (a file coming back is at most 16 MiB)
+for c in triton:.triton flashinfer:.cache/flashinfer; do
+  name=${c%%:*} dir=$HOME/${c#*:}
+  if [ -d "$dir" ]; then
+    tar -czf "$OUT/${name}_cache.tar.gz" -C "$dir" . && [ "$(stat -c %s "$OUT/${name}_cache.tar.gz")" -lt 16000000 ] ||
+      rm -f "$OUT/${name}_cache.tar.gz"
+  fi
+done
+du -sh "$OUT"/* "$run" 2>/dev/null
 tail -n 60 "$OUT/gpu_check.out"
