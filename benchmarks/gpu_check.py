@@ -353,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="learn: does verl learn as the local engine does (one verl run from a decayed warm-up, "
         "no resume; the default); all: the stop/resume check with its learning question; first: "
         "warm-up and verl run 1 (stopped); resume: run 2 and the evaluation, in the run directory "
-        "--part first left (two commands where one is too short)",
+        "--part first left (two commands where one is too short), or, after --part learn, the "
+        "stop/resume check alone with one verl start-up (learn's run resumed and stopped)",
     )
     p.add_argument(
         "--plot",
@@ -636,6 +637,31 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
     run.phase("final_evals", t, complete=True)
 
 
+def resume_after_learn(args, root: Path, run: Progress) -> None:
+    """``--part resume`` after ``--part learn`` on the same machine: the stop/resume check with one
+    verl start-up. The same verl command, asked for three steps past learn's last checkpoint K,
+    must resume from ``global_step_K``; during step K + 2 it gets SIGTERM and must finish that
+    step, checkpoint it and exit 0 without starting K + 3."""
+    k = latest_checkpoint(root / "verl")
+    if k is None:
+        raise SystemExit(f"gpu_check: --part resume: --part learn left no verl checkpoint in {root / 'verl'}")
+    overrides = [
+        o
+        for o in read_json(root / "settings.json")["verl_overrides"]
+        if not o.startswith("trainer.total_training_steps=")
+    ]
+    run.state["resume_from"] = k
+    t = time.monotonic()
+    WatchedRun(
+        "verl-resume",
+        driver_cmd(args.verl_driver, [*overrides, f"trainer.total_training_steps={k + 3}"]),
+        root / "verl_resume.log",
+        on_step=stop_during(k + 2, args.stop_delay_s),
+        env=verl_env(args),
+    ).start().wait(run.deadline)
+    run.phase("verl_resume", t)
+
+
 def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> None:
     """verl run 2 (the same command, which resumes) until ``--steps``, then the merged final
     checkpoint evaluated as the warm-up was."""
@@ -721,9 +747,12 @@ def main(argv=None) -> int:
                 print(line)
         return 0
 
+    after_learn = args.part == "resume" and read_json(root / "settings.json").get("part") == "learn"
     if args.part == "resume":
-        if not (root / "settings.json").is_file() or not (root / "verl_1.log").is_file():
-            raise SystemExit(f"gpu_check: --part resume needs the run directory of --part first ({root})")
+        if not after_learn and not (root / "verl_1.log").is_file():
+            raise SystemExit(
+                f"gpu_check: --part resume needs the run directory of --part learn or --part first ({root})"
+            )
     else:
         if root.exists():
             shutil.rmtree(root)
@@ -753,7 +782,9 @@ def main(argv=None) -> int:
     if learn:
         learn_part(args, cfg, root, run)
     local = first_part(args, cfg, root, run) if args.part in ("all", "first") else None
-    if args.part in ("all", "resume"):
+    if after_learn:
+        resume_after_learn(args, root, run)
+    elif args.part in ("all", "resume"):
         resume_part(args, root, run, local)
     result = run.save()
     print_report(result)

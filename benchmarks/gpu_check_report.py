@@ -362,7 +362,8 @@ def build_learn_result(root: Path) -> dict:
     """``--part learn``'s result from what ``root`` holds now."""
     settings, state = read_json(root / "settings.json"), read_json(root / "state.json")
     verl = WatchedRun.load(root / "verl.log", "verl")
-    k = latest_checkpoint(root / "verl")
+    resume_from = state.get("resume_from")
+    k = latest_checkpoint(root / "verl") if resume_from is None else resume_from  # learn's own last step
     warm = root / "warmup_eval" / "eval" / "base.jsonl"
     verl_eval, local_eval = root / "final_eval" / "eval" / "base.jsonl", root / "local_eval" / "eval" / "base.jsonl"
     curves = {"verl": verl_curves(verl, k), "local": local_curves(root / "local_pasr", k)}
@@ -371,7 +372,7 @@ def build_learn_result(root: Path) -> dict:
         "part": "learn",
         "device": settings.get("device"),
         "commit": settings.get("commit"),
-        "wall_s": round(sum(p["wall_s"] for p in state.get("parts", {}).values()), 1),
+        "wall_s": state.get("parts", {}).get("learn", {}).get("wall_s", 0.0),
         "budget_s": settings.get("budget_s"),
         "complete": bool(state.get("complete")),
         "steps": k,
@@ -399,7 +400,35 @@ def build_learn_result(root: Path) -> dict:
     }
     result["checks"] = learn_checks(result)
     result["passed"] = all(ok for _, ok in result["checks"])
+    if resume_from is not None:
+        result["resume_check"] = resume_check(root, state, resume_from)
     return result
+
+
+def resume_check(root: Path, state: dict, k: int) -> dict:
+    """``--part resume`` after learn: verl resumed learn's run from ``global_step_K``, got SIGTERM
+    during step K + 2, checkpointed it and exited 0 without starting K + 3."""
+    run = WatchedRun.load(root / "verl_resume.log", "verl_resume")
+    term = next((s for s in run.signals if s[1] == "SIGTERM"), None)
+    last = latest_checkpoint(root / "verl")
+    steps = sorted(run.steps)
+    checks = [
+        (f"resumed from global_step_{k}", run.grep(f"global_step_{k}") and bool(steps) and steps[0] == k + 1),
+        (f"got SIGTERM during step {k + 2}", term is not None and term[2] == k + 2),
+        ("exited 0 after it", run.rc == 0),
+        (f"checkpointed step {k + 2} and stopped there", last == k + 2 and steps[-1:] == [k + 2]),
+    ]
+    return {
+        "from_step": k,
+        "steps_run": steps,
+        "signal_at_s": term[0] if term else None,
+        "rc": run.rc,
+        "checkpoint": last,
+        "wall_s": state.get("parts", {}).get("resume", {}).get("wall_s"),
+        "startup": startup(run),
+        "checks": checks,
+        "passed": all(ok for _, ok in checks),
+    }
 
 
 def print_learn_report(result: dict) -> None:
@@ -420,6 +449,12 @@ def print_learn_report(result: dict) -> None:
     for name, ok in result["checks"]:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
     print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")
+    rc = result.get("resume_check")
+    if rc:
+        print(f"resume check (--part resume, {rc['wall_s']} s, start-up {json.dumps(rc['startup'])}):")
+        for name, ok in rc["checks"]:
+            print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
+        print("resume check " + ("PASS" if rc["passed"] else "FAIL"))
 
 
 PLOT_PANELS = (

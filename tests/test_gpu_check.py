@@ -378,3 +378,39 @@ def test_plot_learn_draws_both_engines_curves(tmp_path):
     }
     png = plot_learn(result, tmp_path / "p" / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.slow  # minutes of subprocess training runs: make test-slow
+def test_resume_after_learn_resumes_its_run_and_stops_it_with_one_start_up(tmp_path, tiny_model_dir):
+    """``--part resume`` in learn's run directory: verl resumes learn's last checkpoint, gets
+    SIGTERM during the second step after it, checkpoints that step and exits; learn's own result
+    is unchanged beside the resume check's."""
+    learn = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400", "--no-local")
+    out = tmp_path / "after.json"
+    gpu_check.main(
+        [
+            "--part",
+            "resume",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--verl-driver",
+            FAKE,
+            "--stop-delay-s",
+            "0.1",
+            "--out",
+            str(out),
+        ]
+    )
+    result = json.loads(out.read_text())
+    rc = result["resume_check"]
+    assert rc["passed"], rc["checks"]
+    assert rc["from_step"] == 6 and rc["steps_run"] == [7, 8] and rc["checkpoint"] == 8 and rc["rc"] == 0
+    assert result["steps"] == learn["steps"] == 6 and result["checks"] == learn["checks"]
+    assert result["wall_s"] == learn["wall_s"] and rc["wall_s"] > 0
+
+
+def test_resume_needs_a_learn_or_first_run_directory(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "settings.json").write_text(json.dumps({"part": "all"}))
+    with pytest.raises(SystemExit, match="--part learn or --part first"):
+        gpu_check.main(["--part", "resume", "--run-dir", str(tmp_path / "run")])

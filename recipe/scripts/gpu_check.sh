@@ -7,8 +7,10 @@
 #        waiting for the warm-up; stopped with a checkpoint at the deadline if --steps do not fit), the
 #        local engine's steps beside it, both evaluated at verl's last step with the warm-up; PASS when
 #        verl's training curve and held-out row agree with the local engine's (benchmarks/gpu_check.py)
-#   bash recipe/scripts/gpu_check.sh --part resume ...   (after --part first) or --part all: the
-#        SIGTERM -> checkpoint -> resume check described below
+#   bash recipe/scripts/gpu_check.sh --part resume    after --part learn on the same machine: learn's
+#        verl run resumed from its last checkpoint and stopped by SIGTERM two steps later (one start-up)
+#   bash recipe/scripts/gpu_check.sh --part all  (or --part first, then --part resume): the older
+#        SIGTERM -> checkpoint -> resume check with its own warm-up, described below
 #   On this workplace's lent machines: bash benchmarks/gpu_loan.sh (environment, then this).
 #
 # 1. warms the model up as `pasr train` does (local engine, on the GPU) unless --warmup-model is given;
