@@ -456,10 +456,12 @@ def device_name(device: str) -> str:
 
 class Progress:
     """One command's part of the check: phase times and findings in ``state.json``, and the
-    result rebuilt from the run directory and written after every phase."""
+    result rebuilt from the run directory (``build``, this check's :func:`build_result` unless
+    another benchmark gives its own) and written after every phase."""
 
-    def __init__(self, root: Path, part: str, out: Path, budget_s: float):
-        self.root, self.part, self.out = root, part, out
+    def __init__(self, root: Path, part: str, out: Path, budget_s: float, name: str = "gpu_check", build=None):
+        self.root, self.part, self.out, self.name = root, part, out, name
+        self.build = build or build_result
         self.t_start = time.monotonic()
         self.deadline = self.t_start + budget_s
         self.state = read_json(root / "state.json")
@@ -470,20 +472,21 @@ class Progress:
         self.state["phases"][name] = round(time.monotonic() - t, 1)
         self.state.update(found)
         print(
-            f"gpu_check: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True
+            f"{self.name}: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)",
+            flush=True,
         )
         self.save()
 
     def took(self, name: str, seconds: float) -> None:
         """A phase that ran beside others: its own wall time, not the time since ``t``."""
         self.state["phases"][name] = round(seconds, 1)
-        print(f"gpu_check: {name} {self.state['phases'][name]} s", flush=True)
+        print(f"{self.name}: {name} {self.state['phases'][name]} s", flush=True)
         self.save()
 
     def save(self) -> dict:
         self.state["parts"][self.part]["wall_s"] = round(time.monotonic() - self.t_start, 1)
         (self.root / "state.json").write_text(json.dumps(self.state, indent=1) + "\n")
-        result = build_result(self.root)
+        result = self.build(self.root)
         write_result(result, self.out)
         return result
 

@@ -383,26 +383,6 @@ def print_report(result: dict) -> None:
 
 
 # --------------------------------------------------------------------------- running
-class ScaleProgress(Progress):
-    """gpu_check's Progress (phase times and findings in state.json, the budget's deadline) with
-    this benchmark's result rebuilt and written after every phase."""
-
-    def phase(self, name: str, t: float, **found) -> None:
-        self.state["phases"][name] = round(time.monotonic() - t, 1)
-        self.state.update(found)
-        print(
-            f"gpu_scale: {name} {self.state['phases'][name]} s (at {time.monotonic() - self.t_start:.0f} s)", flush=True
-        )
-        self.save()
-
-    def save(self) -> dict:
-        self.state["parts"][self.part]["wall_s"] = round(time.monotonic() - self.t_start, 1)
-        (self.root / "state.json").write_text(json.dumps(self.state, indent=1) + "\n")
-        result = build_result(self.root)
-        write_result(result, self.out)
-        return result
-
-
 def rl_step(run: WatchedRun, root: Path) -> int:
     """The last RL step ``run`` logged (its run directory's ``metrics.jsonl``)."""
     return max((m["step"] for m in metric_lines(root / run.name) if m.get("phase") == "pasr"), default=0)
@@ -477,7 +457,8 @@ def run(args, cfg, root: Path, cmds: dict[str, list[str]], the_plan: dict) -> di
         "commands": {name: cmd_overrides(cmd) for name, cmd in cmds.items()},
     }
     (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
-    progress = ScaleProgress(root, "all", Path(args.out), args.budget_s)
+    # gpu_check's Progress: phase times and findings in state.json, this benchmark's result after every phase
+    progress = Progress(root, "all", Path(args.out), args.budget_s, name="gpu_scale", build=build_result)
     print(f"gpu_scale: {settings['device']}; commit {settings['commit']}; run directory {root}", flush=True)
     print_plan(the_plan, args)
     deadline = progress.deadline
