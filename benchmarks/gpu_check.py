@@ -428,7 +428,12 @@ def learn_plan(args, measured: dict) -> list[str]:
     fit = 0 if stop_at < steps_from + first else 1 + int((stop_at - steps_from - first) // mean)
     return [
         f"plan (from {args.plan_from}, {measured.get('device')}, commit {measured.get('commit') or '?'}):",
-        f"  warm-up {warm:.0f} s beside verl's start-up (verl waits {lag:.0f} s more for it)",
+        f"  warm-up {warm:.0f} s beside verl's start-up "
+        + (
+            "(the measured start-up includes verl's wait for it)"
+            if "startup" in t
+            else f"(verl waits {lag:.0f} s more for it)"
+        ),
         f"  verl start-up {start['to_first_step']:.0f} s -> first step at ~{steps_from:.0f} s",
         f"  first step {first:.0f} s, then {mean:.1f} s a step; SIGTERM at {stop_at:.0f} s "
         f"(budget {args.budget_s:.0f} - reserve {args.eval_reserve_s:.0f})",
