@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_check_report import (
+    MARKS,
     build_result,
     latest_checkpoint,
     plot_learn,
@@ -119,7 +120,7 @@ def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
 # What the local engine changes to train as verl does, in this check's parity runs: verl keeps the
 # rows of groups without reward spread in its token-mean loss (their KL gradient included), which
 # the local engine skips by default (algo.skip_zero_adv) to save CPU time. Skipping them gave the
-# local engine's steps a gradient norm 2-3x verl's (0.5-1.4 against 0.2-0.6) on the H200 on
+# local engine's steps a gradient norm 2-3x verl's (0.5-1.4 against 0.16-0.65) on the H200 on
 # 2026-11-28, and its held-out accuracy fell where verl's held (docs/results/gpu_check.md).
 PARITY = ("algo.skip_zero_adv=false",)
 
@@ -407,7 +408,7 @@ def git_commit() -> str | None:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=ROOT)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def learn_plan(args, measured: dict) -> list[str]:
@@ -556,8 +557,6 @@ def await_fit(verl: WatchedRun, until: float) -> None:
     """Until verl's training loop starts (or it exits, or ``until``): by then vLLM has profiled
     its memory. vLLM 0.24 asserts that no other process freed GPU memory while it did (a local run
     that ended then would stop verl's start-up)."""
-    from benchmarks.gpu_check_report import MARKS
-
     while verl.proc.poll() is None and time.monotonic() < until and verl.first(MARKS["fit_start"]) is None:
         time.sleep(0.5)
 
@@ -628,17 +627,9 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
                 root / "local_eval.log",
             ).start()
         )
-    t = time.monotonic()
-    try:
-        from runtime.hf_export import merged_model_dir
-
-        merged = merged_model_dir(root / "verl", cache=root / "merged")
-        run.phase("merge", t, final_checkpoint=k)
-        evals.append(
-            WatchedRun("final-eval", eval_cmd(args, root / "final_eval", merged), root / "final_eval.log").start()
-        )
-    except Exception as exc:  # the figures gathered so far still go out
-        print(f"gpu_check: cannot merge verl's checkpoint {k}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    final = start_final_eval(args, root, run)
+    if final is not None:
+        evals.append(final)
     t = time.monotonic()
     for r in evals:
         r.wait(run.deadline + args.eval_grace_s)
@@ -670,6 +661,22 @@ def resume_after_learn(args, root: Path, run: Progress) -> None:
     run.phase("verl_resume", t)
 
 
+def start_final_eval(args, root: Path, run: Progress) -> WatchedRun | None:
+    """verl's last checkpoint merged (phase ``merge``) and its greedy evaluation started
+    (``final_eval/``); None, with the reason on stderr, when it cannot be merged: the figures
+    gathered so far still go out."""
+    t = time.monotonic()
+    try:
+        from runtime.hf_export import merged_model_dir
+
+        merged = merged_model_dir(root / "verl", cache=root / "merged")
+    except Exception as exc:
+        print(f"gpu_check: cannot merge the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    run.phase("merge", t, final_checkpoint=latest_checkpoint(root / "verl"))
+    return WatchedRun("final-eval", eval_cmd(args, root / "final_eval", merged), root / "final_eval.log").start()
+
+
 def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> None:
     """verl run 2 (the same command, which resumes) until ``--steps``, then the merged final
     checkpoint evaluated as the warm-up was."""
@@ -682,23 +689,11 @@ def resume_part(args, root: Path, run: Progress, local: WatchedRun | None) -> No
     if local is not None:
         local.wait(run.deadline - 20)
         run.phase("local_pasr", local.t0)
-    t = time.monotonic()
-    try:
-        from runtime.hf_export import merged_model_dir
-
-        ckpt_dir = root / "verl"
-        merged = merged_model_dir(ckpt_dir, cache=root / "merged")
-        run.phase("merge", t, final_checkpoint=latest_checkpoint(ckpt_dir))
+    final = start_final_eval(args, root, run)
+    if final is not None:
         t = time.monotonic()
-        run_to_end(
-            "final-eval",
-            eval_cmd(args, root / "final_eval", merged),
-            root / "final_eval.log",
-            run.deadline + args.eval_grace_s,
-        )
+        final.wait(run.deadline + args.eval_grace_s)
         run.phase("final_eval", t, complete=True)
-    except Exception as exc:  # the figures gathered so far still go out
-        print(f"gpu_check: cannot merge / evaluate the final checkpoint: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

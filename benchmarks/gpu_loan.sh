@@ -25,7 +25,7 @@ t0=$SECONDS
 source "${DEVICE_SETUP:-.gpu/device_setup.sh}"  # a stand-in for a rehearsal on the CPU
 echo "gpu_loan: environment ready at $((SECONDS - t0)) s"
 export PASR_DATA_DIR=$PWD/.gpu/data
-# JIT kernel caches filled on an earlier loan, carried back as .gpu/<name>.tar.gz: on a fresh machine
+# JIT kernel caches filled on an earlier loan, carried as .gpu/<name>_cache.tar.gz: on a fresh machine
 # vLLM 0.24's engine spent 103 s of its start-up compiling kernels (docs/results/gpu_check.md)
 for c in triton:.triton flashinfer:.cache/flashinfer; do
   name=${c%%:*} dir=$HOME/${c#*:}

@@ -34,12 +34,19 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 from statistics import fmean
 
-from benchmarks.gpu_check import Progress, device_name, eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
+from benchmarks.gpu_check import (
+    Progress,
+    device_name,
+    eval_cmd,
+    git_commit,
+    local_pasr_cmd,
+    local_settings,
+    warmup_cmd,
+)
 from benchmarks.gpu_check import build_parser as gpu_check_parser
 from benchmarks.gpu_check_report import paired, read_json, write_result
 from benchmarks.learning_signal import PAPER_EXACT, eval_row
@@ -416,14 +423,6 @@ def side_by_side(runs: list[WatchedRun], deadline: float, stop_at: float | None 
         run.signal(signal.SIGTERM)
     for run in runs:
         run.wait(deadline + 10.0, grace_s=0.0)
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def prepare_root(root: Path) -> None:

@@ -58,6 +58,22 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_cpu_args(tiny_model_dir) -> list[str]:
+    """The GPU benchmarks' options (benchmarks.gpu_check, benchmarks.gpu_scale) that run their
+    local-engine parts on this CPU with the tiny model, one thread each."""
+    return [
+        "--device",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--local-override",
+        f"model.path={tiny_model_dir}",
+        "--local-override",
+        "model.threads=1",
+    ]
+
+
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
     """The tiny model and its tokenizer, loaded as the local engine loads a model."""

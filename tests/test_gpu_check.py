@@ -86,20 +86,13 @@ def test_stop_at_must_fall_inside_the_run():
         gpu_check.main(["--part", "all", "--dry-run", "--steps", "3", "--stop-at", "3"])
 
 
-def _run(tmp_path, tiny_model_dir, *extra) -> dict:
+def _run(tmp_path, tiny_cpu_args, *extra) -> dict:
     out = tmp_path / "gpu_check.json"
     gpu_check.main(
         [
             "--part",
             "all",
-            "--device",
-            "cpu",
-            "--preset",
-            "tiny",
-            "--local-override",
-            f"model.path={tiny_model_dir}",
-            "--local-override",
-            "model.threads=1",
+            *tiny_cpu_args,
             "--verl-driver",
             FAKE,
             "--steps",
@@ -121,8 +114,8 @@ def _run(tmp_path, tiny_model_dir, *extra) -> dict:
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_sigterm_during_a_step_checkpoints_it_and_the_same_command_resumes(tmp_path, tiny_model_dir):
-    result = _run(tmp_path, tiny_model_dir)
+def test_sigterm_during_a_step_checkpoints_it_and_the_same_command_resumes(tmp_path, tiny_cpu_args):
+    result = _run(tmp_path, tiny_cpu_args)
     assert all(k in result for k in REQUIRED)
     for row in ("warmup", "pasr", "local_pasr"):
         assert all(k in result[row] for k in ROW) and result[row]["n"] == 4
@@ -140,11 +133,11 @@ def test_sigterm_during_a_step_checkpoints_it_and_the_same_command_resumes(tmp_p
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_model_dir, monkeypatch):
+def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_cpu_args, tiny_model_dir, monkeypatch):
     """Without the recipe's stop handler SIGTERM kills the driver mid-step: no checkpoint of that
     step, so run 2 starts over; the checks say so and the JSON is still written."""
     monkeypatch.setenv("FAKE_VERL_NO_STOP_HANDLER", "1")
-    result = _run(tmp_path, tiny_model_dir, "--no-local", "--warmup-model", str(tiny_model_dir))
+    result = _run(tmp_path, tiny_cpu_args, "--no-local", "--warmup-model", str(tiny_model_dir))
     checks = dict(result["checks"])
     assert checks["run 1 got SIGTERM during a step (step 2)"]
     assert not checks["run 1 exited 0 after the SIGTERM"]
@@ -154,14 +147,14 @@ def test_a_driver_that_dies_on_sigterm_fails_the_stop_checks(tmp_path, tiny_mode
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_the_check_in_two_commands_first_then_resume(tmp_path, tiny_model_dir):
+def test_the_check_in_two_commands_first_then_resume(tmp_path, tiny_cpu_args):
     """``--part first`` (warm-up, run 1 stopped) leaves a result that says it is not complete;
     ``--part resume`` in the same run directory finishes it with the same checks as one command."""
-    first = _run(tmp_path, tiny_model_dir, "--no-local", "--part", "first")
+    first = _run(tmp_path, tiny_cpu_args, "--no-local", "--part", "first")
     assert not first["complete"] and first["pasr"] is None and first["warmup"]["n"] == 4
     assert first["stop"]["checkpoint"] == 2 and first["stop"]["rc"] == 0 and first["steps"] == 2
     assert set(first["timings"]["parts"]) == {"first"}
-    result = _run(tmp_path, tiny_model_dir, "--no-local", "--part", "resume")
+    result = _run(tmp_path, tiny_cpu_args, "--no-local", "--part", "resume")
     assert result["complete"] and result["resumed"] and result["steps"] == 4 and result["pasr_step"] == 4
     assert set(result["timings"]["parts"]) == {"first", "resume"}
     machinery = {name: ok for name, ok in result["checks"] if not name.startswith("verl PASR above")}
@@ -175,11 +168,11 @@ def test_resume_needs_the_first_parts_directory(tmp_path):
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_model_dir):
+def test_report_rebuilds_a_cut_off_run_from_its_files(tmp_path, tiny_cpu_args):
     """A command killed by a machine's time limit leaves no sidecar for its last run: ``--report``
     rebuilds the result from the logs, reading the stop from the driver's own lines and leaving
     the unknown exit code unknown (a failed check, not a guess)."""
-    whole = _run(tmp_path, tiny_model_dir, "--no-local")
+    whole = _run(tmp_path, tiny_cpu_args, "--no-local")
     root = tmp_path / "run"
     rebuilt = tmp_path / "rebuilt.json"
     assert gpu_check.main(["--report", str(root), "--out", str(rebuilt)]) == 1  # nothing learned: FAIL
@@ -268,20 +261,13 @@ def test_learn_dry_run_starts_verl_before_its_warm_up_and_plans_from_the_last_ru
     assert "verl waits 20 s more" in capsys.readouterr().out
 
 
-def _learn(tmp_path, tiny_model_dir, *extra) -> dict:
+def _learn(tmp_path, tiny_cpu_args, *extra) -> dict:
     out = tmp_path / "gpu_check.json"
     gpu_check.main(
         [
             "--part",
             "learn",
-            "--device",
-            "cpu",
-            "--preset",
-            "tiny",
-            "--local-override",
-            f"model.path={tiny_model_dir}",
-            "--local-override",
-            "model.threads=1",
+            *tiny_cpu_args,
             "--verl-driver",
             FAKE,
             "--eval-size",
@@ -299,8 +285,8 @@ def _learn(tmp_path, tiny_model_dir, *extra) -> dict:
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same_step(tmp_path, tiny_model_dir):
-    result = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400", "--verl-env", "GPU_CHECK_PROBE=a=b")
+def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same_step(tmp_path, tiny_cpu_args):
+    result = _learn(tmp_path, tiny_cpu_args, "--steps", "6", "--budget-s", "400", "--verl-env", "GPU_CHECK_PROBE=a=b")
     assert result["part"] == "learn" and result["complete"] and result["commit"] == "c0ffee"
     assert result["steps"] == 6 and result["stopped_by_deadline"] is None  # finished on its own
     verl_log = (tmp_path / "run" / "verl.log").read_text()
@@ -331,12 +317,12 @@ def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
 def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_there(
-    tmp_path, tiny_model_dir, monkeypatch
+    tmp_path, tiny_cpu_args, tiny_model_dir, monkeypatch
 ):
     monkeypatch.setenv("FAKE_VERL_STEP_S", "1.0")
     result = _learn(
         tmp_path,
-        tiny_model_dir,
+        tiny_cpu_args,
         "--warmup-model",
         str(tiny_model_dir),
         "--steps",
@@ -381,11 +367,11 @@ def test_plot_learn_draws_both_engines_curves(tmp_path):
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_resume_after_learn_resumes_its_run_and_stops_it_with_one_start_up(tmp_path, tiny_model_dir):
+def test_resume_after_learn_resumes_its_run_and_stops_it_with_one_start_up(tmp_path, tiny_cpu_args):
     """``--part resume`` in learn's run directory: verl resumes learn's last checkpoint, gets
     SIGTERM during the second step after it, checkpoints that step and exits; learn's own result
     is unchanged beside the resume check's."""
-    learn = _learn(tmp_path, tiny_model_dir, "--steps", "6", "--budget-s", "400", "--no-local")
+    learn = _learn(tmp_path, tiny_cpu_args, "--steps", "6", "--budget-s", "400", "--no-local")
     out = tmp_path / "after.json"
     gpu_check.main(
         [

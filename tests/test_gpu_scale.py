@@ -89,17 +89,10 @@ def test_a_run_directory_of_something_else_is_not_cleared(tmp_path):
 
 
 @pytest.mark.slow  # a minute or more of subprocess training runs, six at once: make test-slow
-def test_two_seeds_end_to_end_on_the_tiny_model_then_the_report_from_files(tmp_path, tiny_model_dir, capsys):
+def test_two_seeds_end_to_end_on_the_tiny_model_then_the_report_from_files(tmp_path, tiny_cpu_args, capsys):
     root, out = tmp_path / "run", tmp_path / "gpu_scale.json"
     common = [
-        "--device",
-        "cpu",
-        "--preset",
-        "tiny",
-        "--local-override",
-        f"model.path={tiny_model_dir}",
-        "--local-override",
-        "model.threads=1",
+        *tiny_cpu_args,
         "--seeds",
         "1",
         "2",
@@ -179,20 +172,13 @@ def test_two_seeds_end_to_end_on_the_tiny_model_then_the_report_from_files(tmp_p
 
 
 @pytest.mark.slow  # a minute or more of subprocess training runs: make test-slow
-def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_path, tiny_model_dir):
+def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_path, tiny_cpu_args):
     """RL runs asked for far more steps than the budget holds get SIGINT during one same step (the
     trainer's own stop: that step, its checkpoint), and the last phase evaluates those checkpoints."""
     root, out = tmp_path / "run", tmp_path / "gpu_scale.json"
     gpu_scale.main(
         [
-            "--device",
-            "cpu",
-            "--preset",
-            "tiny",
-            "--local-override",
-            f"model.path={tiny_model_dir}",
-            "--local-override",
-            "model.threads=1",
+            *tiny_cpu_args,
             "--seeds",
             "1",
             "--steps",
