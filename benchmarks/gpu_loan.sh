@@ -3,13 +3,14 @@
 # seven environment parts have been copied there (../shared/gpu/README.md):
 #
 #   bash benchmarks/gpu_loan.sh [gpu_check args...]      # --part learn by default
+#   BENCH=gpu_scale bash benchmarks/gpu_loan.sh [gpu_scale args...]   # issue #50's scale question
 #
 # 1. unpacks the environment (.gpu/device_setup.sh, ~20 s);
 # 2. compiles its Python files in the background: the bundle ships none (pip --no-compile), so
 #    every process of verl's start-up (driver, task runner, FSDP worker, vLLM server and engine
 #    core, agent-loop worker) would compile what it imports, one after the other;
-# 3. runs benchmarks.gpu_check under `timeout` with its run directory on the machine's disk
-#    (/root/gpu-check: checkpoints are gigabytes) and its JSON in $OUT;
+# 3. runs benchmarks.$BENCH (gpu_check unless BENCH says otherwise) under `timeout` with its run
+#    directory on the machine's disk (/root/<bench>: checkpoints are gigabytes) and its JSON in $OUT;
 # 4. packs the run directory's logs, dumps and small JSON files (no checkpoints) into
 #    $OUT/run.tar.gz (a command brings back at most 8 files); unpacked here,
 #    `python -m benchmarks.gpu_check --report DIR` rebuilds the result from it.
@@ -37,10 +38,11 @@ done
   python3 -m compileall -q -j 8 "$E/site" >"$OUT/compileall.log" 2>&1
   echo "compileall done at $((SECONDS - t0)) s" >>"$OUT/compileall.log"
 ) &
-run=${RUN_DIR:-/root/gpu-check}
-timeout "${CHECK_TIMEOUT_S:-450}" python3 -m benchmarks.gpu_check --run-dir "$run" --out "$OUT/gpu_check.json" "$@" \
-  >"$OUT/gpu_check.out" 2>&1
-echo "gpu_loan: gpu_check exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/gpu_check.out"
+bench=${BENCH:-gpu_check}
+run=${RUN_DIR:-/root/${bench//_/-}}
+timeout "${CHECK_TIMEOUT_S:-450}" python3 -m "benchmarks.$bench" --run-dir "$run" --out "$OUT/$bench.json" "$@" \
+  >"$OUT/$bench.out" 2>&1
+echo "gpu_loan: $bench exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/$bench.out"
 # a device command brings back at most 8 files: the run's logs, dumps and small JSON in one archive
 (cd "$run" && find . \( -name checkpoints -o -name merged -o -name 'global_step_*' -o -name data \) -prune -o \
   -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.yaml' -o -name '*.txt' \) -print |
@@ -54,4 +56,4 @@ for c in triton:.triton flashinfer:.cache/flashinfer; do
   fi
 done
 du -sh "$OUT"/* "$run" 2>/dev/null
-tail -n 60 "$OUT/gpu_check.out"
+tail -n 60 "$OUT/$bench.out"
