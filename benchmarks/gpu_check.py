@@ -123,6 +123,10 @@ def eval_cmd(args, run_dir: Path, model: str | Path) -> list[str]:
 # local engine's steps a gradient norm 2-3x verl's (0.5-1.4 against 0.16-0.65) on the H200 on
 # 2026-11-28, and its held-out accuracy fell where verl's held (docs/results/gpu_check.md).
 PARITY = ("algo.skip_zero_adv=false",)
+# --part learn: the local engine must reach verl's last step this long before the evaluations' grace
+# ends (--eval-grace-s past the budget): its evaluation of the 300 held-out problems, start-up
+# included, took 30.4 s beside verl's on the H200.
+LOCAL_EVAL_S = 35.0
 
 
 def local_pasr_cmd(args, run_dir: Path, warm: Path, parity: bool = False) -> list[str]:
@@ -606,16 +610,28 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
         r.start()
     verl.wait(stop_at, grace_s=args.eval_reserve_s / 2)
     run.took("verl", verl.wall_s)
-    for r in beside:  # long done, normally: each is a fraction of verl's start-up
-        r.wait(run.deadline - args.eval_reserve_s / 2)
+    k = latest_checkpoint(root / "verl")
+    # verl's merge and evaluation start at once: the local engine, started with verl's loop but
+    # slowed at first by its own start and the warm-up's evaluation beside it, may be steps behind
+    final = start_final_eval(args, root, run) if k is not None else None
+    local_ckpts = root / "local_pasr" / "checkpoints"
+    for r in beside:
+        if r.name == "local" and k is not None:
+            # the same step as verl's, not whichever the deadline caught (H200 2026-11-28: 17 of 20)
+            until = run.deadline + args.eval_grace_s - LOCAL_EVAL_S  # its evaluation ends by the grace
+            reached = wait_for_step(r, local_ckpts, k, until=until)
+            run.state["local_caught_up_s"] = round(time.monotonic() - run.t_start, 1) if reached else None
+            if reached:  # nothing after verl's step is wanted: no stop checkpoint to wait for
+                r.kill_group()
+            r.wait(until, grace_s=15)
+        else:  # the warm-up's evaluation: long done, normally
+            r.wait(run.deadline - args.eval_reserve_s / 2)
         run.took(r.name.replace("-", "_"), r.wall_s)
 
-    k = latest_checkpoint(root / "verl")
     if k is None:
         print("gpu_check: verl left no checkpoint: nothing to evaluate", file=sys.stderr)
         return
-    evals = []
-    local_ckpts = root / "local_pasr" / "checkpoints"
+    evals = [final] if final is not None else []
     local_steps = sorted(s for p in local_ckpts.glob("step_*") if p.is_dir() and (s := step_of(p.name)) is not None)
     local_k = max((s for s in local_steps if s <= k), default=None)
     if local_k is not None:
@@ -627,13 +643,21 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
                 root / "local_eval.log",
             ).start()
         )
-    final = start_final_eval(args, root, run)
-    if final is not None:
-        evals.append(final)
     t = time.monotonic()
     for r in evals:
         r.wait(run.deadline + args.eval_grace_s)
     run.phase("final_evals", t, complete=True)
+
+
+def wait_for_step(local: WatchedRun, ckpt_dir: Path, step: int, until: float) -> bool:
+    """Wait until the local engine has checkpointed ``step`` (its checkpoints are renamed into
+    place whole) or has exited, or until ``until`` (monotonic). True when the step is there."""
+    from recipe.step_files import step_name
+
+    target = ckpt_dir / step_name(step)
+    while not target.is_dir() and local.proc.poll() is None and time.monotonic() < until:
+        time.sleep(0.2)
+    return target.is_dir()
 
 
 def resume_after_learn(args, root: Path, run: Progress) -> None:

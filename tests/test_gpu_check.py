@@ -319,7 +319,7 @@ def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same
 def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_there(
     tmp_path, tiny_cpu_args, tiny_model_dir, monkeypatch
 ):
-    monkeypatch.setenv("FAKE_VERL_STEP_S", "1.0")
+    monkeypatch.setenv("FAKE_VERL_STEP_S", "1.0")  # verl outruns the local engine, as on the H200
     result = _learn(
         tmp_path,
         tiny_cpu_args,
@@ -338,7 +338,9 @@ def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_t
     k = result["steps"]
     assert stop is not None and stop["signal_at_s"] > 0 and 1 <= k < 40
     assert result["verl_step"] == k and result["curves"]["verl"]["step"][-1] == k
-    assert result["local_step"] is not None and result["local_step"] <= k
+    # the local engine, behind, is let catch up to verl's step (the grace allows it) and compared there
+    assert result["local_step"] == k and result["curves"]["local"]["step"][-1] >= k
+    assert dict(result["checks"])[f"the local engine evaluated at the same step ({k})"]
     assert result["local"]["n"] == 4 and result["verl"]["n"] == 4
 
 
