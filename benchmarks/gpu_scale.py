@@ -86,13 +86,16 @@ CURVE_KEYS = (
     "timing_s/step",
 )
 
-# The plan's figures, each measured once on a lent GPU (docs/results/gpu_check.md): the local
-# engine's PASR step on an H200, alone (10 steps of 16 queries x (4 + 2) in 55 s, commit c527ef7),
-# and the parts of a local-engine run on an H100 (Python start 16 s, the embedded model's GGUF
-# conversion 21 s on a fresh machine, a checkpoint 2 s, a greedy evaluation of 300 problems 5 s)
-# with the H200's warm-up (100 demo steps in 22 s).
-BASIS = {"device": "NVIDIA H200", "steps": 10, "rollouts": 16 * (4 + 2), "wall_s": 55.0}
+# The plan's figures, measured on a lent H200 by this benchmark (2026-11-28, commit 32c8928, 290-s
+# budget, docs/results/gpu_scale.md): three demo warm-ups side by side with their evaluations 62 s
+# (the embedded model already converted), six RL runs of 16 queries x (8 + 8) rollouts side by
+# side 8.76 s a step (8.42-9.05), the evaluations of six stopped runs 33.5 s; and from the H100's
+# local-engine runs: a Python start 16 s, the GGUF conversion of a fresh machine 21 s, a
+# checkpoint 2 s, a greedy evaluation of 300 problems 5 s, a warm-up step 0.22 s.
+BASIS = {"device": "NVIDIA H200", "runs": 6, "rollouts": 16 * (8 + 8), "step_s": 8.76, "warmups_s": 62.0}
+BASIS_EVALS_S = 33.5
 START_S, CONVERT_S, CKPT_S, EVAL_S, WARMUP_STEP_S = 16.0, 21.0, 2.0, 5.0, 0.22
+DEMO_WARMUP_STEPS = 100  # the warm-up steps of BASIS's warm-ups
 
 
 # --------------------------------------------------------------------------- commands
@@ -106,12 +109,11 @@ def with_(args, **changes) -> argparse.Namespace:
 
 
 def common_overrides(args, n_runs: int) -> list[str]:
-    """What every run of the benchmark shares: the decayed warm-up (it is the RL runs' start;
-    with ``warmup.steps=0`` there it changes nothing), the group sizes, one generate call for a
-    step's rollouts on the GPU, and the cores shared among the runs side by side. The user's
+    """What every run of the benchmark shares beyond gpu_check's common settings (which carry
+    the decayed warm-up, :func:`with_`): the group sizes, one generate call for a step's rollouts
+    on the GPU, and the cores shared among the runs side by side. The user's
     ``--local-override`` comes last."""
     return [
-        "warmup.lr_schedule=cosine",
         f"pasr.n_refine={args.n_refine}",
         f"pasr.n_plain={args.n_plain}",
         f"rollout.gen_batch_size={args.gen_batch_size}",
@@ -178,23 +180,24 @@ def check_configs(args, cmds: dict[str, list[str]]) -> None:
 
 # --------------------------------------------------------------------------- plan
 def plan(args, cfg) -> dict:
-    """Each phase's expected time, from :data:`BASIS` scaled by rollouts a step (linear: an upper
-    bound for generation, which batches) and slowed ``--side-by-side`` times with the runs
-    sharing the GPU (an assumption, not measured for this setting), and the RL steps that fit."""
+    """Each phase's expected time from :data:`BASIS` (a measured run of this benchmark): its RL
+    step scaled by rollouts a step (linear: an upper bound for generation, which batches) and by
+    ``--side-by-side`` (the slowdown against BASIS's six runs sharing the GPU: 1 for three seeds),
+    a fresh machine's model conversion added, and the RL steps that fit the budget."""
     rollouts = cfg.rollout.queries_per_step * (cfg.pasr.n_refine + cfg.pasr.n_plain)
-    alone = BASIS["wall_s"] / BASIS["steps"] * rollouts / BASIS["rollouts"]
-    step_s = args.step_s or alone * args.side_by_side
-    warm = START_S + CONVERT_S + (cfg.warmup.steps * WARMUP_STEP_S + EVAL_S) * args.side_by_side + CKPT_S
-    rl = START_S + args.steps * step_s + CKPT_S + EVAL_S * args.side_by_side
-    evals = START_S + EVAL_S * args.side_by_side
+    measured = BASIS["step_s"] * rollouts / BASIS["rollouts"]
+    step_s = args.step_s or measured * args.side_by_side
+    warm = CONVERT_S + BASIS["warmups_s"] + (cfg.warmup.steps - DEMO_WARMUP_STEPS) * WARMUP_STEP_S
+    rl = START_S + args.steps * step_s + CKPT_S + EVAL_S
+    evals = BASIS_EVALS_S
     room = args.budget_s - args.eval_reserve_s - warm - START_S
     return {
-        "basis": f"{BASIS['steps']} local-engine PASR steps of 16 queries x (4 + 2) rollouts took "
-        f"{BASIS['wall_s']:.0f} s on an {BASIS['device']}, one run alone (docs/results/gpu_check.md)",
+        "basis": f"{BASIS['runs']} local-engine RL runs side by side, {BASIS['rollouts']} rollouts a step: "
+        f"{BASIS['step_s']} s a step on an {BASIS['device']} (docs/results/gpu_scale.md)",
         "rollouts_per_step": rollouts,
-        "step_s_alone": round(alone, 1),
+        "step_s_measured": round(measured, 2),
         "side_by_side": args.side_by_side,
-        "step_s": round(step_s, 1),
+        "step_s": round(step_s, 2),
         "phases_s": {"warmups": round(warm), "rl": round(rl), "evals": round(evals)},
         "whole_s": round(warm + rl),
         "steps_asked": args.steps,
@@ -206,8 +209,8 @@ def plan(args, cfg) -> dict:
 def print_plan(p: dict, args) -> None:
     n, s = len(args.seeds), p["phases_s"]
     print(
-        f"plan: basis {p['basis']}; a step here has {p['rollouts_per_step']} rollouts: {p['step_s_alone']} s alone "
-        f"(scaled by rollouts), x{p['side_by_side']} with the runs side by side = {p['step_s']} s"
+        f"plan: basis {p['basis']}; a step here has {p['rollouts_per_step']} rollouts: {p['step_s_measured']} s "
+        f"(scaled by rollouts), x{p['side_by_side']} for {2 * len(args.seeds)} runs side by side = {p['step_s']} s"
         + (" (--step-s)" if args.step_s else "")
     )
     for what, runs, expected in (
@@ -247,8 +250,8 @@ def run_config(run_dir: Path) -> dict:
 
 def evaluated_step(seed_dir: Path, arm: str) -> int | None:
     """The RL step of the evaluated policy (:func:`arm_eval`'s): the step of the run's own final
-    evaluation, or of the checkpoint the last phase evaluated (its trainer_state.json); None
-    where neither was evaluated."""
+    evaluation, or of the checkpoint the last phase evaluated (its trainer_state.json, else its
+    folder's name); None where neither was evaluated."""
     dump = arm_eval(seed_dir, arm)
     if not dump.is_file():
         return None
@@ -256,7 +259,12 @@ def evaluated_step(seed_dir: Path, arm: str) -> int | None:
         final = [m for m in metric_lines(seed_dir / arm) if m.get("phase") == "eval" and m.get("tag") == "final"]
         return final[-1]["step"] if final else None
     model = run_config(seed_dir / f"{arm}_eval").get("model", {}).get("path")
-    return read_json(Path(model) / "trainer_state.json").get("step") if model else None
+    if not model:
+        return None
+    from recipe.step_files import step_of
+
+    # the folder's name where the checkpoint itself did not travel (a run directory packed without them)
+    return read_json(Path(model) / "trainer_state.json").get("step") or step_of(Path(model).name)
 
 
 def reward_of(cfg: dict) -> dict:
@@ -363,7 +371,7 @@ def print_report(result: dict) -> None:
         + ("" if result["complete"] else "   (not complete: the result so far)")
     )
     head = ("warm-up", "PASR", "control", "PASR vs warm-up", "PASR vs control", "fix / break (w, P, c)")
-    print(f"{'':<8}" + "".join(f"{h:>24}" for h in head))
+    print(f"{'':<8}" + "".join(f"  {h:>22}" for h in head))
 
     def test(t):
         return "-" if not t else f"{t['wins']} / {t['losses']}, p {t['p']:.3g}"
@@ -377,16 +385,82 @@ def print_report(result: dict) -> None:
             f"{fmt(r[k]['refine_fix_rate'])}/{fmt(r[k]['refine_break_rate'])}" if r[k] else "-" for k in ROWS
         )
         cells = [*acc, test(s["tests"]["pasr_vs_warmup"]), test(s["tests"]["pasr_vs_control"]), fix]
-        print(f"{name:<8}" + "".join(f"{c:>24}" for c in cells))
+        print(f"{name:<8}" + "".join(f"  {c:>22}" for c in cells))
     pool = result["pooled"]
     if pool["n_seeds"]:
         acc = [fmt(pool["rows"][k]["acc"]) for k in ROWS]
         cells = [*acc, test(pool["tests"]["pasr_vs_warmup"]), test(pool["tests"]["pasr_vs_control"]), ""]
-        print(f"{'pooled':<8}" + "".join(f"{c:>24}" for c in cells))
+        print(f"{'pooled':<8}" + "".join(f"  {c:>22}" for c in cells))
     print(f"verdict: {result['verdict']}")
     print(
         f"timings: {json.dumps(result['timings']['phases'])}; RL step s: {json.dumps(result['timings']['rl_step_s'])}"
     )
+
+
+PLOT_CURVES = (
+    ("pasr/acc_refine", "sampled refine-rollout accuracy"),
+    ("pasr/refine_fix_rate", "sampled refine-fix rate"),
+    ("pasr/refine_break_rate", "sampled refine-break rate"),
+)
+
+
+def _pair(test: dict | None) -> str:
+    """A paired sign test as a plot prints it: wins/losses, p."""
+    return f"{test['wins']}/{test['losses']}, p {test['p']:.2g}" if test else "-"
+
+
+def plot_scale(result: dict, path: Path) -> Path:
+    """One column a seed: PASR's and the control's sampled curves (the training signal), and at
+    the bottom the three held-out rows with the paired tests (what the signal did to the model)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    seeds = list(result["seeds"])
+    fig, axes = plt.subplots(
+        len(PLOT_CURVES) + 1, len(seeds), figsize=(4.2 * len(seeds), 10), constrained_layout=True, squeeze=False
+    )
+    for col, name in enumerate(seeds):
+        for row, (key, title) in enumerate(PLOT_CURVES):
+            ax = axes[row][col]
+            for arm, style in (("pasr", "-o"), ("control", "--s")):
+                c = result["curves"].get(f"{name}/{arm}") or {}
+                pts = [(s, v) for s, v in zip(c.get("step", []), c.get(key, [])) if v is not None]
+                if pts:
+                    ax.plot(*zip(*pts), style, ms=3, label="PASR" if arm == "pasr" else "control (refine term 0)")
+            ax.set_title(f"{name}: {title}", fontsize=9)
+            ax.set_xlabel("RL step")
+            ax.set_ylim(0, 1)
+            if ax.has_data():
+                ax.legend(fontsize=7)
+        ax = axes[-1][col]
+        rows = result["seeds"][name]["rows"]
+        labels = [k for k in ROWS if rows.get(k)]
+        accs = [rows[k]["acc"] for k in labels]
+        bars = ax.bar(labels, accs, color=["0.6", "tab:blue", "tab:orange"][: len(labels)])
+        ax.bar_label(bars, labels=[f"{a:.3f}" for a in accs], fontsize=8)
+        lo = min(accs, default=0)
+        ax.set_ylim(max(0.0, lo - 0.15), min(1.0, max(accs, default=1) + 0.08))
+        t = result["seeds"][name]["tests"]
+        ax.set_title(
+            f"{name}: held-out greedy accuracy (n={rows[labels[0]]['n'] if labels else 0})\n"
+            f"PASR vs warm-up {_pair(t.get('pasr_vs_warmup'))}; vs control {_pair(t.get('pasr_vs_control'))}",
+            fontsize=9,
+        )
+    pt = result.get("pooled", {}).get("tests", {})
+
+    steps = sorted({v for s in result["seeds"].values() for v in s["steps"].values() if v is not None})
+    fig.suptitle(
+        f"gpu_scale on {result['device']} ({'/'.join(map(str, steps))} RL steps, commit "
+        f"{(result.get('commit') or '?')[:7]}): pooled PASR vs warm-up {_pair(pt.get('pasr_vs_warmup'))}, "
+        f"PASR vs control {_pair(pt.get('pasr_vs_control'))}",
+        fontsize=11,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 # --------------------------------------------------------------------------- running
@@ -541,8 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--side-by-side",
         type=float,
-        default=2.0,
-        help="the plan's slowdown of each run with the runs sharing the GPU (assumed, not measured)",
+        default=1.0,
+        help="the plan's slowdown of an RL step against the measured basis (six runs sharing an H200); "
+        "e.g. about 2 on an H100 or with twice the runs (assumed, not measured)",
     )
     p.add_argument(
         "--step-s",
@@ -554,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="benchmarks/results/gpu_scale.json")
     p.add_argument("--report", metavar="RUN_DIR", help="only rebuild the result of RUN_DIR and write it to --out")
     p.add_argument("--dry-run", action="store_true", help="print every command and the plan; run nothing")
+    p.add_argument("--plot", metavar="PNG", help="with --report: each seed's PASR and control curves and held-out rows")
     return p
 
 
@@ -564,6 +640,8 @@ def main(argv=None) -> int:
         result = build_result(Path(args.report))
         write_result(result, out)
         print_report(result)
+        if args.plot:
+            print(f"gpu_scale: wrote {plot_scale(result, Path(args.plot))}")
         return 0
     root = (ROOT / args.run_dir).resolve() if not Path(args.run_dir).is_absolute() else Path(args.run_dir)
     cfg = local_settings(run_args(args, args.seeds[0], 1))  # the sizes and the warm-up every run shares

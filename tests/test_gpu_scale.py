@@ -6,6 +6,7 @@ JSON rebuilt from the run directory)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import yaml
@@ -40,20 +41,25 @@ def test_dry_run_prints_every_command_and_the_plan(capsys, tmp_path):
         assert {k: v for k, v in control.items() if k != "pasr.weights.refine"} == pasr  # everything else equal
     assert "stopped run:" in out and "trainer.eval_at_start=true" in out
     # the plan: its basis, each phase's expected time, the steps that fit the default budget
-    assert "55 s on an NVIDIA H200" in out and "256 rollouts" in out
+    assert "8.76 s a step on an NVIDIA H200" in out and "256 rollouts" in out
     for phase in ("1. warm-ups", "2. RL runs", "3. evaluations"):
         assert phase in out
     plan = gpu_scale.plan(gpu_scale.build_parser().parse_args([]), _cfg())
-    assert plan["step_s"] == pytest.approx(55 / 10 * 256 / 96 * 2, abs=0.05)
+    assert plan["step_s"] == pytest.approx(8.76)  # the measured basis: the same rollouts, the same six runs
     assert f"about {plan['steps_fit']} steps fit" in out
-    # warm-ups 16 + 21 + (100 x 0.22 + 5) x 2 + 2 = 93 s; (420 - 60 - 93 - 16) / 29.3: the asked 100 steps do not fit
-    assert plan["phases_s"]["warmups"] == 93 and plan["steps_fit"] == 8
+    # warm-ups 21 + 62 = 83 s; (420 - 60 - 83 - 16) / 8.76: the asked 100 steps do not fit
+    assert plan["phases_s"]["warmups"] == 83 and plan["steps_fit"] == 29
+    # a quarter of the rollouts a step, twice as slow for sharing: half the measured step
+    half = gpu_scale.plan(
+        gpu_scale.build_parser().parse_args(["--side-by-side", "2"]), _cfg(["--n-refine", "2", "--n-plain", "2"])
+    )
+    assert half["step_s"] == pytest.approx(8.76 / 4 * 2, abs=0.01)
 
 
-def _cfg():
+def _cfg(argv=()):
     from benchmarks.gpu_check import local_settings
 
-    args = gpu_scale.build_parser().parse_args([])
+    args = gpu_scale.build_parser().parse_args(list(argv))
     args.seed = 1
     return local_settings(gpu_scale.with_(args, local_override=gpu_scale.common_overrides(args, 1)))
 
@@ -213,3 +219,50 @@ def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_pa
         assert len(result["curves"][f"seed_1/{arm}"]["step"]) == seed["steps"][arm]
     assert seed["steps"]["pasr"] == seed["steps"]["control"]  # stopped after the same step, compared there
     assert result["complete"] and result["pooled"]["n_seeds"] == 1
+
+    # packed as gpu_loan.sh packs a machine's run (no checkpoints) and moved: the steps still read
+    packed = tmp_path / "packed"
+    shutil.copytree(root, packed, ignore=shutil.ignore_patterns("checkpoints"))
+    again = tmp_path / "again.json"
+    png = tmp_path / "scale.png"
+    assert gpu_scale.main(["--report", str(packed), "--out", str(again), "--plot", str(png)]) == 0
+    assert json.loads(again.read_text())["seeds"] == result["seeds"]
+    assert png.stat().st_size > 10_000
+
+
+def test_plot_scale_draws_each_seeds_curves_and_rows(tmp_path, monkeypatch):
+    row = {"acc": 0.6, "n": 300, "refine_fix_rate": 0.2, "refine_break_rate": 0.1}
+    test = {"wins": 3, "losses": 9, "p": 0.15}
+    curve = {"step": [1, 2, 3], "pasr/acc_refine": [0.5, 0.6, None], "pasr/refine_fix_rate": [0.3, 0.2, 0.4]}
+    result = {
+        "device": "NVIDIA H200",
+        "commit": "abc1234" * 6,
+        "seeds": {
+            f"seed_{s}": {
+                "rows": {"warmup": row, "pasr": {**row, "acc": 0.55}, "control": None},
+                "steps": {"pasr": 3, "control": None},
+                "tests": {"pasr_vs_warmup": test, "pasr_vs_control": None},
+            }
+            for s in (1, 2)
+        },
+        "curves": {"seed_1/pasr": curve, "seed_1/control": curve, "seed_2/pasr": curve},
+        "pooled": {"tests": {"pasr_vs_warmup": test}},
+    }
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    real = plt.Figure.savefig
+
+    def keep(fig, *a, **k):
+        drawn.append(fig)
+        return real(fig, *a, **k)
+
+    monkeypatch.setattr(plt.Figure, "savefig", keep)
+    path = gpu_scale.plot_scale(result, tmp_path / "p.png")
+    assert path.stat().st_size > 10_000
+    axes = drawn[0].axes
+    assert len(axes) == 4 * 2  # three curve panels and the rows, a column per seed
+    # seed 2 has no control run: one line in its curve panels, and its bars only for the rows it has
+    seed_2_acc = axes[1]
+    assert [line.get_label() for line in seed_2_acc.get_lines()] == ["PASR"]
+    assert len(axes[-1].patches) == 2 and "pooled PASR vs warm-up 3/9, p 0.15" in drawn[0]._suptitle.get_text()
