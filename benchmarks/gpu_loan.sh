@@ -5,6 +5,9 @@
 #   bash benchmarks/gpu_loan.sh [gpu_check args...]      # --part learn by default
 #   BENCH=gpu_scale bash benchmarks/gpu_loan.sh [gpu_scale args...]   # issue #50's scale question
 #
+# Give both `--commit <the hash of the tree sent>`, written out here: the lent machine's copy of .git
+# has been older than the working tree it received (2026-11-28: bbf516e recorded for 32c8928).
+#
 # 1. unpacks the environment (.gpu/device_setup.sh, ~20 s);
 # 2. compiles its Python files in the background: the bundle ships none (pip --no-compile), so
 #    every process of verl's start-up (driver, task runner, FSDP worker, vLLM server and engine

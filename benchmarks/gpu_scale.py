@@ -514,7 +514,7 @@ def run(args, cfg, root: Path, cmds: dict[str, list[str]], the_plan: dict) -> di
     prepare_root(root)
     settings = {
         "device": device_name(args.device),
-        "commit": git_commit(),
+        "commit": args.commit or git_commit(),
         "seeds": args.seeds,
         "steps": args.steps,
         "preset": args.preset,
@@ -629,6 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="benchmarks/results/gpu_scale.json")
     p.add_argument("--report", metavar="RUN_DIR", help="only rebuild the result of RUN_DIR and write it to --out")
     p.add_argument("--dry-run", action="store_true", help="print every command and the plan; run nothing")
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="the commit the benchmark runs (default: git rev-parse HEAD; a lent machine's copy of .git may be "
+        "older than the tree it was sent)",
+    )
     p.add_argument("--plot", metavar="PNG", help="with --report: each seed's PASR and control curves and held-out rows")
     return p
 

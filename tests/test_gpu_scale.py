@@ -197,6 +197,8 @@ def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_pa
             "1",
             "--eval-size",
             "4",
+            "--commit",
+            "c0ffee",
             "--budget-s",
             "75",
             "--eval-reserve-s",
@@ -218,7 +220,7 @@ def test_the_budget_stops_the_rl_runs_and_their_checkpoints_are_evaluated(tmp_pa
         assert 1 <= seed["steps"][arm] < 1000 and seed["rows"][arm]["n"] == 4
         assert len(result["curves"][f"seed_1/{arm}"]["step"]) == seed["steps"][arm]
     assert seed["steps"]["pasr"] == seed["steps"]["control"]  # stopped after the same step, compared there
-    assert result["complete"] and result["pooled"]["n_seeds"] == 1
+    assert result["complete"] and result["pooled"]["n_seeds"] == 1 and result["commit"] == "c0ffee"
 
     # packed as gpu_loan.sh packs a machine's run (no checkpoints) and moved: the steps still read
     packed = tmp_path / "packed"

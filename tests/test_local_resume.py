@@ -66,6 +66,17 @@ def _rollouts(run_dir: Path) -> dict[str, list[str]]:
     }
 
 
+def _with_optimizer(run_dir: Path) -> list[str]:
+    """The checkpoints that keep optimizer state (optimizer.pt, or inside trainer.pt as older ones did)."""
+    import torch
+
+    return [
+        p.name
+        for p in sorted((run_dir / "checkpoints").glob("step_*"))
+        if (p / "optimizer.pt").is_file() or torch.load(p / "trainer.pt", weights_only=False).get("optimizer")
+    ]
+
+
 def _latest_step(run_dir: Path) -> int:
     pointer = run_dir / "checkpoints" / "latest"
     return int(pointer.read_text().split("_")[1]) if pointer.is_file() else 0
@@ -97,15 +108,8 @@ def test_uninterrupted_run_layout(reference_run):
     ckpts = sorted(p.name for p in (reference_run / "checkpoints").glob("step_*"))
     assert ckpts == ["step_000002", "step_000006", "step_000007"]  # warm-up end pinned + last 2
     # the optimizer state (twice the weights' size) only where a resume reads it: the newest
-    import torch
-
-    with_optimizer = [
-        name
-        for name in ckpts
-        if (reference_run / "checkpoints" / name / "optimizer.pt").is_file()
-        or torch.load(reference_run / "checkpoints" / name / "trainer.pt", weights_only=False).get("optimizer")
-    ]
-    assert with_optimizer == ["step_000007"]
+    # checkpoint of an unfinished run (test_sigkill_...), none once the run has finished
+    assert _with_optimizer(reference_run) == []
     assert (reference_run / "eval" / "warmup.jsonl").is_file() and (reference_run / "eval" / "final.jsonl").is_file()
     assert (reference_run / "config.yaml").read_text().count("n_refine: 2") == 1
     split = json.loads((reference_run / "data_split.json").read_text())  # how the held-out set was kept apart
@@ -125,6 +129,7 @@ def test_sigkill_between_checkpoints_then_resume(tiny_model_dir, tmp_path, refer
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     killed_at = _latest_step(run_dir)
     assert 4 <= killed_at < 7
+    assert _with_optimizer(run_dir) == [f"step_{killed_at:06d}"]  # what the exact resume reads
 
     resumed = subprocess.run(
         _args(tiny_model_dir, run_dir)[:4] + ["--resume", str(run_dir)],

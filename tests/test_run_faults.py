@@ -139,14 +139,22 @@ def test_resume_refuses_what_it_would_ignore(reference_run, tmp_path, capsys):
 def test_resume_extends_a_finished_run(reference_run, tmp_path):
     """More trainer.steps on a finished run: the next steps and a final evaluation at the new end."""
     run_dir = _copy_of(reference_run, tmp_path)
-    extended = _resume(run_dir, "trainer.steps=7")
+    # the finished run dropped its optimizer state: said, and kept at this extension's end when asked
+    extended = _resume(run_dir, "trainer.steps=7", "trainer.keep_final_optimizer=true")
     assert extended.returncode == 0, extended.stderr[-3000:]
     assert f"extending {run_dir} from 5 to 7 steps (2 warm-up steps before them)" in extended.stderr
+    assert "keeps no optimizer state" in extended.stderr and "trainer.keep_final_optimizer=true" in extended.stderr
     assert _steps(run_dir) == EXPECTED + [(8, "pasr"), (9, "pasr")]
     assert _evals(run_dir) == [(2, "warmup"), (7, "final"), (9, "final")]
     assert json.loads((run_dir / "eval" / "final.jsonl").read_text().splitlines()[0])["step"] == 9
     assert "steps: 7" in (run_dir / "config.yaml").read_text()
     assert _checkpoints(run_dir) == ["step_000002", "step_000008", "step_000009"]
+    assert (run_dir / "checkpoints" / "step_000009" / "optimizer.pt").is_file()
+    assert "keep_final_optimizer: true" in (run_dir / "config.yaml").read_text()  # the run's setting now
+    # continues with the moments it kept, then, told to, drops them at its end
+    again = _resume(run_dir, "trainer.steps=8", "trainer.keep_final_optimizer=false")
+    assert again.returncode == 0 and "keeps no optimizer state" not in again.stderr, again.stderr[-3000:]
+    assert not (run_dir / "checkpoints" / "step_000010" / "optimizer.pt").exists()
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow

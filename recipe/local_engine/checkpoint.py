@@ -2,11 +2,12 @@
 
 A checkpoint folder holds the policy in HF format (safetensors in the training dtype, loadable
 by ``pasr eval --model``), every RNG state (python, numpy, torch) and the trainer state (global
-step) in ``trainer.pt`` and ``trainer_state.json``, and, in the newest checkpoint only, the
-optimizer state (``optimizer.pt``: AdamW's two moments, twice the weights' size). A resume
-starts from ``latest``, so an older checkpoint's optimizer state is removed once ``latest``
+step) in ``trainer.pt`` and ``trainer_state.json``, and, in the newest checkpoint of an unfinished
+run only, the optimizer state (``optimizer.pt``: AdamW's two moments, twice the weights' size). A
+resume starts from ``latest``, so an older checkpoint's optimizer state is removed once ``latest``
 names a newer one; the end of the warm-up is saved without it, since the phase after it starts
-a fresh optimizer. It is written under a temporary name and renamed, a pin is recorded before
+a fresh optimizer, and a finished run drops it unless ``trainer.keep_final_optimizer``.
+A checkpoint is written under a temporary name and renamed, a pin is recorded before
 ``latest`` names the checkpoint and ``latest`` is updated last, so a run killed mid-save resumes
 from the previous complete checkpoint and a kill never loses a pin.
 """
@@ -101,6 +102,14 @@ def prune(ckpt_root: Path, keep_last: int) -> None:
     for older in steps:
         if older.name < latest.name and older.is_dir():
             (older / OPTIMIZER).unlink(missing_ok=True)
+
+
+def drop_optimizer(ckpt_root: Path) -> None:
+    """Remove the optimizer state of ``latest`` (a finished run's last checkpoint: no resume
+    reads it; extending the run then starts a fresh optimizer)."""
+    latest = latest_checkpoint(ckpt_root)
+    if latest is not None:
+        (latest / OPTIMIZER).unlink(missing_ok=True)
 
 
 def _pinned(ckpt_root: Path) -> set[str]:

@@ -75,6 +75,7 @@ RESUMABLE_KEYS = (
     "trainer.steps",
     "trainer.save_every",
     "trainer.keep_last",
+    "trainer.keep_final_optimizer",
     "trainer.logger",
     "trainer.project_name",
     "trainer.experiment_name",

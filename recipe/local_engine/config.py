@@ -166,6 +166,11 @@ class TrainerConfig:
     steps: int = 10
     save_every: int = 10
     keep_last: int = 2
+    # A finished run's last checkpoint keeps AdamW's two moments (twice the weights: 1.1 GB on the
+    # embedded model) only when true: no resume reads them, and extending a finished run with more
+    # trainer.steps without them starts a fresh AdamW (warned). An unfinished run's newest
+    # checkpoint always keeps them (an exact resume).
+    keep_final_optimizer: bool = False
     eval_at_start: bool = True  # base model, before the warm-up
     eval_after_warmup: bool = True
     eval_at_end: bool = True

@@ -211,11 +211,14 @@ class LocalPasrTrainer:
         self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
-        if not state["optimizer_restored"] and self._phase(self.step + 1) == self.optimizer_phase:
-            # only the newest checkpoint keeps it, and the warm-up's end none (a fresh AdamW follows it)
+        total = self.cfg.warmup.steps + self.cfg.trainer.steps
+        if not state["optimizer_restored"] and self.step < total and self._phase(self.step + 1) == self.optimizer_phase:
+            # only the newest checkpoint of an unfinished run keeps it; the warm-up's end none (a fresh
+            # AdamW follows it), a finished run's last none unless trainer.keep_final_optimizer
             print(
                 f"pasr train: warning: {latest} keeps no optimizer state: the steps after it start a fresh "
-                f"{self.optimizer_phase} optimizer, which an uninterrupted run would not",
+                f"{self.optimizer_phase} optimizer, which an uninterrupted run would not (a finished run keeps "
+                f"it with trainer.keep_final_optimizer=true)",
                 file=sys.stderr,
             )
         run_io.truncate_after(self.run_dir, self.step)
@@ -494,6 +497,9 @@ class LocalPasrTrainer:
             bar.close()
             if final_wanted:  # a resume past the last checkpoint whose final evaluation was cut off lands here too
                 self._evaluate("final")
+            if not cfg.trainer.keep_final_optimizer:
+                # finished: no resume reads the moments (1.1 GB on the embedded model)
+                ckpt.drop_optimizer(self.ckpt_root)
         finally:
             if bar is not None:  # now: closed when collected, its last line would follow an error's one line
                 bar.close()
