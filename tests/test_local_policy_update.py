@@ -345,3 +345,24 @@ def test_logprobs_keep_no_block_of_logits_for_the_backward(tiny_model_dir, monke
         assert sum(saved_rows.values()) <= held, lengths
         lp.sum().backward()
         assert weight.grad.abs().sum() > 0
+
+
+def test_the_update_holds_no_graph_of_its_prompt_pass_between_micro_batches(tiny_model_dir):
+    """An update's prompt pass runs without a graph (nothing saved for a backward while the
+    micro-batches run) and again with one in ``backward()``, which fills the weights' gradients."""
+    from transformers import AutoModelForCausalLM
+
+    from recipe.local_engine.logprobs import PromptPass
+    from runtime.prompt_prefill import decoder
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    batch = pack([[5, 6, 7]] * 3 + [[8, 9]], [[20, 21], [22], [23, 24, 25], [26]], 0)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t, lambda t: t):
+        prompts = PromptPass.run(decoder(model), batch, separate_backward=True)
+    assert prompts is not None and saved == []
+    assert all(t.is_leaf and t.requires_grad for t in (*prompts.keys, *prompts.values, prompts.last))
+    (prompts.last.sum() + sum(k.sum() for k in prompts.keys)).backward()
+    assert model.model.embed_tokens.weight.grad is None  # the micro-batches' backward stops at the leaves
+    prompts.backward()
+    assert model.model.embed_tokens.weight.grad.abs().sum() > 0

@@ -28,7 +28,7 @@ less for a batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
@@ -255,33 +255,50 @@ class PromptPass:
     of that pass. For an update, the pass's keys, values and last hidden states are handed to the
     micro-batches as leaves of their own graphs: each micro-batch's ``backward()`` stops there and
     adds its gradient to them, and :meth:`backward` then runs the prompt pass's own backward once,
-    with the sum (the chain rule: the same gradients as a pass per micro-batch, and only one
-    micro-batch's graph is held at a time beside the prompt pass's)."""
+    with the sum (the chain rule: the same gradients as a pass per micro-batch).
+
+    That pass runs without a graph and again, with one, in :meth:`backward` (activation
+    checkpointing of the prompt pass): its graph held beside every micro-batch's was the largest
+    part of an update's peak memory after the weights (the demo's: about 1 GB of the prompts'
+    activations under 1.4 GB of a micro-batch's), and the second run costs one forward of the
+    distinct prompts, a few percent of an update. Both runs compute the same values, so the
+    gradients are those of one pass kept whole."""
 
     keys: list[torch.Tensor]  # per layer: (B, kv heads, prompt width, head dim), gathered to the rows
     values: list[torch.Tensor]
     last: torch.Tensor  # (B, hidden): each row's prompt's last hidden state
-    computed: list[torch.Tensor] = field(default_factory=list)  # what the pass computed, when it trains
+    rerun: object = None  # the pass again, with a graph, for backward(): when it trains
 
     @classmethod
     def run(cls, body, batch: PackedBatch, separate_backward: bool) -> PromptPass | None:
         """The pass over ``batch``'s prompts (None when no prompt repeats: then the rows' own
-        prompts are their only use). ``separate_backward``: hand the micro-batches leaves, and
-        keep the pass's graph for :meth:`backward`; else the pass's outputs themselves (under
-        autograd, gradients then flow through them in each micro-batch's own backward)."""
+        prompts are their only use). ``separate_backward``: run it without a graph, hand the
+        micro-batches leaves and run it again for :meth:`backward`; else the pass's outputs
+        themselves (under autograd, gradients then flow through them in each micro-batch's own
+        backward)."""
         p = batch.prompt_width
-        out = prefill(body, batch.input_ids[:, :p], batch.attention_mask[:, :p], 0) if p >= 1 else None
+        if p < 1:
+            return None
+        ids, mask = batch.input_ids[:, :p], batch.attention_mask[:, :p]
+        if not separate_backward:
+            out = prefill(body, ids, mask, 0)
+            return None if out is None else cls(*_split(out))
+        with torch.no_grad():
+            out = prefill(body, ids, mask, 0)
         if out is None:
             return None
-        cache, last = out
-        keys = [layer.keys for layer in cache.layers]
-        values = [layer.values for layer in cache.layers]
-        if not separate_backward:
-            return cls(keys, values, last)
-        computed = [*keys, *values, last]
-        leaves = [t.detach().requires_grad_() for t in computed]
+        keys, values, last = _split(out)
+        device = last.device.type
+        # the second run under the autocast of the first (backward() is called outside it)
+        amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+
+        def rerun():
+            with torch.autocast(amp[0], dtype=amp[2], enabled=amp[1]):
+                return _split(prefill(body, ids, mask, 0))
+
+        leaves = [t.requires_grad_() for t in (*keys, *values, last)]
         n = len(keys)
-        return cls(leaves[:n], leaves[n : 2 * n], leaves[-1], computed)
+        return cls(leaves[:n], leaves[n : 2 * n], leaves[-1], rerun)
 
     def response_hidden(self, body, batch: PackedBatch, rows: torch.Tensor | None, width: int) -> torch.Tensor:
         """(len(rows), width) hidden states predicting the response tokens of ``batch``, which
@@ -293,11 +310,20 @@ class PromptPass:
         return _responses_after(body, batch, cache, self.last[rows], width)
 
     def backward(self) -> None:
-        """The prompt pass's backward, with the gradients the micro-batches left on its outputs."""
+        """The prompt pass run again with its graph, and its backward with the gradients the
+        micro-batches left on its outputs."""
         leaves = [*self.keys, *self.values, self.last]
-        pairs = [(out, leaf.grad) for out, leaf in zip(self.computed, leaves) if leaf.grad is not None]
-        if pairs:
-            torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+        if self.rerun is None or all(leaf.grad is None for leaf in leaves):
+            return
+        keys, values, last = self.rerun()
+        pairs = [(out, leaf.grad) for out, leaf in zip((*keys, *values, last), leaves) if leaf.grad is not None]
+        torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+
+
+def _split(out) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """(keys per layer, values per layer, last hidden states) of a :func:`prefill` result."""
+    cache, last = out
+    return [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers], last
 
 
 def length_micro_batches(response_mask: torch.Tensor, size: int) -> list[torch.Tensor]:
