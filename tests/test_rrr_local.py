@@ -454,7 +454,19 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     trainer = LocalPasrTrainer(cfg, run)
     trainer.setup()
     trainer.judge = CoinJudge()
+    held = {}  # what each evaluation ran beside: the optimizer's moments, the KL reference
+    evaluate = trainer._evaluate
+
+    def noting(tag):
+        held[tag] = (trainer.optimizer is not None, trainer.ref_model is not None)
+        return evaluate(tag)
+
+    trainer._evaluate = noting
     evals = trainer.fit()
+    # neither is read again by then: the warm-up's optimizer (the RL phase starts a fresh one), and
+    # after the last step's checkpoint the RL optimizer and the reference
+    assert held == {"base": (False, False), "warmup": (False, False), "final": (False, False)}
+    assert trainer.ref_model is None and not (run / "checkpoints" / "step_000004" / "optimizer.pt").exists()
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(x["step"], x["phase"]) for x in lines if x["phase"] != "eval"] == [
         (1, "warmup"),
@@ -470,7 +482,7 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     assert set(evals) == {"base", "warmup", "final"} and "eval/first_attempt_acc" in evals["final"]
     assert "first attempt" in summarize(evals)
 
-    # resume with more steps: the phase comes back from the checkpoint, the RL optimizer is kept
+    # resume with more steps: the phase comes back from the checkpoint
     cfg = load_config(config_file=str(run / "config.yaml"), overrides=["trainer.steps=3"], saved_run=True)
     resumed = LocalPasrTrainer(cfg, run, resume=True)
     resumed.setup()
