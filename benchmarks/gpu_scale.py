@@ -92,10 +92,16 @@ CURVE_KEYS = (
 # side 8.76 s a step (8.42-9.05), the evaluations of six stopped runs 33.5 s; and from the H100's
 # local-engine runs: a Python start 16 s, the GGUF conversion of a fresh machine 21 s, a
 # checkpoint 2 s, a greedy evaluation of 300 problems 5 s, a warm-up step 0.22 s.
-BASIS = {"device": "NVIDIA H200", "runs": 6, "rollouts": 16 * (8 + 8), "step_s": 8.76, "warmups_s": 62.0}
-BASIS_EVALS_S = 33.5
+BASIS = {
+    "device": "NVIDIA H200",
+    "runs": 6,
+    "rollouts": 16 * (8 + 8),
+    "step_s": 8.76,
+    "warmups_s": 62.0,
+    "warmup_steps": 100,  # the demo's
+    "evals_s": 33.5,
+}
 START_S, CONVERT_S, CKPT_S, EVAL_S, WARMUP_STEP_S = 16.0, 21.0, 2.0, 5.0, 0.22
-DEMO_WARMUP_STEPS = 100  # the warm-up steps of BASIS's warm-ups
 
 
 # --------------------------------------------------------------------------- commands
@@ -187,9 +193,9 @@ def plan(args, cfg) -> dict:
     rollouts = cfg.rollout.queries_per_step * (cfg.pasr.n_refine + cfg.pasr.n_plain)
     measured = BASIS["step_s"] * rollouts / BASIS["rollouts"]
     step_s = args.step_s or measured * args.side_by_side
-    warm = CONVERT_S + BASIS["warmups_s"] + (cfg.warmup.steps - DEMO_WARMUP_STEPS) * WARMUP_STEP_S
+    warm = CONVERT_S + BASIS["warmups_s"] + (cfg.warmup.steps - BASIS["warmup_steps"]) * WARMUP_STEP_S
     rl = START_S + args.steps * step_s + CKPT_S + EVAL_S
-    evals = BASIS_EVALS_S
+    evals = BASIS["evals_s"]
     room = args.budget_s - args.eval_reserve_s - warm - START_S
     return {
         "basis": f"{BASIS['runs']} local-engine RL runs side by side, {BASIS['rollouts']} rollouts a step: "

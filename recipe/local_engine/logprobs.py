@@ -288,12 +288,12 @@ class PromptPass:
         if out is None:
             return None
         keys, values, last = _split(out)
-        device = last.device.type
         # the second run under the autocast of the first (backward() is called outside it)
-        amp = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        device = last.device.type
+        enabled, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
 
         def rerun():
-            with torch.autocast(amp[0], dtype=amp[2], enabled=amp[1]):
+            with torch.autocast(device, dtype=dtype, enabled=enabled):
                 return _split(prefill(body, ids, mask, 0))
 
         leaves = [t.requires_grad_() for t in (*keys, *values, last)]

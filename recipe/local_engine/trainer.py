@@ -211,8 +211,8 @@ class LocalPasrTrainer:
         self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
-        total = self.cfg.warmup.steps + self.cfg.trainer.steps
-        if not state["optimizer_restored"] and self.step < total and self._phase(self.step + 1) == self.optimizer_phase:
+        steps_left = self.step < self._total_steps()
+        if not state["optimizer_restored"] and steps_left and self._phase(self.step + 1) == self.optimizer_phase:
             # only the newest checkpoint of an unfinished run keeps it; the warm-up's end none (a fresh
             # AdamW follows it), a finished run's last none unless trainer.keep_final_optimizer
             print(
@@ -419,6 +419,10 @@ class LocalPasrTrainer:
         )
 
     # ---------------------------------------------------------------- loop
+    def _total_steps(self) -> int:
+        """The run's last global step: the warm-up's steps, then the method's."""
+        return self.cfg.warmup.steps + self.cfg.trainer.steps
+
     def _phase(self, step: int) -> str:
         """``warmup`` for global steps ``1..warmup.steps``, the method's phase after them."""
         return "warmup" if step <= self.cfg.warmup.steps else self.rl_phase
@@ -460,7 +464,7 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         self.evals = run_io.previous_evals(self.run_dir)
-        total = cfg.warmup.steps + cfg.trainer.steps
+        total = self._total_steps()
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         # the final evaluation belongs to the last step (a run extended with more trainer.steps
         # has one from its earlier end, which does not count)
