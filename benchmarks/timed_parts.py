@@ -143,9 +143,9 @@ def time_parts(cfg, policy_dir: Path) -> tuple[list[Part], dict]:
         gens, batches, logprob_s, adam = [], [], [], []
 
         def seen_rows(fn):
-            def call(model, ref_model, data, *args, **kwargs):
+            def call(model, reference, data, *args, **kwargs):
                 batches.append(trained_rows(data))
-                return fn(model, ref_model, data, *args, **kwargs)
+                return fn(model, reference, data, *args, **kwargs)
 
             return call
 

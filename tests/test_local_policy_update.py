@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from recipe.local_engine.config import LocalTrainConfig
+from recipe.local_engine.kl_reference import KLReference
 from recipe.local_engine.logprobs import pack, response_logprobs
 from recipe.local_engine.policy_update import TrainRollout, build_batch, update_policy
 
@@ -149,7 +150,7 @@ def test_update_over_one_prompt_pass_gives_the_gradients_of_one_padded_pass(tiny
             if not shared:
                 patch.setattr(pu.PromptPass, "run", classmethod(lambda cls, body, batch, separate_backward: None))
             opt, grads = _sgd_noting_gradients(m)
-            metrics = update_policy(m, ref, opt, data, algo, temperature=0.9)
+            metrics = update_policy(m, KLReference.held(ref), opt, data, algo, temperature=0.9)
         return data.batch["ref_log_prob"], metrics, grads
 
     ref_s, metrics_s, g_s = update(3, shared=True)  # 4 micro-batches of similar lengths, one prompt pass
@@ -266,7 +267,7 @@ def test_chunked_logprobs_give_the_unchunked_loss_and_gradients(tiny_model_dir, 
         m, ref = copy.deepcopy(model), copy.deepcopy(model)
         data = build_batch(rolls, 0, algo)
         opt, grads = _sgd_noting_gradients(m)
-        metrics = update_policy(m, ref, opt, data, algo, temperature=0.9)
+        metrics = update_policy(m, KLReference.held(ref), opt, data, algo, temperature=0.9)
         out = {
             "ref_log_prob": data.batch["ref_log_prob"],
             **{k: torch.tensor(metrics[k]) for k in ("actor/pg_loss", "actor/kl_loss")},
@@ -366,3 +367,68 @@ def test_the_update_holds_no_graph_of_its_prompt_pass_between_micro_batches(tiny
     assert model.model.embed_tokens.weight.grad is None  # the micro-batches' backward stops at the leaves
     prompts.backward()
     assert model.model.embed_tokens.weight.grad.abs().sum() > 0
+
+
+def test_the_prompt_backward_reruns_a_few_prompts_at_a_time_with_the_same_gradients(tiny_model_dir, monkeypatch):
+    """``PromptPass.backward`` reruns the prompts in chunks of whole distinct prompts (rows with
+    one prompt together; a prompt no row repeats runs as a plain pass), so only one chunk's graph
+    exists at once; the weights' gradients are those of one rerun of every prompt (float64)."""
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.logprobs as lp
+    from runtime.prompt_prefill import decoder
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    batch = pack([[5, 6, 7]] * 3 + [[8, 9]] + [[10, 11, 12]] * 2, [[20, 21], [22], [23, 24, 25], [26], [27], [28]], 0)
+
+    def grads(chunk_tokens: int):
+        model.zero_grad(set_to_none=True)
+        monkeypatch.setattr(lp, "PROMPT_CHUNK_TOKENS", chunk_tokens)
+        prompts = lp.PromptPass.run(decoder(model), batch, separate_backward=True)
+        (prompts.last.pow(2).sum() + sum((k * k.detach().sin()).sum() for k in prompts.keys)).backward()
+        rerun_rows = []
+        hook = decoder(model).register_forward_pre_hook(
+            lambda module, args, kwargs: rerun_rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+        )
+        prompts.backward()
+        hook.remove()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, rerun_rows
+
+    whole, rows_whole = grads(1000)
+    chunked, rows_chunked = grads(3)  # the prompts are 3 wide: one distinct prompt a chunk
+    assert rows_whole == [3]  # the three distinct prompts in one pass
+    assert sorted(rows_chunked) == [1, 1, 1]  # each alone: [8, 9] (no repeat) as a plain pass
+    assert whole.keys() == chunked.keys() and "model.embed_tokens.weight" in whole
+    for name in whole:
+        torch.testing.assert_close(chunked[name], whole[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_warmup_micro_batches_give_the_whole_batch_loss_and_gradients(tiny_model_dir, monkeypatch):
+    """``sft_backward`` runs the warm-up's rows a few at a time (at most ``micro_batch_size`` rows
+    a forward), weighting each part by its tokens: the batch's token-mean loss and gradients as
+    one pass over every row gives them (float64 weights; the log-softmax runs in fp32)."""
+    from transformers import AutoModelForCausalLM
+
+    import recipe.local_engine.policy_update as pu
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    prompts = [[5, 6, 7, 8], [5, 6, 9], [5, 10, 11, 12, 13], [14, 15], [5, 6, 7, 16]]
+    responses = [[20, 21, 2], [22, 23, 24, 25, 26, 2], [27, 2], [28, 29, 30, 31, 2], [32, 33, 34, 2]]
+
+    def run(micro_batch_size: int):
+        model.zero_grad(set_to_none=True)
+        sizes = []
+        real = pu.sft_loss
+        with monkeypatch.context() as patch:
+            patch.setattr(pu, "sft_loss", lambda m, p, r, *a, **k: sizes.append(len(p)) or real(m, p, r, *a, **k))
+            loss = pu.sft_backward(model, prompts, responses, 0, micro_batch_size)
+        return loss, {n: p.grad.clone() for n, p in model.named_parameters()}, sizes
+
+    whole, g_whole, sizes_whole = run(8)
+    parts, g_parts, sizes_parts = run(2)
+    assert sizes_whole == [5] and sorted(sizes_parts) == [1, 2, 2]
+    assert not parts.requires_grad
+    torch.testing.assert_close(parts, whole, rtol=1e-6, atol=0)
+    for name in g_whole:
+        scale = float(g_whole[name].abs().max())
+        torch.testing.assert_close(g_parts[name], g_whole[name], rtol=1e-6, atol=1e-6 * scale, msg=name)

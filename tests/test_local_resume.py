@@ -415,7 +415,6 @@ def test_non_finite_loss_stops_the_run_before_its_checkpoint(
     """A NaN loss, once applied, turns every weight NaN and the run went on checkpointing and
     evaluating garbage: it stops at the step with the bad loss, in one line naming the step and
     the loss, before the update is applied or that step's checkpoint written."""
-    import recipe.local_engine.trainer as trainer_mod
     from recipe.local_engine import policy_update
 
     calls = []
@@ -431,7 +430,8 @@ def test_non_finite_loss_stops_the_run_before_its_checkpoint(
         return wrapper
 
     if phase == "warmup":
-        monkeypatch.setattr(trainer_mod, "sft_loss", poisoned(trainer_mod.sft_loss))
+        # warmup.batch_size=2 rows in one micro-batch: the second loss is step 2's
+        monkeypatch.setattr(policy_update, "sft_loss", poisoned(policy_update.sft_loss))
     else:
         monkeypatch.setattr(
             policy_update.core_algos,

@@ -96,7 +96,7 @@ def _step(tiny, judge, monkeypatch, n_queries=3, n_reflections=2):
     metrics, records = rrr.rrr_step(
         generator=model,
         model=model,
-        ref_model=None,
+        reference=None,
         optimizer=torch.optim.SGD(model.parameters(), lr=1e-3),
         tokenizer=tok,
         queries=_queries(n_queries),
@@ -458,7 +458,7 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     evaluate = trainer._evaluate
 
     def noting(tag):
-        held[tag] = (trainer.optimizer is not None, trainer.ref_model is not None)
+        held[tag] = (trainer.optimizer is not None, trainer.reference is not None)
         return evaluate(tag)
 
     trainer._evaluate = noting
@@ -466,7 +466,7 @@ def test_method_rrr_runs_end_to_end_resumes_and_stats_read_it(tiny_model_dir, tm
     # neither is read again by then: the warm-up's optimizer (the RL phase starts a fresh one), and
     # after the last step's checkpoint the RL optimizer and the reference
     assert held == {"base": (False, False), "warmup": (False, False), "final": (False, False)}
-    assert trainer.ref_model is None and not (run / "checkpoints" / "step_000004" / "optimizer.pt").exists()
+    assert trainer.reference is None and not (run / "checkpoints" / "step_000004" / "optimizer.pt").exists()
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(x["step"], x["phase"]) for x in lines if x["phase"] != "eval"] == [
         (1, "warmup"),

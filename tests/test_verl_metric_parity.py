@@ -92,7 +92,7 @@ def local_metrics(tiny, train_step):
         metrics, records = step_mod.pasr_step(
             get_generator=lambda: model,
             model=model,
-            ref_model=None,
+            reference=None,
             optimizer=torch.optim.AdamW(model.parameters(), lr=1e-6),
             tokenizer=tok,
             queries=queries,

@@ -76,6 +76,7 @@ RESUMABLE_KEYS = (
     "trainer.save_every",
     "trainer.keep_last",
     "trainer.keep_final_optimizer",
+    "algo.ref_in_memory",
     "trainer.logger",
     "trainer.project_name",
     "trainer.experiment_name",
@@ -87,6 +88,8 @@ RESUMABLE_KEYS = (
     "model.device",
     "rollout.gen_batch_size",
     "rollout.eval_batch_size",
+    "algo.micro_batch_size",  # the same loss, a few rows at a time
+    "warmup.micro_batch_size",
     # where the judge is served (its model and prompt are what judges); given again with its credentials
     "pasr.judge.base_url",
 )

@@ -106,12 +106,20 @@ class AlgoConfig:
     # refining at all (docs/results/learning_signal_history.md)
     lr_warmup_steps: int = 10
     kl_coef: float = 0.04  # 0 disables the reference model (saves one forward pass a step)
+    # false: the KL reference is read from the checkpoint the RL phase started from for each step's
+    # reference log-probs and dropped after (one copy of the weights less at the step's peak,
+    # 0.54 GB on the embedded model; about 0.15 s a step); true: held in memory for the whole
+    # phase (recipe/local_engine/kl_reference.py). The same log-probs either way.
+    ref_in_memory: bool = False
     kl_type: str = "low_var_kl"
     clip_ratio: float = 0.2
     loss_agg_mode: str = "token-mean"
     norm_adv_by_std: bool = True
     ppo_epochs: int = 1
-    micro_batch_size: int = 8
+    # rows an update's forward/backward holds at once (verl's ppo_micro_batch_size_per_gpu; the
+    # loss is the whole batch's): 4 rows of up to 96 tokens hold about 0.65 GB on SmolLM2 in fp32,
+    # 8 held twice that at the demo's peak, for the same step time (docs/local_engine.md "Memory")
+    micro_batch_size: int = 4
     max_grad_norm: float = 1.0
     skip_zero_adv: bool = True  # rows whose group has no reward spread carry no policy gradient
     # bf16 matmuls in the update's forward/backward (fp32 master weights); null = the same
@@ -131,6 +139,10 @@ class WarmupConfig:
     # (docs/results/learning_signal_history.md)
     steps: int = 160
     batch_size: int = 8
+    # rows a forward/backward holds at once; the gradient is the whole batch's (accumulated,
+    # weighted by tokens): 4 halves the warm-up's activations (the demo's warm-up step peaked at
+    # 4.2 GB with 8), docs/local_engine.md "Memory"
+    micro_batch_size: int = 4
     lr: float = 5e-5
     # constant | cosine (decayed to zero over warmup.steps, verl's SFT trainer's default). cosine:
     # a warm-up that ends where its batches averaged out, not where the last few pushed it, for
@@ -272,6 +284,7 @@ class LocalTrainConfig:
             ("algo", "micro_batch_size"),
             ("algo", "ppo_epochs"),
             ("warmup", "batch_size"),
+            ("warmup", "micro_batch_size"),
             ("warmup", "n_traces"),
         ):
             if getattr(getattr(self, section), name) < 1:

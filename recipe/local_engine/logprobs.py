@@ -35,7 +35,7 @@ from transformers import DynamicCache
 
 from runtime.gqa_attention import NAME as GROUPED
 from runtime.hf_generate import length_batches
-from runtime.prompt_prefill import decoder, prefill, prefill_tokens, shared_prefixes
+from runtime.prompt_prefill import decoder, positions, prefill, prefill_tokens, shared_prefixes
 
 
 @dataclass
@@ -267,7 +267,8 @@ class PromptPass:
     keys: list[torch.Tensor]  # per layer: (B, kv heads, prompt width, head dim), gathered to the rows
     values: list[torch.Tensor]
     last: torch.Tensor  # (B, hidden): each row's prompt's last hidden state
-    rerun: object = None  # the pass again, with a graph, for backward(): when it trains
+    rerun: object = None  # the pass again over some rows, with a graph, for backward(): when it trains
+    chunks: list[torch.Tensor] | None = None  # the rows rerun together (:func:`prompt_chunks`)
 
     @classmethod
     def run(cls, body, batch: PackedBatch, separate_backward: bool) -> PromptPass | None:
@@ -292,13 +293,13 @@ class PromptPass:
         device = last.device.type
         enabled, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
 
-        def rerun():
+        def rerun(rows: torch.Tensor):
             with torch.autocast(device, dtype=dtype, enabled=enabled):
-                return _split(prefill(body, ids, mask, 0))
+                return _split(_prompt_prefill(body, ids[rows], mask[rows]))
 
         leaves = [t.requires_grad_() for t in (*keys, *values, last)]
         n = len(keys)
-        return cls(leaves[:n], leaves[n : 2 * n], leaves[-1], rerun)
+        return cls(leaves[:n], leaves[n : 2 * n], leaves[-1], rerun, prompt_chunks(ids, mask, PROMPT_CHUNK_TOKENS))
 
     def response_hidden(self, body, batch: PackedBatch, rows: torch.Tensor | None, width: int) -> torch.Tensor:
         """(len(rows), width) hidden states predicting the response tokens of ``batch``, which
@@ -311,13 +312,49 @@ class PromptPass:
 
     def backward(self) -> None:
         """The prompt pass run again with its graph, and its backward with the gradients the
-        micro-batches left on its outputs."""
+        micro-batches left on its outputs: a few distinct prompts at a time (:func:`prompt_chunks`),
+        so only one chunk's graph exists at once."""
         leaves = [*self.keys, *self.values, self.last]
         if self.rerun is None or all(leaf.grad is None for leaf in leaves):
             return
-        keys, values, last = self.rerun()
-        pairs = [(out, leaf.grad) for out, leaf in zip((*keys, *values, last), leaves) if leaf.grad is not None]
-        torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+        for rows in self.chunks:
+            rows = rows.to(self.last.device)
+            outs = self.rerun(rows)
+            pairs = [
+                (out, leaf.grad[rows])
+                for out, leaf in zip((*outs[0], *outs[1], outs[2]), leaves)
+                if leaf.grad is not None
+            ]
+            torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+
+
+# At most this many prompt tokens (distinct prompts x the batch's prompt width) run again at once
+# in an update's prompt backward (:meth:`PromptPass.backward`): the graph of a pass holds about
+# 1.7 MB a token for SmolLM2 in fp32, so the demo's eight 72-token prompts rerun whole held about
+# 1 GB at the update's peak; three at a time hold a third of it for the same FLOPs.
+PROMPT_CHUNK_TOKENS = 256
+
+
+def prompt_chunks(ids: torch.Tensor, mask: torch.Tensor, max_tokens: int) -> list[torch.Tensor]:
+    """Row indices of a batch's prompts (``ids``/``mask``: (B, P)) in chunks of whole distinct
+    prompts, ``max_tokens // P`` of them (at least one) a chunk: rows with the same prompt stay
+    together, so each chunk still runs its repeated prompts once."""
+    _, inverse = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+    inverse = inverse.cpu()
+    per = max(1, max_tokens // ids.shape[1])
+    return [
+        torch.nonzero((inverse >= s) & (inverse < s + per)).flatten() for s in range(0, int(inverse.max()) + 1, per)
+    ]
+
+
+def _prompt_prefill(body, ids: torch.Tensor, mask: torch.Tensor):
+    """:func:`runtime.prompt_prefill.prefill` of these prompts, or (when none repeats, where it
+    declines) the same computation as one plain pass: (KV cache, last hidden states)."""
+    out = prefill(body, ids, mask, 0)
+    if out is not None:
+        return out
+    out = body(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+    return out.past_key_values, out.last_hidden_state[:, -1]
 
 
 def _split(out) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:

@@ -34,7 +34,7 @@ def pasr_step(
     *,
     get_generator: Callable[[], object],
     model,
-    ref_model,
+    reference,
     optimizer,
     tokenizer,
     queries: Sequence[Example],
@@ -52,8 +52,9 @@ def pasr_step(
     """One PASR training step (see the module docstring): returns the ``pasr/*``, ``actor/*``
     and ``timing_s/*`` metrics with the step's records. ``get_generator`` gives the policy that
     samples (``model`` or its bf16 copy, synced with it): it is called inside the ``gen``
-    timer, so the copy's sync counts as generation. ``ref_model`` is the KL reference (None
-    without KL). A step whose rows are all masked out (judge errors) trains nothing."""
+    timer, so the copy's sync counts as generation. ``reference`` is the KL reference
+    (:class:`recipe.local_engine.kl_reference.KLReference`; None without KL). A step whose rows
+    are all masked out (judge errors) trains nothing."""
     m: dict = {}
     model.eval()
     with timer(m, "gen"):
@@ -85,7 +86,7 @@ def pasr_step(
     with timer(m, "update"):
         if any(mask[i] for i in rows):
             batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows])
-            m.update(update_policy(model, ref_model, optimizer, batch, algo, rollout.temperature))
+            m.update(update_policy(model, reference, optimizer, batch, algo, rollout.temperature))
     m.update(training_step_metrics(records, scores, mask))
     total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
     m["timing_s/step"] = total

@@ -182,7 +182,7 @@ def rrr_step(
     *,
     generator,
     model,
-    ref_model,
+    reference,
     optimizer,
     tokenizer,
     queries: Sequence[Example],
@@ -196,9 +196,9 @@ def rrr_step(
 ) -> tuple[dict[str, float], list[RolloutRecord]]:
     """One RRR training step: sample an exchange with ``generator`` (the policy, or its bf16
     copy), update ``model`` on the reflection rows (GRPO grouped by failed query, KL to
-    ``ref_model``), and return the ``rrr/*``, ``actor/*`` and ``timing_s/*`` metrics with the
-    step's records. A step where every attempt succeeded, or no retry was scored, trains
-    nothing."""
+    ``reference``, a :class:`recipe.local_engine.kl_reference.KLReference`), and return the
+    ``rrr/*``, ``actor/*`` and ``timing_s/*`` metrics with the step's records. A step where
+    every attempt succeeded, or no retry was scored, trains nothing."""
     model.eval()
     exchange = run_exchange(
         generator,
@@ -217,7 +217,7 @@ def rrr_step(
     with timer(m, "update"):
         if rows:
             batch = build_batch(rows, tokenizer.pad_token_id, algo)
-            m.update(update_policy(model, ref_model, optimizer, batch, algo, rollout.temperature))
+            m.update(update_policy(model, reference, optimizer, batch, algo, rollout.temperature))
     m.update(rrr_metrics(exchange.attempts, exchange.reflections))
     m["rrr/response_length/mean"] = mean_or_zero(r.response_tokens for r in exchange.attempt_records)
     m["rrr/retry_length/mean"] = mean_or_zero(r.response_tokens for r in exchange.retry_records)

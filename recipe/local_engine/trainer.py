@@ -37,11 +37,12 @@ from recipe.local_engine import checkpoint as ckpt
 from recipe.local_engine import device_setup, run_io
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
+from recipe.local_engine.kl_reference import KLReference
 from recipe.local_engine.policy_update import (
     NonFiniteLoss,
     require_finite,
     rl_learning_rate,
-    sft_loss,
+    sft_backward,
     warmup_learning_rate,
 )
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
@@ -140,7 +141,7 @@ class LocalPasrTrainer:
         )
         self.attention = device_setup.choose_attention(self.model, cfg.model.attention)
         self._choose_dtypes()
-        self.ref_model = None  # made at the first PASR step (see _ensure_ref_model)
+        self.reference = None  # the KL reference, made at the first RL step (see _ensure_reference)
         self.rollout_model = None  # the model that generates (a bf16 copy on the bf16 path)
         p = cfg.pasr.prompts
         self.prompts = PromptSet.load(refine=p.refine, plain=p.plain, judge=p.judge)
@@ -317,35 +318,39 @@ class LocalPasrTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with timer(m := {}, "update"):
-            loss = sft_loss(self.model, prompts, responses, self.tokenizer.pad_token_id, self.algo.bf16_autocast)
-            require_finite(loss, "the warm-up SFT loss")
-            loss.backward()
+            pad = self.tokenizer.pad_token_id
+            loss = sft_backward(self.model, prompts, responses, pad, w.micro_batch_size, self.algo.bf16_autocast)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.algo.max_grad_norm)
             require_finite(grad_norm, "the warm-up SFT loss's gradient norm")
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)  # no stale gradients (0.54 GB here) held through evaluations
         return {"warmup/loss": loss.item(), "warmup/grad_norm": float(grad_norm), "warmup/lr": lr, **m}
 
-    def _ensure_ref_model(self) -> None:
-        """The KL reference is the policy the RL phase starts from (after the warm-up), not
-        the base model: KL to the base would pull the policy back out of the tag format."""
-        if self.ref_model is not None or self.cfg.algo.kl_coef <= 0:
+    def _ensure_reference(self) -> None:
+        """The KL reference is the policy the RL phase starts from (after the warm-up), not the
+        base model: KL to the base would pull the policy back out of the tag format. Read from
+        that start's checkpoint for each step (:mod:`recipe.local_engine.kl_reference`), or with
+        ``algo.ref_in_memory`` held: a copy of the weights at the phase's start, or that
+        checkpoint loaded once when the run resumed mid-phase."""
+        if self.reference is not None or self.cfg.algo.kl_coef <= 0:
             return
-        if self.step == self.cfg.warmup.steps:  # the current weights are the phase's start
-            self.ref_model = copy.deepcopy(self.model)
-        else:  # resumed mid-phase: reload the start of the phase
-            from transformers import AutoModelForCausalLM
+        keep = self.cfg.algo.ref_in_memory
+        if keep and self.step == self.cfg.warmup.steps:  # the current weights are the phase's start
+            self.reference = KLReference.held(copy.deepcopy(self.model).eval().requires_grad_(False))
+        else:
+            self.reference = KLReference(self._load_phase_start, keep)
 
-            start = (
-                self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
-            )
-            self.ref_model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(
-                self.device
-            )
-            from runtime.gqa_attention import use_attention
+    def _load_phase_start(self):
+        """The weights the RL phase started from, frozen: the warm-up's pinned end, or the base
+        model without a warm-up."""
+        from transformers import AutoModelForCausalLM
 
-            use_attention(self.ref_model, self.cfg.model.attention)
-        self.ref_model.eval().requires_grad_(False)
+        from runtime.gqa_attention import use_attention
+
+        start = self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
+        model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype)).to(self.device)
+        use_attention(model, self.cfg.model.attention)
+        return model.eval().requires_grad_(False)
 
     def pasr_step(self, step: int) -> dict:
         """One PASR step (:func:`recipe.local_engine.pasr_step.pasr_step`) on this step's
@@ -353,12 +358,12 @@ class LocalPasrTrainer:
         from recipe.local_engine.pasr_step import pasr_step
 
         cfg = self.cfg
-        self._ensure_ref_model()
+        self._ensure_reference()
         queries = self._step_queries(step)
         m, _ = pasr_step(
             get_generator=self._generator,
             model=self.model,
-            ref_model=self.ref_model,
+            reference=self.reference,
             optimizer=self.optimizer,
             tokenizer=self.tokenizer,
             queries=queries,
@@ -381,13 +386,13 @@ class LocalPasrTrainer:
         from recipe.local_engine.rrr import rrr_step
 
         cfg = self.cfg
-        self._ensure_ref_model()
+        self._ensure_reference()
         queries = self._step_queries(step)
         self.model.eval()
         m, records = rrr_step(
             generator=self._generator(),
             model=self.model,
-            ref_model=self.ref_model,
+            reference=self.reference,
             optimizer=self.optimizer,
             tokenizer=self.tokenizer,
             queries=queries,
@@ -510,7 +515,7 @@ class LocalPasrTrainer:
             bar.close()
             # the last step is saved: the evaluation needs neither AdamW's moments nor the KL reference
             self._release_optimizer()
-            self.ref_model = None
+            self.reference = None
             if final_wanted:  # a resume past the last checkpoint whose final evaluation was cut off lands here too
                 self._evaluate("final")
             if not cfg.trainer.keep_final_optimizer:
