@@ -25,10 +25,11 @@ class AlternatingJudge:
         return [JudgeResult(float(i % 2)) for i, _ in enumerate(items)]
 
 
-def _run(tiny_model_dir, run_dir, in_memory: bool, monkeypatch):
+def _run(tiny_model_dir, run_dir, in_memory: bool, monkeypatch, capfd):
     """A tiny run (2 warm-up steps, 3 PASR steps with KL) noting, at each micro-batch's loss, how
     many reference models are alive; returns (its PASR metrics without timings, that count, the
-    number of reference loads, the final weights)."""
+    number of reference loads, the final weights). Loading the reference prints no progress bar
+    of its own inside the run's."""
     import recipe.local_engine.policy_update as pu
     from recipe.local_engine.trainer import LocalPasrTrainer
 
@@ -73,7 +74,9 @@ def _run(tiny_model_dir, run_dir, in_memory: bool, monkeypatch):
         return loss(**kwargs)
 
     monkeypatch.setattr(pu.core_algos, "compute_policy_loss_vanilla", noting_loss)
+    capfd.readouterr()
     trainer.fit()
+    assert "Loading weights" not in capfd.readouterr().err
     monkeypatch.undo()
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     timed = ("timing_s/", "pasr/reward_time_share")
@@ -82,10 +85,10 @@ def _run(tiny_model_dir, run_dir, in_memory: bool, monkeypatch):
 
 
 def test_a_reference_read_for_each_step_gives_the_run_of_a_held_one_without_its_weights_in_the_update(
-    tiny_model_dir, tmp_path, monkeypatch
+    tiny_model_dir, tmp_path, monkeypatch, capfd
 ):
-    disk, disk_alive, disk_loads, disk_weights = _run(tiny_model_dir, tmp_path / "disk", False, monkeypatch)
-    held, held_alive, held_loads, held_weights = _run(tiny_model_dir, tmp_path / "held", True, monkeypatch)
+    disk, disk_alive, disk_loads, disk_weights = _run(tiny_model_dir, tmp_path / "disk", False, monkeypatch, capfd)
+    held, held_alive, held_loads, held_weights = _run(tiny_model_dir, tmp_path / "held", True, monkeypatch, capfd)
     assert disk_loads == 3 and set(disk_alive) == {0}  # read once a step, gone before every loss
     assert held_loads == 0  # the warm-up's end copied once, kept for every step
     assert [m["step"] for m in disk] == [3, 4, 5]
