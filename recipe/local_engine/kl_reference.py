@@ -3,7 +3,7 @@
 Only each step's reference log-probs read it (a forward pass over the step's trained rows, a few
 seconds of a step of about a minute on 2 CPU cores), yet held in memory it is one more copy of
 the weights beside the policy, its gradients and AdamW's two moments for the whole phase: 0.54 GB
-of SmolLM2-135M in fp32, a tenth of the demo's peak. With ``algo.ref_in_memory=false`` (the
+of SmolLM2-135M in fp32. With ``algo.ref_in_memory=false`` (the
 default) it is read from the checkpoint the phase started from (the warm-up's pinned end, or the
 base model without a warm-up) for those log-probs and dropped right after, so the generation and
 the update, where a step's memory peaks, run without it; loading it from the page cache takes
@@ -31,10 +31,6 @@ class KLReference:
     def held(cls, model) -> KLReference:
         """A reference that is this model, kept in memory."""
         return cls(lambda: model, keep=True)
-
-    @property
-    def in_memory(self) -> bool:
-        return self._held is not None
 
     def apply(self, fn: Callable[[object], T]) -> T:
         """``fn(reference model)``: with the held model, or one loaded now, which is dropped (its
