@@ -98,10 +98,14 @@ def test_a_reference_read_for_each_step_gives_the_run_of_a_held_one_without_its_
         torch.testing.assert_close(disk_weights[name], w, rtol=0, atol=0, msg=name)
 
 
-def test_ref_in_memory_is_a_key_a_resume_may_change():
+def test_the_memory_keys_are_ones_a_resume_may_change():
+    """They change how much is held at once, not what is trained: a resume takes them without --force."""
     from recipe.local_engine.cli import RESUMABLE_KEYS
 
-    assert load_config().algo.ref_in_memory is False
-    assert "algo.ref_in_memory" in RESUMABLE_KEYS
+    cfg = load_config()
+    assert (cfg.algo.ref_in_memory, cfg.algo.micro_batch_size, cfg.warmup.micro_batch_size) == (False, 4, 4)
+    assert {"algo.ref_in_memory", "algo.micro_batch_size", "warmup.micro_batch_size"} <= set(RESUMABLE_KEYS)
     with pytest.raises(Exception, match="ref_in_memory"):
         load_config(overrides=["algo.ref_in_memory=maybe"])
+    with pytest.raises(Exception, match="warmup.micro_batch_size must be >= 1"):
+        load_config(overrides=["warmup.micro_batch_size=0"])
