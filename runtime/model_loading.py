@@ -182,19 +182,44 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+def _load_weights(path: str, spec: str, dtype: str, progress_bar: bool = True):
+    """The model at resolved ``path``; a :class:`ModelLoadError` naming ``spec`` when it cannot
+    load. ``progress_bar=False``: without transformers' loading bar."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hide = not progress_bar and hf_logging.is_progress_bar_enabled()
+    if hide:
+        hf_logging.disable_progress_bar()
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except LOAD_ERRORS as exc:  # a ModelNotFoundError from resolving is already one line
+        raise ModelLoadError(f"cannot load model {spec!r}: {first_line(exc)}") from None
+    finally:
+        if hide:
+            hf_logging.enable_progress_bar()
+
+
+def load_model(spec: str, dtype: str = "float32", device: str = "cpu", progress_bar: bool = True):
+    """The model of :func:`load_model_and_tokenizer` alone, with its errors. ``progress_bar=False``
+    for a model loaded again and again inside a run (the local engine's KL reference, every step),
+    whose bar would break the run's own."""
+    return _load_weights(resolve_model_path(spec), spec, dtype, progress_bar).to(device)
+
+
 def load_model_and_tokenizer(spec: str, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer, resolved_path); the tokenizer pads on the left for batched generation.
     A model that cannot be found or loaded is a :class:`ModelLoadError` naming ``spec`` (both
     ``pasr train`` and ``pasr eval`` print it as their one-line error)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     path = resolve_model_path(spec)
     try:
         tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
-    except LOAD_ERRORS as exc:  # a ModelNotFoundError from resolving is already one line
+    except LOAD_ERRORS as exc:
         raise ModelLoadError(f"cannot load model {spec!r}: {first_line(exc)}") from None
+    model = _load_weights(path, spec, dtype)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

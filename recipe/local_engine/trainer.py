@@ -344,20 +344,11 @@ class LocalPasrTrainer:
         """The weights the RL phase started from, frozen: the warm-up's pinned end, or the base
         model without a warm-up. Loaded without transformers' progress bar: read for every step,
         its bar broke the run's own at each."""
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
-
         from runtime.gqa_attention import use_attention
+        from runtime.model_loading import load_model
 
         start = self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
-        bar = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            model = AutoModelForCausalLM.from_pretrained(start, dtype=getattr(torch, self.cfg.model.dtype))
-        finally:
-            if bar:
-                hf_logging.enable_progress_bar()
-        model = model.to(self.device)
+        model = load_model(str(start), self.cfg.model.dtype, self.device, progress_bar=False)
         use_attention(model, self.cfg.model.attention)
         return model.eval().requires_grad_(False)
 
