@@ -125,6 +125,10 @@ def test_both_engines_give_the_same_values(local_metrics, verl_metrics):
     local, verl = _pasr(local_metrics), _pasr(verl_metrics)
     for key in sorted(set(local) - TIMED):
         assert local[key] == pytest.approx(verl[key]), key
+    # the refine term's reach (issue 61), formed by each engine on its own rows: every group mixes
+    # refining and non-refining rollouts, so the term moves advantages
+    assert local["pasr/refine_term/mixed_groups"] == 1.0
+    assert local["pasr/refine_term/live_groups"] > 0 and local["pasr/refine_term/adv_change"] > 0
 
 
 def test_every_logged_key_is_in_the_one_table(local_metrics, verl_metrics):

@@ -26,6 +26,7 @@ from recipe.local_engine.rollout import generate_step
 from recipe.local_engine.timing import timer
 from recipe.metrics import reward_time_share, training_step_metrics
 from recipe.pasr_config import PasrConfig
+from recipe.refine_term import refine_term_metrics
 from recipe.scoring import group_scores, judge_and_record
 from runtime.hf_generate import SamplingParams
 
@@ -88,6 +89,7 @@ def pasr_step(
             batch = build_batch(train, tokenizer.pad_token_id, algo, mask=[mask[i] for i in rows])
             m.update(update_policy(model, reference, optimizer, batch, algo, rollout.temperature))
     m.update(training_step_metrics(records, scores, mask))
+    m.update(refine_term_metrics(records, scores, mask, pasr.weights.refine, norm_adv_by_std=algo.norm_adv_by_std))
     total = sum(v for k, v in m.items() if k.startswith("timing_s/"))
     m["timing_s/step"] = total
     m.update(reward_time_share(m["timing_s/reward"], total))

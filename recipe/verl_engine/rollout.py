@@ -44,6 +44,7 @@ from data.records import PLAIN, REFINE
 from prompts import THINK_PREFILL, PromptSet, prompt_version
 from recipe.metrics import training_step_metrics
 from recipe.pasr_config import PasrConfig
+from recipe.refine_term import RefineTermWatch, refine_term_metrics
 from recipe.scoring import group_scores
 from recipe.verl_engine.batch_convert import (
     apply_train_scores,
@@ -69,7 +70,7 @@ COLD_START_HINT = (
 class PasrRolloutManager(RolloutWrapper):
     """The PASR rollout around a verl rollout manager (:class:`RolloutWrapper` for the rest)."""
 
-    def __init__(self, inner, *, cfg: PasrConfig, prompts: PromptSet, **settings) -> None:
+    def __init__(self, inner, *, cfg: PasrConfig, prompts: PromptSet, norm_adv_by_std: bool = True, **settings) -> None:
         versions = {REFINE: prompt_version(prompts.refine), PLAIN: prompt_version(prompts.plain)}
         settings.setdefault("judge_config", cfg.judge)
         super().__init__(inner, prompt_versions=versions, **settings)
@@ -77,6 +78,8 @@ class PasrRolloutManager(RolloutWrapper):
         self.prompts = prompts
         self.prefill = THINK_PREFILL if cfg.prefill_think else ""
         self._warned_cold_start = False
+        self.norm_adv_by_std = norm_adv_by_std  # algorithm.norm_adv_by_std_in_grpo: the refine-term metrics' GRPO
+        self.refine_watch = RefineTermWatch(refine_weight=cfg.weights.refine)
 
     def _prefilled(self, batch):
         """``batch`` generated with the ``<think>`` prefill when ``pasr.prefill_think`` is on."""
@@ -110,7 +113,13 @@ class PasrRolloutManager(RolloutWrapper):
         score_s = time.perf_counter() - t0
 
         metrics = training_step_metrics(records, scores, mask)  # pasr/reward_time_share: trainer.pasr_timing_metrics
+        metrics.update(
+            refine_term_metrics(records, scores, mask, self.cfg.weights.refine, norm_adv_by_std=self.norm_adv_by_std)
+        )
         self._warn_if_nothing_to_learn(step, metrics)
+        warning = self.refine_watch.observe(step, metrics)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         self._pending_metrics = metrics
 
         timing = dict(refine_out.meta_info.get("timing", {}))
@@ -165,4 +174,7 @@ def build_rollout_manager(config, tokenizer, inner) -> RolloutWrapper:
         return build_rrr_rollout_manager(config, tokenizer, inner)
     cfg = pasr_config(config)
     prompts = PromptSet.load(refine=cfg.prompts.refine, plain=cfg.prompts.plain, judge=cfg.prompts.judge)
-    return PasrRolloutManager(inner, tokenizer=tokenizer, cfg=cfg, prompts=prompts, **wrapper_settings(config))
+    norm = bool(config.algorithm.get("norm_adv_by_std_in_grpo", True))
+    return PasrRolloutManager(
+        inner, tokenizer=tokenizer, cfg=cfg, prompts=prompts, norm_adv_by_std=norm, **wrapper_settings(config)
+    )

@@ -1,0 +1,206 @@
+"""The refine term's reach (issue 61): with a 0/1 judge GRPO cancels PASR's refine term in every
+group where all rollouts refine; ``pasr/refine_term/*`` measures it each step and both engines warn
+when it stays dead (recipe/refine_term.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from data.records import PLAIN, REFINE, RolloutRecord
+from recipe.pasr_config import load_pasr_config
+from recipe.refine_term import LIVE_TOL, RefineTermWatch, refine_term_effect, refine_term_metrics
+from recipe.scoring import group_scores
+
+PAPER = {}  # the defaults: sign, tie -0.5
+CPU = {"refine_compare": "margin", "tie_value": 0.0}  # the cpu preset's reward
+
+
+def R(a):  # formatted, refines
+    return f"<think>17+4=20<refine>no: 17+4=21</refine>done</think><answer>{a}</answer>"
+
+
+def N(a):  # formatted, no refine
+    return f"<think>17+4=21</think><answer>{a}</answer>"
+
+
+def record(query, variant, text, acc) -> RolloutRecord:
+    from rewards.format import check_format
+
+    fmt = check_format(text)
+    return RolloutRecord(
+        run_id="t",
+        query_id=query,
+        data_source="synthetic",
+        variant=variant,
+        prompt="q",
+        response=text,
+        response_tokens=5,
+        format_ok=fmt.ok,
+        format_reason=fmt.reason,
+        n_refine=fmt.n_refine,
+        extracted_answer="x",
+        gold="x",
+        acc=acc,
+        judge_error=None,
+        extra={"format_reward": fmt.reward},
+    )
+
+
+def group(query, refine_accs, plain_accs, refines=None):
+    """A query's records: refine rows (refining unless ``refines`` says which do) and plain rows."""
+    refines = refines or [True] * len(refine_accs)
+    rows = [record(query, REFINE, (R if r else N)("x"), a) for a, r in zip(refine_accs, refines)]
+    return rows + [record(query, PLAIN, "plain", a) for a in plain_accs]
+
+
+def effect(records, reward=PAPER, weight=1.0, **kw):
+    cfg = load_pasr_config({"n_refine": 4, "n_plain": 4, **reward, "weights": {"refine": weight}})
+    scores, mask = group_scores(records, cfg)
+    return refine_term_effect(records, scores, mask, cfg.weights.refine, **kw)
+
+
+@pytest.mark.parametrize("reward", [PAPER, CPU], ids=["paper", "cpu"])
+def test_an_all_refining_binary_group_gives_zero(reward):
+    """acc 0/1 with every rollout refining: the refine term is a line in acc, GRPO removes it."""
+    e = effect(group("q", [1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]), reward)
+    assert (e.groups, e.live_groups, e.mixed_groups) == (1, 0, 0)
+    assert e.adv_change < LIVE_TOL
+
+
+@pytest.mark.parametrize("reward", [PAPER, CPU], ids=["paper", "cpu"])
+def test_random_all_refining_binary_groups_never_change(reward):
+    """The issue's measurement, smaller: no random all-refining binary group is changed."""
+    rng = random.Random(0)
+    records = []
+    for q in range(200):
+        records += group(f"q{q}", [float(rng.random() < 0.5) for _ in range(4)], [float(rng.random() < 0.5)] * 4)
+    e = effect(records, reward)
+    assert e.groups == 200 and e.live_groups == 0
+
+
+@pytest.mark.parametrize("reward", [PAPER, CPU], ids=["paper", "cpu"])
+def test_a_mixed_group_gives_more_than_zero(reward):
+    """One rollout that does not refine: the term separates it from the refining ones."""
+    e = effect(group("q", [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0], refines=[True, True, False, True]), reward)
+    assert (e.groups, e.live_groups, e.mixed_groups) == (1, 1, 1)
+    assert e.adv_change > 0.01
+
+
+def test_a_graded_judge_gives_more_than_zero():
+    """Scores between 0 and 1: the paper's sign reward is no longer a line in acc."""
+    e = effect(group("q", [0.9, 0.2, 0.5, 0.45], [0.5, 0.5, 0.4, 0.6]), PAPER)
+    assert e.live_groups == 1 and e.mixed_groups == 0 and e.adv_change > 0.01
+
+
+def test_without_std_division_the_term_scales_the_advantages():
+    """Dr. GRPO (no std division): the term multiplies a binary group's advantages."""
+    records = group("q", [1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0])
+    assert effect(records, norm_adv_by_std=True).live_groups == 0
+    assert effect(records, norm_adv_by_std=False).live_groups == 1
+
+
+def test_judge_errors_and_plain_rows_are_outside_the_groups():
+    """Rows masked for a judge error are outside the statistics (as in the update): a group whose
+    only non-refining rollout failed is not mixed."""
+    records = group("q", [1.0, 0.0, None, 0.0], [0.0, 1.0], refines=[True, True, False, True])
+    e = effect(records)
+    assert (e.groups, e.mixed_groups, e.live_groups) == (1, 0, 0)
+
+
+def test_metric_names_and_shares():
+    # (a group of two rows is never changed: any two distinct scores standardise to +-0.71)
+    records = group("a", [1.0, 0.0, 0.0], [0.0], refines=[True, False, True]) + group("b", [1.0, 0.0, 0.0], [0.0])
+    cfg = load_pasr_config({"n_refine": 3, "n_plain": 1})
+    scores, mask = group_scores(records, cfg)
+    m = refine_term_metrics(records, scores, mask, 1.0)
+    assert m["pasr/refine_term/live_groups"] == 0.5 and m["pasr/refine_term/mixed_groups"] == 0.5
+    assert 0 < m["pasr/refine_term/adv_change"] < 1
+    assert refine_term_metrics(records, scores, mask, 0.0)["pasr/refine_term/live_groups"] == 0.0  # the control
+
+
+def test_the_watch_warns_once_after_steps_in_a_row():
+    watch = RefineTermWatch(share=0.05, steps=3)
+    dead = {"pasr/refine_term/live_groups": 0.0, "pasr/refine_term/mixed_groups": 0.0}
+    live = {"pasr/refine_term/live_groups": 0.5}
+    assert [watch.observe(s, dead) for s in (1, 2)] == [None, None]
+    assert watch.observe(3, live) is None  # a live step starts the count again
+    lines = [watch.observe(s, dead) for s in (4, 5, 6, 7)]
+    assert lines[:2] == [None, None] and lines[3] is None
+    assert "steps 4-6" in lines[2] and "pasr.weights.refine=0" in lines[2] and "docs/design.md#" in lines[2]
+    assert RefineTermWatch(steps=1, refine_weight=0.0).observe(1, dead) is None  # the control: off by choice
+
+
+# --------------------------------------------------------------------------- the local engine's run
+class ExactJudge:
+    name = "exact"
+
+    async def score(self, question, gold, answer):
+        raise NotImplementedError
+
+    async def score_many(self, items):
+        from rewards.judges.base import JudgeResult
+
+        return [JudgeResult(float(i.answer is not None and i.answer.strip() == i.gold)) for i in items]
+
+
+def _scripted_generation(all_refine: bool):
+    """generate_step's stand-in: each query's rollouts right and wrong in turn; every refine
+    rollout refines, or (mixed) every third does not."""
+    from prompts import THINK_PREFILL
+    from recipe.local_engine.rollout import GeneratedRollout
+    from recipe.scoring import Rollout
+
+    def generate(model, tokenizer, queries, prompts, n_refine, n_plain, params, batch_size, prefill_think, **kw):
+        out = []
+        for ex in queries:
+            for variant, n in ((REFINE, n_refine), (PLAIN, n_plain)):
+                for j in range(n):
+                    answer = ex.answer if j % 2 == 0 else "wrong"
+                    refines = variant == REFINE and (all_refine or j % 3 != 2)
+                    text = (R if refines else N)(answer)
+                    # the response after the <think> prefill, and the text scored (prefill and response)
+                    ids = tokenizer.encode(text.removeprefix(THINK_PREFILL), add_special_tokens=False)
+                    ids.append(tokenizer.eos_token_id)
+                    rollout = Rollout(ex.id, ex.data_source, ex.question, ex.answer, variant, text, len(ids))
+                    out.append(GeneratedRollout(rollout, [1, 2, 3], ids))
+        return out
+
+    return generate
+
+
+@pytest.mark.parametrize("all_refine", [True, False], ids=["all-refining", "mixed"])
+def test_the_local_engine_logs_and_warns(tiny_model_dir, tmp_path, monkeypatch, capsys, all_refine):
+    """Three PASR steps of the tiny model: an all-refining run gets the one-line warning on its
+    third step, a mixed one none; every step logs the metrics."""
+    from recipe.local_engine import pasr_step as step_mod
+    from recipe.local_engine.config import load_config
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    monkeypatch.setattr(step_mod, "generate_step", _scripted_generation(all_refine))
+    cfg = load_config(
+        overrides=[
+            f"model.path={tiny_model_dir}",
+            "warmup.steps=0",
+            "trainer.steps=3",
+            "rollout.queries_per_step=2",
+            "pasr.n_refine=4",
+            "pasr.n_plain=2",
+            "algo.kl_coef=0",
+        ]
+    )
+    trainer = LocalPasrTrainer(cfg, tmp_path / "run")
+    trainer.setup()
+    trainer.judge = ExactJudge()
+    trainer.optimizer = trainer._make_optimizer("pasr")
+    metrics = [trainer.pasr_step(s) for s in (1, 2, 3)]
+    err = capsys.readouterr().err
+    live = [m["pasr/refine_term/live_groups"] for m in metrics]
+    if all_refine:
+        assert live == [0.0, 0.0, 0.0] and all(m["pasr/refine_term/mixed_groups"] == 0.0 for m in metrics)
+        assert err.count("PASR WARNING steps 1-3: the refine term changed") == 1
+    else:
+        assert live == [1.0, 1.0, 1.0]
+        assert all(m["pasr/refine_term/mixed_groups"] == 1.0 for m in metrics)
+        assert "PASR WARNING" not in err
