@@ -204,3 +204,37 @@ def test_the_local_engine_logs_and_warns(tiny_model_dir, tmp_path, monkeypatch, 
         assert live == [1.0, 1.0, 1.0]
         assert all(m["pasr/refine_term/mixed_groups"] == 1.0 for m in metrics)
         assert "PASR WARNING" not in err
+
+
+# --------------------------------------------------------------------------- pasr stats
+def test_pasr_stats_reports_the_reach_and_the_constant_rate_warmup(tmp_path, capsys):
+    """A run's metrics.jsonl with the refine-term keys: one terminal line with its mean reach and
+    dead steps, a second one because its warm-up kept a constant rate, the report's table, a plot."""
+    import json
+
+    from data.records import write_records
+    from pasr_cli import main
+
+    run = tmp_path / "run"
+    (run / "rollouts").mkdir(parents=True)
+    write_records(run / "rollouts" / "step_000003.jsonl", group("q", [1.0, 0.0], [1.0]))
+    (run / "config.yaml").write_text("warmup:\n  steps: 2\n  lr_schedule: constant\n")
+    rows = [{"step": 1, "warmup/loss": 1.0}, {"step": 2, "warmup/loss": 0.9}]
+    rows += [
+        {"step": s, "pasr/refine_term/live_groups": live, "pasr/refine_term/mixed_groups": mixed, "pasr/refine_rate": 1}
+        for s, live, mixed in ((3, 0.0, 0.0), (4, 0.5, 0.25), (5, 0.0, 0.0))
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["stats", str(run), "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert "refine term (" in out and "17% of GRPO groups a step on average over 3 PASR step(s), none in 2" in out
+    assert "warmup.lr_schedule=constant" in out
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## The refine term's reach" in report and "| 3 | 16.7% | 2 | 8.3% |" in report
+    stats = json.loads((tmp_path / "report" / "stats.json").read_text())
+    plot = [p for p in stats["plots"] if p.startswith("refine_term_")]
+    assert len(plot) == 1 and (tmp_path / "report" / plot[0]).stat().st_size > 0
+
+    (run / "config.yaml").write_text("warmup:\n  steps: 2\n  lr_schedule: cosine\n")  # a decayed warm-up: no caveat
+    assert main(["stats", str(run), "--out", str(tmp_path / "report2")]) == 0
+    assert "lr_schedule=constant" not in capsys.readouterr().out

@@ -150,6 +150,8 @@ def _runs(run_ids_by_dir) -> dict[str, dict]:
 def run(args) -> int:
     from data.cli_errors import CliError, why_mkdir_failed
     from eval.stats import StatsInputError
+    from eval.stats.refine_term import reach as refine_term_reach
+    from eval.stats.refine_term import reach_lines
     from eval.stats.report import render, skipped_lines, transition_words
 
     if args.montage and args.no_plots:
@@ -216,6 +218,7 @@ def run(args) -> int:
         "trends": col.trends.train_json(),
         "val_trends": col.trends.val_json(),
         "metrics_trends": metrics,
+        "refine_term": refine_term_reach(metrics),
         "runs": _runs(inputs.run_ids),
         "eval_runs": col.pairs.systems(),
         "in_training_evaluations": col.pairs.evaluations(),
@@ -256,6 +259,9 @@ def run(args) -> int:
         )
     for note in pair_notes:
         print(f"pasr stats: {note.replace('`', '')}")
+    for label, reached in stats["refine_term"].items():
+        for line in reach_lines(label, reached):
+            print(f"pasr stats: {line}")
     note = f", {skipped_lines(errors.count, errors.unknown_version)} skipped" if errors.count else ""
     print(
         f"pasr stats: {col.n_records} records from {len(inputs.records)} file(s) in {elapsed:.1f} s{note} -> "

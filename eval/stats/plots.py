@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.stats import plot_style as ps
+from eval.stats.refine_term import refine_term_figures
 from eval.stats.runs import display
 from rewards.refine import COMPARED_OUTCOMES
 from rewards.refine import OUTCOMES as OUTCOME_ORDER
@@ -870,6 +871,7 @@ FIGURES = (
     runs_overlay,
     rrr_trends,
     metrics_series,
+    refine_term_figures,
     transitions,
 )
 

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from eval.stats.plots import OVERLAY_PLOT, OVERVIEW_PLOTS, metrics_plot, rrr_plot, transition_plot, trend_plot
+from eval.stats.refine_term import report_lines as refine_term_lines
 from rewards.format import TAG_NAMES
 
 MAX_TREND_ROWS = 25
@@ -639,6 +640,7 @@ def render(stats: dict[str, Any]) -> str:
             if plot in plots:
                 lines += [f"![metrics {label}]({plot})", ""]
 
+    lines += refine_term_lines(stats, plots)
     lines.append("## Paired runs")
     lines.append("")
     for note in stats.get("pair_notes", []):
