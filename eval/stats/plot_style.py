@@ -9,6 +9,7 @@ code first (Agg backend); these helpers only use it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -190,3 +191,18 @@ def value_note(ax, text: str) -> None:
         color="0.15",
         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
     )
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def safe_name(text: str) -> str:
+    """``text`` as part of a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "run"

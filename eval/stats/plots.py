@@ -68,13 +68,7 @@ REWARD_AXIS = (-1.0, 1.0)  # the refine reward of every compare mode (sign, marg
 Figures = Iterator[tuple[str, Any]]  # (file name, matplotlib figure)
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+_plt = ps.pyplot
 
 
 def _integer_ticks():
@@ -83,8 +77,7 @@ def _integer_ticks():
     return MaxNLocator(integer=True)
 
 
-def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "run"
+safe_name = ps.safe_name
 
 
 def trend_plot(run_id: str) -> str:

@@ -24,7 +24,7 @@ WARMUP_DOC = "docs/results/demo.md#a-warm-up-whose-learning-rate-decays-the-demo
 
 
 def refine_term_plot(label: str) -> str:
-    from eval.stats.plots import safe_name
+    from eval.stats.plot_style import safe_name
 
     return f"refine_term_{safe_name(label)}.png"
 
@@ -125,10 +125,9 @@ def refine_term_figures(stats: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """One plot per run over its PASR steps: groups reached, groups mixed, the refine rate (0-100 %)
     and the relative advantage change."""
     from eval.stats import plot_style as ps
-    from eval.stats.plots import _plt
 
     for label, r in (stats.get("refine_term") or {}).items():
-        fig, ax = _plt().subplots(figsize=(8, 3.5))
+        fig, ax = ps.pyplot().subplots(figsize=(8, 3.5))
         steps = r["steps"]
         pct = [[float("nan") if v is None else 100 * v for v in r[k]] for k in ("live_groups", "mixed_groups")]
         ax.plot(steps, pct[0], marker="o", label="groups the refine term changed")
