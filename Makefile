@@ -23,8 +23,8 @@ install:
 # ARGS: extra key=value overrides, e.g. make demo ARGS="model.rollout_dtype=float32 algo.bf16_autocast=false"
 demo: install
 	$(PY) -m recipe train --preset demo $(ARGS)
+	@# its last lines: what the warm-up -> final gain is and is not, and the refine term's reach
 	$(PY) -m recipe stats runs/pasr-demo --out runs/pasr-demo/report
-	@echo "refine-usage report: runs/pasr-demo/report/report.md"
 
 lint:
 	$(PY) -m ruff format --check .
