@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -156,6 +157,10 @@ def main(argv=None) -> int:
             print(f"{r['case']:<38} {r['reward']:<6} {shares} {r['adv_change']:>10.4f}")
         result = {"groups": args.groups, "group_size": args.group_size, "seed": args.seed, "rows": rows}
     if args.out:
+        from benchmarks.training_stages import cpu_model
+
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        result = {"commit": commit or None, "device": cpu_model(), **result}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -204,6 +204,10 @@ def test_the_local_engine_logs_and_warns(tiny_model_dir, tmp_path, monkeypatch, 
         assert live == [1.0, 1.0, 1.0]
         assert all(m["pasr/refine_term/mixed_groups"] == 1.0 for m in metrics)
         assert "PASR WARNING" not in err
+    # the benchmark rebuilds the same shares from the run's rollout dumps alone
+    from benchmarks.refine_term_reach import run_steps
+
+    assert [r["live_share"] for r in run_steps(tmp_path / "run", "run")] == live
 
 
 # --------------------------------------------------------------------------- pasr stats
