@@ -18,10 +18,15 @@ One pass over the dumps, in bounded memory, then pure rendering of the numbers:
 * ``rrr``: Reflect, Retry, Reward records (attempts, reflections, retries, ``pasr eval --method
   reflect-retry``): per-step and per-evaluation numbers and example exchanges; their groups show
   the PASR format and refine columns as not applicable;
-* ``report``: ``report.md`` from the ``stats.json`` dict; ``plots``: PNG plots from the same dict
-  (and ``--montage``); ``plot_style``: their readable axes ("no data" frames, 0-100 % rate axes,
-  axes of a minimum span with the values printed, wrapped titles), shared with ``pasr eval
-  compare``'s plot;
+* ``report``: ``report.md`` from the ``stats.json`` dict, one module per section
+  (``report_groups``, ``report_rrr``, ``report_training``, ``report_pairs``; their Markdown
+  pieces: ``report_markdown``);
+* ``plots``: PNG plots from the same dict (and ``--montage``), one module per figure family
+  (``plots_overview``, ``plots_training``, ``plots_rrr``, ``plots_transitions``; the pieces they
+  share: ``plot_parts``; their file names, which the report links: ``plot_names``);
+  ``plot_style``: their readable axes ("no data" frames, 0-100 % rate axes, axes of a minimum span
+  with the values printed, wrapped titles), shared with ``pasr eval compare``'s plot;
+* ``refine_term``: the refine term's reach per run (a terminal line, a report section, a plot);
 * ``cli``: the ``pasr stats`` subcommand.
 
 Format parsing is :func:`rewards.format.check_format`; the definitions of empty refines, refine
