@@ -11,7 +11,8 @@ event loop in a background thread, so tests use it as a context manager::
 Scoring is deterministic: the judge prompt is matched against the judge template (the
 ``{question}``, ``{gold}`` and ``{answer}`` slots become capture groups) and the reply is
 ``Score: 1.0`` when the answer equals the gold after stripping whitespace, else ``Score: 0.0``
-(``score_fn`` replaces that rule).
+(``score_fn`` replaces that rule). A ``reply`` that is not a string (None, a list, a number) is
+sent as the message content as it is: a server whose content is not text.
 
 Faults, scheduled deterministically:
 
@@ -75,7 +76,7 @@ class FakeOpenAIServer:
         script: Sequence[str] | None = None,
         hang_s: float = 30.0,
         slow_s: float = 0.5,
-        reply: str = "Score: {score}",
+        reply: object = "Score: {score}",
         score_fn: Callable[[str, str, str], float] = exact_match_score,
         model: str = "fake-judge",
         host: str = "127.0.0.1",
@@ -275,7 +276,7 @@ class FakeOpenAIServer:
                 content = GARBAGE_REPLY
             else:
                 score = self.score_fn(match.group("question"), match.group("gold"), match.group("answer"))
-                content = self.reply.format(score=score)
+                content = self.reply.format(score=score) if isinstance(self.reply, str) else self.reply
             return web.json_response(
                 {
                     "id": f"chatcmpl-fake-{self.requests}",

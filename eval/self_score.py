@@ -5,7 +5,7 @@ No judge and no gold are involved: choosing with the judge would be an oracle, n
 The *same* model, through the same backend and sampling settings, is asked with one template
 (``prompts/templates/self_score.txt``, ``--score-prompt`` to override) to rate a candidate
 answer to the question as a number between 0 and 1, ending with ``Score: <number>``. The reply
-is read by the LLM judge's own parser (:func:`rewards.judges.openai_judge.parse_score`): the
+is read by the LLM judge's own parser (:func:`rewards.judges.judge_reply.parse_score`): the
 last ``Score:`` label outside any ``<think>`` block, a number in [0, 1] (``0.8``, ``8/10``,
 ``80%``).
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from eval.self_refine import Generator, call, fill
 from prompts import build_chat, load_prompt, prompt_version
-from rewards.judges.openai_judge import parse_score
+from rewards.judges.judge_reply import parse_score
 
 SCORE_PROMPT = "self_score"  # prompts/templates/self_score.txt
 

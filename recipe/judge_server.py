@@ -26,6 +26,15 @@ The serve process dies with its actor: it gets SIGTERM when the actor's process 
 (``PR_SET_PDEATHSIG``), and Ray ends the actor when this process (its owner) ends, so a job
 killed outright leaves no vLLM server holding GPUs.
 
+The cluster: ``--address HOST:PORT`` (its GCS address, 6379 by default), else ``RAY_ADDRESS`` (a
+Ray job's own), else the last ``ray start`` on this machine, else a new local Ray; an address
+that is wrong, not one (a dashboard URL), or a cluster in token mode without its token is one
+line within ``--connect-timeout`` (:mod:`recipe.ray_cluster`). Before anything starts, the flags
+are checked (``--ready-timeout`` a finite number > 0: a negative one made Ray abort inside and
+leave its agents behind) and so is the command (``shutil.which``: one that does not exist would
+fail only after the judge loaded). Readiness is the judge this command started answering on its
+port, not any server there (:mod:`recipe.judge_process`).
+
 Why a Ray actor and not verl 0.9.1's own reward-model server (``reward.reward_model``:
 ``RewardModelManager`` in ``verl/experimental/reward_loop/reward_model.py``, vLLM replicas of verl's
 rollout classes behind a router, optionally on a ``reward_pool`` of its own GPUs): that server
@@ -42,6 +51,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,127 +60,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.cli_errors import CliError
+from recipe.judge_process import PROBE_INTERVAL_S, JudgeProcess
+from recipe.ray_cluster import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_GCS_PORT, connect_ray, timeout_problem
 
 DEFAULT_SERVE_COMMAND = (
     "vllm serve {model} --host 0.0.0.0 --port {port} --served-model-name {model} "
     "--tensor-parallel-size {gpus} --distributed-executor-backend mp --gpu-memory-utilization 0.9"
 )
 DEFAULT_READY_TIMEOUT_S = 1800.0  # a 14B judge loads in minutes; a first download can take longer
-PROBE_INTERVAL_S = 2.0
 JUDGE_KEYS = ("pasr.judge.base_url", "pasr.judge.model")  # set by this command, never by the wrapped one
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    """In the serve process before exec: SIGTERM when the actor's process exits (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
-class JudgeProcess:
-    """The Ray actor's body: one serve process on the GPUs Ray gave the actor. Its methods
-    answer with plain values (an error is a string), so the caller prints one line, not a
-    Ray traceback."""
-
-    def __init__(self, serve_command: str, model: str, gpus: int, port: int = 0, log: str | None = None) -> None:
-        import tempfile
-
-        self.port = int(port) or _free_port()
-        filled = serve_command.format(model=shlex.quote(model), port=self.port, gpus=gpus)
-        self.command = shlex.split(filled)
-        self.log = log or os.path.join(tempfile.gettempdir(), f"pasr-judge-{self.port}.log")
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> dict:
-        """Start the serve process; where it runs, or ``{"problem": ...}``."""
-        import ray
-
-        node_ip = ray.util.get_node_ip_address()  # for messages; the URL takes Ray's address of the node
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.log)), exist_ok=True)
-            log = open(self.log, "ab")
-        except OSError as exc:
-            return {"problem": f"cannot write the judge's log {self.log} on {node_ip}: {exc.strerror or exc}"}
-        try:
-            self.proc = subprocess.Popen(
-                self.command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        except OSError as exc:
-            hint = " (pip install -e '.[gpu]' on every node installs vLLM)" if self.command[0] == "vllm" else ""
-            return {"problem": f"cannot run {self.command[0]!r} on {node_ip}: {exc.strerror or exc}{hint}"}
-        finally:
-            log.close()
-        return {
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "port": self.port,
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "log": self.log,
-            "pid": self.proc.pid,
-        }
-
-    def _last_log_line(self) -> str:
-        try:
-            with open(self.log, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(self.log) - 4096))
-                lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
-        return lines[-1][:300] if lines else ""
-
-    def probe(self, model: str) -> tuple[str, str]:
-        """One look: ``("ready", "")``, ``("starting", "")``, or ``("failed", why)``."""
-        import httpx
-
-        assert self.proc is not None
-        rc = self.proc.poll()
-        if rc is not None:
-            last = self._last_log_line()
-            return "failed", f"the serve command exited with status {rc}" + (f"; its last line: {last}" if last else "")
-        try:
-            resp = httpx.get(f"http://127.0.0.1:{self.port}/v1/models", timeout=PROBE_INTERVAL_S)
-        except httpx.HTTPError:
-            return "starting", ""
-        if resp.status_code != 200:
-            return "starting", ""
-        try:
-            served = [str(m.get("id")) for m in resp.json().get("data", [])]
-        except (ValueError, AttributeError):
-            return "starting", ""
-        if model not in served:
-            return "failed", f"the server answers but serves {', '.join(served) or 'no model'}, not {model}"
-        return "ready", ""
-
-    def stop(self, grace_s: float = 30.0) -> int | None:
-        """SIGTERM to the serve process's group (vLLM's engine workers too), SIGKILL after
-        ``grace_s``; its exit status."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                return self.proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.proc.poll()
 
 
 @dataclass
@@ -203,15 +101,6 @@ def _say(message: str) -> None:
     print(f"pasr judge: {message}", file=sys.stderr, flush=True)
 
 
-def connect_ray() -> None:
-    """Join the cluster of this job (``RAY_ADDRESS``), else one ``ray start`` runs on this machine,
-    else start a local one."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(log_to_driver=False, logging_level="ERROR")
-
-
 def cluster_nodes() -> dict[str, tuple[str, int]]:
     """``{node id: (address, GPUs)}`` of the connected cluster's alive nodes; the address is the
     one Ray's nodes reach each other at."""
@@ -242,6 +131,9 @@ def serve_judge(
     """Start the judge on ``gpus`` GPUs of the connected Ray cluster and wait until it serves
     ``model``; a :class:`CliError` (the judge stopped) when it cannot."""
     import ray
+
+    if why := timeout_problem("--ready-timeout", ready_timeout_s):
+        raise CliError(why)  # before any actor: Ray aborts inside on a negative timeout
 
     sizes = node_gpus()
     if not any(n >= gpus for n in sizes.values()):
@@ -345,11 +237,12 @@ def _gcs_address() -> str:
     return ray.get_runtime_context().gcs_address
 
 
-def run_with_judge(command: list[str], judge: ServedJudge) -> int:
-    """Run ``command`` with the judge's overrides and the cluster's address; its exit status.
-    SIGTERM/SIGINT are left to the command (see the module docstring)."""
+def run_with_judge(command: list[str], judge: ServedJudge, ray_address: str | None = None) -> int:
+    """Run ``command`` with the judge's overrides and the cluster's address (``ray_address``,
+    ``--address``, else ``RAY_ADDRESS``, else the one joined); its exit status. SIGTERM/SIGINT
+    are left to the command (see the module docstring)."""
     argv = [*command, *judge_overrides(command, judge)]
-    env = {**os.environ, "RAY_ADDRESS": os.environ.get("RAY_ADDRESS") or _gcs_address()}
+    env = {**os.environ, "RAY_ADDRESS": ray_address or os.environ.get("RAY_ADDRESS") or _gcs_address()}
     env.setdefault("OPENAI_API_KEY", "EMPTY")  # vllm serve takes any key unless started with --api-key
     _say("running " + " ".join(shlex.quote(a) for a in argv))
     proc = subprocess.Popen(argv, env=env)
@@ -368,7 +261,10 @@ def build_parser(serve: argparse.ArgumentParser) -> None:
         "Start `vllm serve MODEL` in a Ray actor holding --judge-gpus GPUs, wait until it answers, then run the "
         "command after -- with pasr.judge.base_url/model (and kind=openai, trainer.n_gpus_per_node = the node's "
         "GPUs minus the judge's, unless set) appended, and stop the judge when it ends. Without a command: serve "
-        "until interrupted."
+        "until interrupted. The Ray cluster: --address, else RAY_ADDRESS, else the last `ray start` on this "
+        "machine, else a new local one. A cluster with Ray token authentication (RAY_AUTH_MODE=token on the head) "
+        "needs its token here: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (it is sent whenever one "
+        "is found: RAY_AUTH_MODE=token is set unless RAY_AUTH_MODE is)."
     )
     serve.usage = "pasr judge serve --judge-model NAME --judge-gpus N [options] [-- COMMAND...]"
     serve.add_argument(
@@ -379,6 +275,19 @@ def build_parser(serve: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="GPUs for the judge (its tensor-parallel size); 2 for a 14B judge in bf16",
+    )
+    serve.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help=f"the Ray cluster's GCS address, {DEFAULT_GCS_PORT} by default (what `ray start --address` takes; "
+        "not the dashboard's http://HEAD:8265); default: RAY_ADDRESS",
+    )
+    serve.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long joining the Ray cluster may take (default {DEFAULT_CONNECT_TIMEOUT_S:.0f})",
     )
     serve.add_argument(
         "--port", type=int, default=0, metavar="PORT", help="port on the judge's node (default: a free one)"
@@ -415,11 +324,21 @@ def run(args) -> int:
         raise CliError("--judge-model NAME is required: the model to serve")
     if not args.judge_gpus or args.judge_gpus < 1:
         raise CliError("--judge-gpus N is required (N >= 1): the GPUs the judge takes, its tensor-parallel size")
+    for flag, value in (("--ready-timeout", args.ready_timeout), ("--connect-timeout", args.connect_timeout)):
+        if why := timeout_problem(flag, value):
+            raise CliError(why)
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be a port number (1-65535, or 0 for a free one), got {args.port}")
     try:
         args.serve_command.format(model="m", port=0, gpus=1)
     except (KeyError, IndexError, ValueError) as exc:
         raise CliError(f"--serve-command: only {{model}}, {{port}} and {{gpus}} can be filled in ({exc!r})") from None
-    connect_ray()
+    if command and shutil.which(command[0]) is None:
+        raise CliError(
+            f"the command {command[0]!r} after -- is not found (not on PATH, or not an executable file); "
+            "nothing was started"
+        )
+    connect_ray(args.address, args.connect_timeout)
     if command:
         biggest = max(node_gpus().values(), default=0)
         why = training_gpus_problem(command, args.judge_gpus, biggest) if biggest >= args.judge_gpus else None
@@ -452,7 +371,7 @@ def run(args) -> int:
             raise CliError(why)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        return run_with_judge(command, judge)
+        return run_with_judge(command, judge, args.address)
     except KeyboardInterrupt:
         if not stopping and not command:
             return 130

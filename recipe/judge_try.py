@@ -11,7 +11,9 @@ rendered from the template (``--judge-prompt``: a built-in name or a ``.txt`` fi
 score parser), one request a row with no retry and no cache
 (:meth:`rewards.judges.OpenAIJudge.trial`). Printed per row: the prompt, the reply and the score
 read from it, or why there is none. The answer judged is the row's gold (a judge should give it
-full marks) unless ``--answer`` gives one. ``--dry-run`` prints the prompts without a judge.
+full marks) unless ``--answer`` gives one; an empty answer is never sent (a run scores it 0.0
+without asking the judge): an empty ``--answer`` is refused, a row with an empty gold says so.
+``--dry-run`` prints the prompts without a judge.
 Exit 0 when every row got a score, 1 when one did not, 2 for a bad flag, template or data set.
 """
 
@@ -90,7 +92,13 @@ def _judge(args):
 
 
 async def _trials(judge, items):
-    return await asyncio.gather(*(judge.trial(q, g, a) for q, g, a in items))
+    """One trial a row; None for a row whose answer is empty: a run never asks the judge about
+    one (it scores it 0.0), so neither does this."""
+
+    async def one(question, gold, answer):
+        return await judge.trial(question, gold, answer) if answer.strip() else None
+
+    return await asyncio.gather(*(one(q, g, a) for q, g, a in items))
 
 
 def _section(title: str, text: str | None = None) -> None:
@@ -105,6 +113,11 @@ def run(args) -> int:
     from rewards.judges.openai_judge import fill_template
 
     template = _template(args.judge_prompt)
+    if args.answer is not None and not args.answer.strip():
+        raise CliError(
+            f"--answer {args.answer!r}: a run scores an empty answer 0.0 without asking the judge, so there is "
+            "nothing to try; give the answer text to judge (or drop --answer to judge each row's gold)"
+        )
     judge = None if args.dry_run else _judge(args)
     examples = _load(args)
     if not examples:
@@ -120,13 +133,15 @@ def run(args) -> int:
             print("(a math gold: with pasr.judge.kind=hybrid this row goes to Math-Verify, not to this prompt)")
         if trial is None:
             _section("prompt", fill_template(template, question, gold, answer))
+            if judge is not None:  # an empty answer: not sent
+                print("--- score: 0.0 (not sent: a run scores an empty answer 0.0 without asking the judge) ---")
             continue
         _section("prompt", trial.prompt)
         _section("reply", trial.reply if trial.reply is not None else "(none)")
         print(f"--- score: {trial.score} ---" if trial.error is None else f"--- no score: {trial.error} ---")
     if judge is None:
         return 0
-    scored = [t.score for t in trials if t.error is None]
+    scored = [0.0 if t is None else t.score for t in trials if t is None or t.error is None]
     mean = f" (mean {sum(scored) / len(scored):.3f})" if scored else ""
     print(f"\n{len(scored)} of {len(trials)} row(s) scored{mean}")
     return 0 if len(scored) == len(trials) else 1

@@ -182,7 +182,8 @@ CONCEPTS = {
     "seed": ("--seed", "N", DATA_SOURCE | {("eval",), ("stats",)}, ["--random-seed"]),
     "CPU threads": ("--threads", "N", {("eval",)}, ["--num-threads", "--n-threads", "--nthreads"]),
     "training run folder": ("--run-dir", None, {("train",)}, ["--rundir"]),
-    "Ray dashboard": ("--address", "URL", JOBS | {("submit",)}, ["--ray-address", "--dashboard"]),
+    # the dashboard's URL (submit, jobs) or the cluster's GCS HOST:PORT (judge serve joins it as a driver)
+    "Ray address": ("--address", None, JOBS | {("submit",), ("judge", "serve")}, ["--ray-address", "--dashboard"]),
     "dashboard timeout": ("--timeout", "SECONDS", JOBS | {("submit",)}, ["--timeout-s", "--request-timeout"]),
     "follow a job": ("--follow", None, {("jobs", "logs"), ("submit",)}, ["--tail", "--stream"]),
     "submission id": ("--submission-id", "ID", {("submit",)}, ["--job-id"]),
@@ -200,6 +201,14 @@ def test_one_concept_has_one_spelling_across_subcommands(concept):
         if path in where and metavar is not None:
             [action] = [a for a in visible(parser) if canonical in a.option_strings]
             assert action.metavar == metavar, (path, canonical, action.metavar)
+
+
+def test_address_names_what_it_takes():
+    """``--address URL`` where it is the dashboard (submit, jobs), ``--address HOST:PORT`` where
+    it is the cluster's GCS address (judge serve)."""
+    for path in CONCEPTS["Ray address"][2]:
+        [action] = [a for a in visible(PARSERS[path]) if "--address" in a.option_strings]
+        assert action.metavar == ("HOST:PORT" if path == ("judge", "serve") else "URL"), path
 
 
 def test_progress_takes_the_same_three_values_wherever_it_is():

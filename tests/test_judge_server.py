@@ -154,6 +154,38 @@ def test_a_judge_that_serves_another_model_is_refused(ray_node, tmp_path, capfd)
     assert "serves fake-judge, not Qwen/Qwen2.5-14B-Instruct" in err and err.count("error") == 1
 
 
+def test_a_server_it_did_not_start_is_not_the_judge(ray_node, tmp_path, capfd):
+    """Another server on the judge's --port that serves the model's name: before, the judge was
+    "ready" at once and the command ran against that server (the serve process, still loading,
+    had not bound the port); now the port in use is refused before the serve process starts."""
+    from benchmarks.fake_openai_server import FakeOpenAIServer
+
+    sleeper = f'{sys.executable} -c "import time; time.sleep(60)"'
+    with FakeOpenAIServer() as other:  # serves "fake-judge"
+        rc = pasr_main(
+            [
+                "judge",
+                "serve",
+                "--judge-model",
+                "fake-judge",
+                "--judge-gpus",
+                "1",
+                "--port",
+                str(other.port),
+                "--serve-command",
+                sleeper,
+                "--ready-timeout",
+                "60",
+                "--",
+                *CHILD,
+            ]
+        )
+    out, err = capfd.readouterr()
+    assert rc == 2 and "CHILD" not in out and "Traceback" not in err, err
+    assert f"port {other.port} on " in err and "is in use already (another judge or server?)" in err
+    assert _gpus_free(ray_node, 3)  # the judge's actor is gone
+
+
 @pytest.mark.parametrize(
     "gpus, extra, message",
     [

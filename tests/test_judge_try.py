@@ -118,6 +118,9 @@ def test_dry_run_prints_the_prompts_and_sends_nothing(math_file, capsys):
             ["--judge-base-url", "http://h/v1", "--judge-model", "m", "--judge-timeout", "0"],
             "--judge-timeout must be a number of seconds > 0",
         ),
+        (["--judge-base-url", "not a url", "--judge-model", "m"], "the judge URL not a url is not an http(s) URL"),
+        (["--judge-base-url", "judge:8000/v1", "--judge-model", "m"], "e.g. http://judge-host:8000/v1"),
+        (["--judge-base-url", "ftp://judge/v1", "--judge-model", "m"], "is not an http(s) URL with a host"),
     ],
 )
 def test_bad_flags_and_templates_are_one_line(math_file, tmp_path, capsys, argv, message):
@@ -127,3 +130,45 @@ def test_bad_flags_and_templates_are_one_line(math_file, tmp_path, capsys, argv,
     rc, out, err = _try(capsys, "--dataset", str(math_file), *argv)
     assert rc == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("pasr judge: error: ") and message.replace("TMP", str(tmp_path)) in err, err
+
+
+@pytest.mark.parametrize("content, kind", [(None, "null"), (["Score: 1"], "a list"), (1, "a number")])
+def test_a_reply_whose_content_is_not_text_is_a_no_score_line(math_file, capsys, content, kind):
+    """A server whose message content is null, a list or a number: the row says so and the exit
+    status is 1 (a list or a number was a traceback before; 1 could have been read as a score)."""
+    with FakeOpenAIServer(reply=content) as srv:
+        rc, out, err = _try(
+            capsys,
+            "--dataset",
+            str(math_file),
+            "--limit",
+            "1",
+            "--judge-base-url",
+            srv.base_url,
+            "--judge-model",
+            srv.model,
+        )
+    assert rc == 1 and "Traceback" not in err, err
+    assert f"--- reply ---\n(none)\n--- no score: bad_response: the message content is {kind}, not text" in out
+    assert "0 of 1 row(s) scored" in out
+
+
+def test_an_empty_answer_is_not_sent(math_file, capsys):
+    """A run scores an empty answer 0.0 without asking the judge: judge try says so and asks
+    nothing (before, it sent the empty answer and showed the judge's score for it)."""
+    with FakeOpenAIServer() as srv:
+        for answer in ("", "  "):
+            rc, out, err = _try(
+                capsys,
+                "--dataset",
+                str(math_file),
+                "--answer",
+                answer,
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                srv.model,
+            )
+            assert rc == 2 and out == "" and err.count("\n") == 1, err
+            assert f"--answer {answer!r}: a run scores an empty answer 0.0 without asking the judge" in err
+        assert srv.requests == 0

@@ -3,6 +3,7 @@ fake server (retries, failures, concurrency, cache), the hybrid router and ``bui
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -160,6 +161,53 @@ def test_parse_score(text, expected):
     assert parse_score(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a range or two values after one label: either end would be a guess (the parser before
+        # read the first of each of these but "0.7-0.8")
+        "Score: 0.7 - 0.8",
+        "Score: 0.7–0.8",  # an en dash
+        "Score: 0.7 — 0.8",
+        "Score: 0.6 to 0.9",
+        "Score: 0.7 ~ 0.8",
+        "Score: 0.7..0.8",
+        "Score: 0.7 (0.6-0.8)",
+        "Score: 0.7, or maybe 0.8",
+        "Score: 0.7/0.8",  # not a fraction: 0.875 is stated nowhere
+        "Score: 0.7\n0.8",  # a bare second number right below
+        "Score: between 0.6 and 0.9",
+        "Score: 70%-80%",
+        # digits of other scripts whose separators the parser before stopped at: 0, 1 and 1
+        "Score: ١٫٥",  # Arabic-Indic 1.5: outside [0, 1]
+        "Score: ١٬٠",  # Arabic-Indic 1,0 (thousands separator): two values
+        "Score: １．５",  # fullwidth 1.5
+    ],
+)
+def test_parse_score_refuses_ranges_and_two_values(text):
+    assert parse_score(text) is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Score: ٠٫٨", 0.8),  # Arabic-Indic digits, Arabic decimal separator (read as 0 before)
+        ("Score: ٠.٨", 0.8),
+        ("Score: ۰٫۸", 0.8),  # Persian digits
+        ("Score: ０．５", 0.5),  # fullwidth digits and full stop (read as 0 before)
+        ("Score: ０.５", 0.5),
+        ("Score: ８０％", 0.8),  # fullwidth 80%
+        ("Score: २/१०", 0.2),  # Devanagari 2/10
+        ("Score: ०.८", 0.8),
+        ("Score: 0.8/1.0", 0.8),  # a whole-number denominator written as a float
+        ("Score: 1 - the answers agree", 1.0),  # a dash before words, not a range
+        ("Score: 0.4\n\nThe reference is 15.", 0.4),
+    ],
+)
+def test_parse_score_reads_other_scripts_and_keeps_one_score(text, expected):
+    assert parse_score(text) == expected
+
+
 def test_parse_score_is_linear_on_hostile_replies():
     import time
 
@@ -168,6 +216,9 @@ def test_parse_score_is_linear_on_hostile_replies():
         "Score: 1" + " " * 30000 + "x",
         "score " * 10000,
         "Score:" + "*" * 30000,
+        "Score: 1" + "." * 30000 + "x",
+        "Score: 1" + " -" * 15000 + "x",
+        "Score: 1 " + "or " * 10000 + "x",
     ]
     for reply in replies:
         t0 = time.perf_counter()
@@ -247,6 +298,29 @@ def test_openai_judge_reply_without_score_is_an_error_not_a_score(reply):
         (result,) = score_sync(judge, [JudgeItem("q", "15", "12")])
         assert not result.ok and result.score is None and "unparsable_score" in result.error
         assert srv.requests == 3 and judge.stats.errors == 1 and len(judge.cache) == 0
+
+
+@pytest.mark.parametrize(
+    "content, kind", [(None, "null"), ([{"type": "text", "text": "Score: 1"}], "a list"), (0.8, "a number")]
+)
+def test_openai_judge_reply_whose_content_is_not_text_is_a_judge_error(content, kind):
+    """A message content that is not a string is a bad reply (retried, then counted), never read
+    through str() (0.8 would score) nor a crash that fails the whole batch (a list, a number)."""
+    with FakeOpenAIServer(reply=content) as srv:
+        judge = _judge(srv, retries=1)
+        good, (bad,) = score_sync(judge, [JudgeItem("q", "1", "1")]), score_sync(judge, [JudgeItem("q", "2", "2")])
+        for result in (*good, bad):
+            assert not result.ok and result.score is None
+            assert f"bad_response: the message content is {kind}, not text" in result.error, result.error
+        assert srv.requests == 4 and judge.stats.errors == 2 and judge.stats.retries == 2 and len(judge.cache) == 0
+        trial = asyncio.run(judge.trial("q", "1", "1"))  # pasr judge try and the ping
+        assert trial.score is None and trial.reply is None and f"content is {kind}, not text" in trial.error
+        assert f"content is {kind}, not text" in asyncio.run(judge.ping())
+        # the train start's ping and pasr check's (rewards.judges.ping_judge): one line, not a traceback
+        from rewards.judges import ping_judge
+
+        why = ping_judge(JudgeConfig(kind="openai", base_url=srv.base_url, model=srv.model, retries=0))
+        assert why and "did not score a test item: bad_response: the message content is" in why and "\n" not in why
 
 
 def test_openai_judge_does_not_retry_client_errors():

@@ -13,8 +13,10 @@ from rewards.judge_kinds import JUDGE_KINDS, LLM_JUDGE_KINDS
 from rewards.judges.base import ConcurrentJudge, Judge, JudgeItem, JudgeResult, score_sync
 from rewards.judges.countdown_judge import CountdownJudge
 from rewards.judges.hybrid import HybridJudge, gold_is_math
-from rewards.judges.openai_judge import JudgeStats, OpenAIJudge, parse_score
+from rewards.judges.judge_reply import parse_score
+from rewards.judges.openai_judge import OpenAIJudge
 from rewards.judges.rule import RuleJudge, parses_as_math
+from rewards.judges.score_cache import JudgeStats
 
 
 def build_judge(cfg: Any, judge_prompt: str = DEFAULT_JUDGE) -> Judge:

@@ -2,7 +2,8 @@
 
 One judge request per (question, gold, answer): the judge template (``prompts/templates``) is
 filled in, sent as a single user message at temperature 0, and the reply is read with
-:func:`parse_score`.
+:func:`rewards.judges.judge_reply.parse_score` (the reply's reading lives there; the counters and
+the cache in :mod:`rewards.judges.score_cache`).
 
 Transport: ``aiohttp.ClientSession``, not ``openai.AsyncOpenAI`` nor a bare
 ``httpx.AsyncClient``. The judge needs one POST and one field of the reply, and it must own
@@ -14,7 +15,8 @@ high concurrency: against the fake server (50 ms per request, loopback) it reach
 ``ray[default]``.
 
 Failure policy (see ``rewards/judges/base.py``): transport errors, timeouts, HTTP 408/409/425/
-429/5xx and replies with no readable score are retried with exponential backoff; other 4xx
+429/5xx and replies with no readable score (or no message text: a content that is null, a list
+or a number is a bad reply, never read through ``str()``) are retried with exponential backoff; other 4xx
 (wrong model name, bad request) fail at once since repeating them cannot help. After the last
 attempt the result is ``JudgeResult.failed(reason)`` and ``stats.errors`` counts it; a failure
 is never turned into a score of 0. A reply body that does not decode is a bad reply (retried),
@@ -36,18 +38,15 @@ that are in flight at the same moment (a GRPO group often repeats an answer) sha
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import os
 import random
-import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -55,7 +54,9 @@ import yarl
 
 from prompts import DEFAULT_JUDGE, load_prompt, prompt_version
 from rewards.judges.base import JudgeItem, JudgeResult
+from rewards.judges.judge_reply import BadReply, message_content, parse_score
 from rewards.judges.redact import has_redacted_credentials, redact_secrets, redact_url
+from rewards.judges.score_cache import JudgeStats, ScoreCache, cache_key
 
 DUMMY_API_KEY = "EMPTY"  # vLLM accepts any key unless started with --api-key
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -82,85 +83,7 @@ class JudgeTrial:
 
 
 # ---------------------------------------------------------------------------------------------
-# Score parsing
-
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-# The templates ask for ``Score: <x>``. The label may carry markdown (``**Score:** 1``,
-# ``Score: **1**``); the value is a number, optionally ``a/b``, ``a out of b`` or ``a%``, and
-# must end there (``Score: 1st`` is not a score; a sentence's full stop may follow).
-_DECOR = r"[*_`\s]*"
-_SCORE_RE = re.compile(
-    rf"\bscore{_DECOR}:{_DECOR}(?P<num>{_NUM})"
-    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<den>{_NUM}))?(?P<pct>\s*%)?(?!\.?\w)",
-    re.IGNORECASE,
-)
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-# A second value right after a score, on its line: ``Score: 0 or 1``, ``Score: 1, 0``, ``Score: 1 0``.
-# (A full stop ends the verdict: ``Score: 1. 2 steps were checked`` states one.)
-_SECOND_VALUE = re.compile(rf"(?<!\.)[ \t*_`]*+(?:[,;|]|\bor\b|\band\b)?[ \t*_`]*+{_NUM}(?!\.?\w)", re.IGNORECASE)
-
-
-def _value(match: re.Match[str]) -> float | None:
-    """The labelled value, or None when it is not a score in [0, 1]: a value outside the range
-    (``Score: 7``, on some 0-10 scale the prompt never asked for) is not clamped, since reading
-    it as 1.0 would be a guess."""
-    try:
-        value = float(match.group("num"))
-        if match.group("den") is not None:
-            den = float(match.group("den"))
-            if den == 0:
-                return None
-            value /= den
-        elif match.group("pct"):
-            value /= 100.0
-    except (OverflowError, ValueError):
-        return None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        return None
-    return value
-
-
-def _drop_reasoning(text: str) -> str:
-    """The reply without its ``<think>`` reasoning: closed blocks are removed; with only a
-    closing ``</think>`` (chat templates that open the block in the prompt) the text after the
-    last one is kept; an unclosed ``<think>`` (cut off while reasoning) drops everything from it."""
-    if "</think>" in text.lower():
-        text = _THINK_BLOCK.sub(" ", text)
-        low = text.lower()
-        if "</think>" in low:
-            text = text[low.rfind("</think>") + len("</think>") :]
-    low = text.lower()
-    if "<think>" in low:
-        text = text[: low.find("<think>")]
-    return text
-
-
-def parse_score(text: str | None) -> float | None:
-    """The judge's score in [0, 1] read from its reply, or None when the reply states none, or
-    more than one.
-
-    Only a score stated the way the templates ask for it counts: ``Score: x`` (case-insensitive,
-    markdown around the label or the value allowed), outside any ``<think>`` reasoning. ``x``
-    may be a fraction (``8/10``, ``8 out of 10``) or a percentage (``80%``). The label may
-    appear several times if it gives the same value each time.
-
-    Everything else is None, which the caller retries and finally reports as a judge error:
-    a reply is never read by guessing. That covers a reply with no label (the parser before
-    took its last number, so "The answer 12 does not match the reference 15." scored 1.0, as
-    did "Error 503: upstream overloaded" and "7 out of 10"), a value outside [0, 1] or not
-    finite, a zero denominator, and a reply stating two scores: two values after one label
-    (``Score: 0 or 1``, ``Score: 1, 0``) or labels with different values (``Score: 0.2 ...
-    Score: 0.8``), of which taking either one would be a guess.
-    """
-    if not text:
-        return None
-    text = _drop_reasoning(text)
-    values = set()
-    for match in _SCORE_RE.finditer(text):
-        if _SECOND_VALUE.match(text, match.end()):
-            return None
-        values.add(_value(match))
-    return values.pop() if len(values) == 1 else None
+# Templates
 
 
 def check_template(template: str) -> str:
@@ -176,80 +99,6 @@ def fill_template(template: str, question: str, gold: str, answer: str) -> str:
     """The judge prompt. Plain replacement, not ``str.format``: templates and answers may hold
     LaTeX braces."""
     return template.replace("{question}", question).replace("{gold}", gold).replace("{answer}", answer)
-
-
-# ---------------------------------------------------------------------------------------------
-# Counters and cache
-
-
-@dataclass
-class JudgeStats:
-    """Cumulative counters of one judge (callers diff two snapshots for per-step metrics)."""
-
-    requests: int = 0  # HTTP attempts sent, retries included
-    retries: int = 0  # attempts after the first for an item
-    errors: int = 0  # items that ended as JudgeResult.failed
-    cache_hits: int = 0  # items answered from the memory/disk cache
-    coalesced: int = 0  # items that joined an identical request already in flight
-    no_answer: int = 0  # items with no answer, scored 0.0 without a request
-
-    def snapshot(self) -> dict[str, int]:
-        return asdict(self)
-
-
-class ScoreCache:
-    """Scores by key in memory; optionally appended to a JSONL file and reloaded at start.
-
-    One line per score: ``{"key": ..., "score": ..., "prompt_version": ..., "model": ...}``.
-    Lines are appended whole with one write each (several processes may share a file on a
-    local disk); a torn or foreign line is skipped on load, and a later line wins over an
-    earlier one for the same key.
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path).expanduser() if path else None
-        self._scores: dict[str, float] = {}
-        self._lock = threading.Lock()
-        self.loaded = 0
-        if self.path is not None and self.path.is_file():
-            with self.path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        row = json.loads(line)
-                        score = float(row["score"])
-                        key = str(row["key"])
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if 0.0 <= score <= 1.0:
-                        self._scores[key] = score
-            self.loaded = len(self._scores)
-
-    def __len__(self) -> int:
-        return len(self._scores)
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> float | None:
-        return self._scores.get(key)
-
-    def put(self, key: str, score: float, **meta: str) -> None:
-        with self._lock:
-            self._scores[key] = score
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                line = json.dumps({"key": key, "score": score, **meta}, ensure_ascii=False) + "\n"
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(line)
-
-
-def cache_key(model: str, version: str, question: str, gold: str, answer: str) -> str:
-    payload = json.dumps([model, version, question, gold, answer], ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,9 +154,12 @@ class OpenAIJudge:
     ) -> None:
         if not base_url or not model:
             raise ValueError("OpenAIJudge needs base_url and model")
-        if concurrency < 1 or retries < 0 or timeout_s <= 0 or backoff_s < 0 or max_reply_bytes < 1:
+        finite = math.isfinite(timeout_s) and math.isfinite(backoff_s) and math.isfinite(max_backoff_s)
+        if not finite or concurrency < 1 or retries < 0 or timeout_s <= 0 or backoff_s < 0 or max_reply_bytes < 1:
             raise ValueError(
-                "OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0, max_reply_bytes >= 1"
+                "OpenAIJudge: concurrency >= 1, retries >= 0, timeout_s > 0, backoff_s >= 0, max_reply_bytes >= 1 "
+                f"(timeouts finite), got concurrency={concurrency} retries={retries} timeout_s={timeout_s} "
+                f"backoff_s={backoff_s} max_backoff_s={max_backoff_s} max_reply_bytes={max_reply_bytes}"
             )
         if has_redacted_credentials(base_url):
             raise ValueError(
@@ -318,6 +170,11 @@ class OpenAIJudge:
             url = yarl.URL(base_url.rstrip("/"))
         except ValueError as exc:
             raise ValueError(f"the judge URL {redact_url(base_url)} is not a URL ({exc})") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(
+                f"the judge URL {redact_url(base_url)} is not an http(s) URL with a host: give the API root, "
+                "e.g. http://judge-host:8000/v1"
+            )
         # user:password@ in the URL: Basic authentication, kept out of the URL shown and used
         self._url_auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user or url.password else None
         self.base_url = str(url.with_user(None))
@@ -582,7 +439,8 @@ class OpenAIJudge:
             excerpt = self._excerpt(payload.decode("utf-8", errors="replace"))
             return None, f"bad_response: the reply body is not {charset.upper()} ({why}): {excerpt!r}", True
         try:
-            text = json.loads(raw)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            return None, f"bad_response: {self._excerpt(raw)!r}", True
+            text = message_content(json.loads(raw))
+        except ValueError as exc:  # not JSON (JSONDecodeError), or BadReply: no message text in it
+            why = f"{exc}: " if isinstance(exc, BadReply) else ""
+            return None, f"bad_response: {why}{self._excerpt(raw)!r}", True
         return text, None, False
