@@ -101,7 +101,12 @@ class WatchedRun:
                 if m:
                     run._take(float(m.group(1)), m.group(2))
         if run.events_path.is_file():
-            events = json.loads(run.events_path.read_text())
+            try:
+                events = json.loads(run.events_path.read_text())
+            except ValueError as exc:  # cut off mid-write: --report names it in its one line
+                raise ValueError(f"{run.events_path}: not readable JSON ({exc})") from None
+            if not isinstance(events, dict):
+                raise ValueError(f"{run.events_path}: holds a JSON {type(events).__name__}, not the sidecar's object")
             run.cmd, run.rc = events.get("cmd", []), events.get("rc")
             run.signals = [tuple(s) for s in events.get("signals", [])]
         return run

@@ -2,12 +2,13 @@
 line, ``.json`` (a top-level array, or one object a line under a ``.json`` name), ``.parquet``
 by record batch. A file that is not UTF-8, not valid JSON, or JSON holding text no UTF-8 can
 hold (a lone surrogate escape) raises :class:`data.examples.DataFormatError` with the line it
-fails on.
-"""
+fails on. A JSON number that no float can hold (``1e400``, ``1e-400``) is kept as its text, not
+read as ``inf`` or ``0.0`` (a gold answer ``1e400`` was written as "inf")."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,16 @@ def _not_utf8(data: bytes, pos: int) -> tuple[str, int]:
     return f"not UTF-8 text (byte 0x{data[pos]:02x} at column {column}); save the file as UTF-8", data.count(
         b"\n", 0, pos
     ) + 1
+
+
+def _json_float(text: str) -> float | str:
+    """A JSON number with a fraction or exponent: a float, unless the float would change its
+    value beyond rounding (overflow to ``inf``, a non-zero underflowing to ``0.0``): then its text,
+    which the row parsers read as text (a gold answer stays the number the file wrote)."""
+    value = float(text)
+    if math.isinf(value) or (value == 0.0 and any(c in "123456789" for c in text.lower().partition("e")[0])):
+        return text
+    return value
 
 
 def _bad_json(exc: json.JSONDecodeError) -> str:
@@ -85,7 +96,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line, parse_float=_json_float)
             except json.JSONDecodeError as exc:
                 raise DataFormatError(_bad_json(exc), path, lineno) from None
             if not isinstance(row, dict):
@@ -96,7 +107,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
 
 def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Row]]:
     """Elements of a top-level JSON array, each with the line it starts on."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_float=_json_float)
     pos = text.index("[") + 1
     n = len(text)
 

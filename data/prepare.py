@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from data.cli_errors import CliError, why_mkdir_failed
@@ -127,6 +128,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "'none' writes no system message",
     )
     prep.add_argument("--ability", default="math", help="the ability column (default math)")
+    prep.add_argument(
+        "--allow-eval-as-train",
+        action="store_true",
+        help="with --split train: write a data file that looks like an evaluation set (its name, its rows' "
+        "split, or questions of a known test set) as training data anyway; refused without it",
+    )
     prep.add_argument(
         "--out",
         required=True,
@@ -251,7 +258,66 @@ def output_file(args) -> Path:
     return Path(args.out).expanduser() / (f"{stem}_{split}.parquet" if split else f"{stem}.parquet")
 
 
+def row_location(args, index: int) -> tuple[str, int, str]:
+    """Where the ``index``-th row ``_load(args)`` read is: ``(file, line, "line")``, or the hub
+    set's ``(name, row, "row")``; a generated set's rows have no place (``(--dataset, row, "row")``).
+    Every row read gives one example, in order, so the index finds the line again."""
+    from data.dataset_specs import GENERATED, get_dataset, local_file
+    from data.examples import DatasetError
+    from data.file_rows import _iter_file
+
+    try:
+        spec = get_dataset(args.dataset)  # a known name wins over a file of that name, as in the loaders
+    except DatasetError:
+        path: Path | None = Path(args.dataset).expanduser()
+    else:
+        split = args.split or spec.default_split
+        path = None if spec.name in GENERATED else local_file(spec.name, split)
+        if path is None:
+            where = f"hub:{spec.hub_path}[{spec.hub_splits.get(split, split)}]" if spec.hub_path else spec.name
+            return where, index + 1, "row"
+    for i, (line, _) in enumerate(_iter_file(path)):
+        if i == index:
+            return str(path), line, "line"
+    return str(path), index + 1, "row"
+
+
+def _checked(args, examples: list) -> list:
+    """``examples`` fit to write as ``--split``: an evaluation set refused as training data
+    (:mod:`data.eval_as_train`) unless --allow-eval-as-train, and the golds checked and
+    normalised (:mod:`data.gold_check`; a generated set's are made right)."""
+    from data.dataset_specs import GENERATED, DatasetSpec
+    from data.eval_as_train import eval_set_reason
+    from data.examples import DatasetError
+    from data.gold_check import checked_golds
+
+    if args.split and DatasetSpec.use_of(args.split) == "train" and (why := eval_set_reason(args.dataset, examples)):
+        if not args.allow_eval_as_train:
+            raise CliError(
+                f"{args.dataset} looks like an evaluation set ({why}): trained on, every score on it is a training "
+                "score; prepare it with --split test for data.val_files, or add --allow-eval-as-train if it is "
+                "training data"
+            )
+        print(
+            f"pasr data prepare: warning: {args.dataset} looks like an evaluation set ({why}); written as "
+            "training data (--allow-eval-as-train)",
+            file=sys.stderr,
+        )
+    if args.dataset.lower() in GENERATED:
+        return examples
+    try:
+        examples, rewritten = checked_golds(examples, lambda i: row_location(args, i))
+    except DatasetError as exc:
+        raise CliError(str(exc)) from None
+    for before, after in rewritten[:3]:
+        print(f"gold {before} written as {after} (Math-Verify reads e-notation as Euler's e times a number)")
+    if len(rewritten) > 3:
+        print(f"... and {len(rewritten) - 3} more e-notation golds written out")
+    return examples
+
+
 def _run_prepare(args) -> int:
+    from data.prepared_from import KEY, replace_problem, source_identity
     from data.verl_parquet import write_rl_parquet
     from prompts import load_prompt
 
@@ -262,12 +328,18 @@ def _run_prepare(args) -> int:
             system = load_prompt(args.system_prompt)
         except (KeyError, FileNotFoundError) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    out = output_file(args)
+    # --out DIR names the file by the source's stem: another source of that stem is not replaced
+    # (an explicit --out FILE.parquet names its file itself)
+    if out.parent == Path(args.out).expanduser() and (why := replace_problem(out, args.dataset)):
+        raise CliError(why)
     examples = _load(args)
     if not examples:
         raise CliError(f"{args.dataset}: no rows to write")
-    out = output_file(args)
+    examples = _checked(args, examples)
+    metadata = {KEY: source_identity(args.dataset).encode("utf-8")}
     try:
-        path = write_rl_parquet(examples, out, system, ability=args.ability)
+        path = write_rl_parquet(examples, out, system, ability=args.ability, metadata=metadata)
     except OSError as exc:
         raise CliError(f"cannot write {out}: {why_mkdir_failed(out.parent, exc)}") from None
     sources = sorted({ex.data_source for ex in examples})

@@ -12,6 +12,7 @@ and the files ``pasr data prepare`` writes); anything else takes a field mapping
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -46,6 +47,8 @@ def _text(row: Row, key: str, what: str | None = None) -> str:
     value = row[key]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise _RowError(f"field {key!r} must be text, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN/Infinity, a parquet float column
+        raise _RowError(f"field {key!r} is {value}, not a number an answer can equal; write it as text")
     text = str(value).strip()
     if not text:
         raise _RowError(f"empty {what or key}" + ("" if what is None else f" (field {key!r})"))

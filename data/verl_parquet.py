@@ -70,14 +70,17 @@ def write_rl_parquet(
     system_prompt: str | None,
     ability: str = "math",
     split: str | None = None,
+    metadata: dict[bytes, bytes] | None = None,
 ) -> Path:
-    """Write the rows and return the path. ``split`` overrides each example's ``extra["split"]``.
+    """Write the rows and return the path. ``split`` overrides each example's ``extra["split"]``;
+    ``metadata`` goes into the file's schema (:mod:`data.prepared_from` records the source there).
     The file is written beside its target and renamed into place, so a reader never sees half
     a file."""
     import pyarrow as pa
 
     rows = [rl_row(ex, i, system_prompt, ability, split) for i, ex in enumerate(examples)]
-    return write_table_atomic(pa.Table.from_pylist(rows, schema=_schema()), path)
+    schema = _schema().with_metadata(metadata) if metadata else _schema()
+    return write_table_atomic(pa.Table.from_pylist(rows, schema=schema), path)
 
 
 def write_table_atomic(table, path: str | Path) -> Path:

@@ -72,11 +72,41 @@ def check_local_path(spec: str) -> None:
             raise BackendError(f"model path does not exist: {spec}")
 
 
+def run_folder_problem(spec: str) -> str | None:
+    """Why ``spec`` names a training run's folder rather than a model, or None. Without it such a
+    folder was "model folder RUN has no config.json", blaming a file no run folder has. A local
+    run (``pasr train``: ``config.yaml``, ``checkpoints/``) is pointed at its newest checkpoint, or
+    said to have none yet; a verl run's folder (no ``global_step_N`` yet) is said to have none."""
+    from runtime.hf_export import is_verl_checkpoint
+    from runtime.model_loading import LATEST, ModelNotFoundError, checkpoint_named_by
+
+    path = Path(spec).expanduser()
+    if not path.is_dir() or (path / "config.json").is_file() or is_verl_checkpoint(path):
+        return None
+    local_run = (path / "config.yaml").is_file() or (path / "checkpoints").is_dir()
+    if not (local_run or (path / "metrics.jsonl").is_file() or (path / "rollouts").is_dir()):
+        return None
+    pointer = path / "checkpoints" / LATEST
+    try:
+        named = checkpoint_named_by(pointer) if pointer.is_file() else None
+    except ModelNotFoundError:  # a broken pointer: loading it says why
+        named = None
+    if named is not None:
+        return f"{spec} is a training run's folder, not a model: evaluate its newest checkpoint, --model {pointer}"
+    return (
+        f"{spec} is a training run's folder with no checkpoint yet: evaluate it once it has saved one "
+        f"({pointer if local_run else 'its global_step_N'}), or give a model folder or hub name"
+    )
+
+
 def resolve_model(spec: str) -> str:
-    """:func:`runtime.model_loading.resolve_model_path`, after :func:`check_local_path`."""
+    """:func:`runtime.model_loading.resolve_model_path`, after :func:`check_local_path` and
+    :func:`run_folder_problem`."""
     from runtime.model_loading import ModelNotFoundError, resolve_model_path
 
     check_local_path(spec)
+    if why := run_folder_problem(spec):
+        raise BackendError(why)
     try:
         return resolve_model_path(spec)
     except ModelNotFoundError as exc:

@@ -62,6 +62,45 @@ def logger_problems(loggers: list[str] | str, find_module: Callable[[str], objec
     return problems
 
 
+WANDB_HOST = "api.wandb.ai"  # wandb's default server; WANDB_BASE_URL names another
+WANDB_OFF_MODES = ("offline", "disabled", "dryrun")  # WANDB_MODE values that need no login
+
+
+def tracker_login_problems(loggers: list[str] | str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Why a ``trainer.logger`` backend would stop the run for want of a login, found before
+    anything is made (the local engine's ``Tracking`` meets it after the run folder is made and
+    the model loaded). Only wandb is asked, as wandb itself looks (no network): ``WANDB_API_KEY``
+    or ``WANDB_IDENTITY_TOKEN_FILE``, a ``.netrc`` entry for its host (what ``wandb login``
+    writes; ``$NETRC`` or ``~/.netrc``), or a mode that needs none (``WANDB_MODE=offline``)."""
+    import netrc
+    from urllib.parse import urlparse
+
+    environ = os.environ if environ is None else environ
+    names = [loggers] if isinstance(loggers, str) else list(loggers)
+    if "wandb" not in names:
+        return []
+    if environ.get("WANDB_MODE", "").lower() in WANDB_OFF_MODES or environ.get("WANDB_DISABLED", "").lower() in (
+        "1",
+        "true",
+    ):
+        return []
+    if environ.get("WANDB_API_KEY") or environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return []
+    host = urlparse(environ.get("WANDB_BASE_URL", "")).hostname or WANDB_HOST
+    home = Path(environ.get("HOME") or Path.home())
+    path = Path(environ["NETRC"]).expanduser() if environ.get("NETRC") else home / ".netrc"
+    try:
+        if path.is_file() and netrc.netrc(str(path)).authenticators(host):
+            return []
+    except (netrc.NetrcParseError, OSError):
+        pass  # a .netrc wandb could not read either
+    return [
+        f"trainer.logger has wandb but this machine has no Weights & Biases login (no WANDB_API_KEY, no {host} "
+        f"entry in {path}): set WANDB_API_KEY, run `wandb login`, set WANDB_MODE=offline, or drop wandb from "
+        "trainer.logger"
+    ]
+
+
 def _plain(value: Any) -> Any:
     """A value ``json`` cannot write as it is: numpy and torch scalars (verl's metrics are
     numpy floats) as Python numbers, arrays as lists, anything else as its text."""

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from recipe.config_text import null_interpolations
 from recipe.metrics_file import logger_problems
 from recipe.pasr_config import ConfigError, PasrConfig, load_pasr_config, merge_structured, refuse_non_finite
 from recipe.retired_keys import retired_overrides
@@ -212,6 +213,8 @@ def wait_for_model(path: str, timeout_s: float, poll_s: float = 0.5) -> None:
 
 
 def engine_config(config) -> VerlEngineConfig:
+    if problems := null_interpolations(config, "pasr_verl"):  # ${trainer.default_local_dir}/rollouts, dir null
+        raise ConfigError("; ".join(problems))
     merged = merge_structured(VerlEngineConfig, _section(config, "pasr_verl"), "pasr_verl")
     return OmegaConf.to_object(merged).validate()  # type: ignore[union-attr]
 
