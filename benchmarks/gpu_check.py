@@ -7,8 +7,10 @@ verl then trains PASR on the synthetic arithmetic of ``benchmarks.learning_signa
 engine's reward and optimizer settings (:func:`verl_overrides`) until ``--steps`` or the deadline (a
 SIGTERM: the step in flight is checkpointed), the local engine trains the same steps beside it, and the
 warm-up, verl's merged last checkpoint and the local engine's checkpoint of the same step are evaluated
-greedily on the 300 held-out problems (paired sign tests). PASS: verl's training curve moves as the
-local engine's and its held-out row is within noise of the local one.
+greedily on the 300 held-out problems (paired sign tests), and with K answers a question sampled at
+temperature 0.5 beside (``--eval-sampled-k``: mean@K, paired tests on per-question means; the paper's
+protocol). PASS: verl's training curve moves as the local engine's and its greedy held-out row is within
+noise of the local one.
 
 ``--part all`` is the stop/resume check, which ``--part first`` and ``--part resume`` split in two:
 1. **Warm-up** as above (or ``--warmup-model``), evaluated.
@@ -40,6 +42,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import sampled_rows
 from benchmarks.gpu_check_report import (
     MARKS,
     build_result,
@@ -49,6 +52,7 @@ from benchmarks.gpu_check_report import (
     read_json,
     write_result,
 )
+from benchmarks.report_files import ReportError, rebuild
 from benchmarks.watched_run import ROOT, WatchedRun, run_to_end, stop_during
 
 VERL_DRIVER = "recipe.main_pasr"
@@ -69,6 +73,7 @@ def local_common(args) -> list[str]:
         f"warmup.seed={args.seed}",
         f"warmup.lr_schedule={args.warmup_lr_schedule}",
         "trainer.eval_plain=false",
+        *sampled_rows.overrides(args),  # mean@K at T=0.5 beside every greedy evaluation
         "trainer.dump_rollouts=true",
         *args.local_override,
     ]
@@ -305,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         "0 keeps the preset's",
     )
     p.add_argument("--eval-size", type=int, default=300, help="held-out problems, the learning benchmark's")
+    sampled_rows.add_option(p)
     p.add_argument("--seed", type=int, default=0, help="warm-up sampling and data order, both engines' RL phase")
     p.add_argument(
         "--preset",
@@ -443,7 +449,8 @@ def learn_plan(args, measured: dict) -> list[str]:
         f"  first step {first:.0f} s, then {mean:.1f} s a step; SIGTERM at {stop_at:.0f} s "
         f"(budget {args.budget_s:.0f} - reserve {args.eval_reserve_s:.0f})",
         f"  -> about {min(fit, args.steps)} verl steps (at most {args.steps}); "
-        f"merge ~{phases.get('merge', 18.0):.0f} s and the evaluations ~{phases.get('final_evals', 30.0):.0f} s after",
+        f"merge ~{phases.get('merge', 18.0):.0f} s and the evaluations "
+        f"~{phases.get('final_evals', 30.0) + sampled_rows.extra_s(args):.0f} s after",
     ]
 
 
@@ -618,7 +625,7 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
     for r in beside:
         if r.name == "local" and k is not None:
             # the same step as verl's, not whichever the deadline caught (H200 2026-11-28: 17 of 20)
-            until = run.deadline + args.eval_grace_s - LOCAL_EVAL_S  # its evaluation ends by the grace
+            until = run.deadline + args.eval_grace_s - LOCAL_EVAL_S - sampled_rows.extra_s(args)  # ends by the grace
             reached = wait_for_step(r, local_ckpts, k, until=until)
             run.state["local_caught_up_s"] = round(time.monotonic() - run.t_start, 1) if reached else None
             if reached:  # nothing after verl's step is wanted: no stop checkpoint to wait for
@@ -738,9 +745,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
     if args.report:
-        result = build_result(Path(args.report))
+        try:
+            result = rebuild(args.report, "gpu_check", build_result, print_report)
+        except ReportError as exc:
+            print(f"gpu_check: {exc}", file=sys.stderr)
+            return 2
         write_result(result, out)
-        print_report(result)
         if result.get("part") == "learn" and args.plot:
             print(f"gpu_check: wrote {plot_learn(result, Path(args.plot))}")
         return 0 if result["passed"] else 1

@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from statistics import fmean, variance
 
+from benchmarks import sampled_rows
+from benchmarks.report_files import read_json
 from benchmarks.watched_run import WatchedRun
 from eval.significance import paired_counts, sign_test
 
@@ -52,10 +54,8 @@ CURVE_KEYS = (
 )
 TREND_KEY = "pasr/acc_refine"  # the sampled refine-rollout accuracy: what PASR's reward pushes up
 MIN_LEARN_STEPS = 6  # thirds of at least two steps each, so each third has a spread
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+TESTS_ALL = ("pasr_vs_warmup", "local_vs_warmup", "pasr_vs_local")  # the sampled ones (sampled_rows.section)
+TESTS_LEARN = ("verl_vs_warmup", "local_vs_warmup", "verl_vs_local")
 
 
 def eval_summary(path: Path, keys=ROW_KEYS) -> dict | None:
@@ -225,6 +225,8 @@ def build_result(root: Path) -> dict:
             "local_vs_warmup": paired(warm_eval, local_eval),
             "pasr_vs_local": paired(local_eval, final_eval),
         },
+        # mean@K at T=0.5 and paired tests on per-question means
+        "sampled": sampled_rows.section(dict(warmup=warm_eval, pasr=final_eval, local=local_eval), *TESTS_ALL),
         "timings": {
             "parts": state.get("parts", {}),
             "phases": phases,
@@ -273,6 +275,7 @@ def print_report(result: dict) -> None:
         print(f"{name:<22}{cells}")
     for key in ("p_pasr_vs_warmup", "p_local_vs_warmup", "p_pasr_vs_local"):
         print(f"{key:<22} {result['tests'].get(key.removeprefix('p_'))}")
+    sampled_rows.print_report(result.get("sampled"))
     print(f"timings: {json.dumps(result['timings'])}")
     for name, ok in result["checks"]:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
@@ -388,6 +391,7 @@ def build_learn_result(root: Path) -> dict:
             "local_vs_warmup": paired(warm, local_eval),
             "verl_vs_local": paired(local_eval, verl_eval),
         },
+        "sampled": sampled_rows.section(dict(warmup=warm, verl=verl_eval, local=local_eval), *TESTS_LEARN),
         "curves": curves,
         "trend": curves_agree(third_change(curves["verl"][TREND_KEY]), third_change(curves["local"][TREND_KEY])),
         "timings": {
@@ -442,6 +446,7 @@ def print_learn_report(result: dict) -> None:
         print(f"{name:<10}" + "".join(f"{_cell(result.get(name), k):>19}" for k in LEARN_ROW_KEYS))
     for name, test in result["tests"].items():
         print(f"{name:<16} {test}")
+    sampled_rows.print_report(result.get("sampled"))
     print(f"trend: {json.dumps(result['trend'])}")
     print(f"start-up: {json.dumps(result['timings']['startup'])}")
     print(f"phases: {json.dumps(result['timings']['phases'])}")

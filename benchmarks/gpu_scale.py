@@ -14,7 +14,9 @@ phase is cheap on a GPU. The local engine only (``python -m recipe train``), per
    ``--queries-per-step`` queries x (``--n-refine`` + ``--n-plain``) rollouts, each evaluated
    greedily at its end (``eval/final.jsonl``);
 3. paired sign tests of PASR against the warm-up and the control, per seed and pooled; refine-fix
-   and refine-break rates, tokens, every RL run's per-step curves (its ``metrics.jsonl``).
+   and refine-break rates, tokens, every RL run's per-step curves (its ``metrics.jsonl``); beside
+   each greedy row mean@K at temperature 0.5 (the paper's protocol, ``--eval-sampled-k``) with the
+   same tests on per-question means (:mod:`benchmarks.sampled_rows`).
 
 The three warm-ups run side by side on the one GPU, then the six RL runs (a 135M model fits
 many times over). Everything runs under one wall-clock budget (``--budget-s``): from
@@ -34,10 +36,12 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks import sampled_rows
 from benchmarks.gpu_check import (
     Progress,
     device_name,
@@ -50,6 +54,7 @@ from benchmarks.gpu_check import (
 from benchmarks.gpu_check import build_parser as gpu_check_parser
 from benchmarks.gpu_check_report import paired, read_json, write_result
 from benchmarks.learning_signal import PAPER_EXACT, eval_row
+from benchmarks.report_files import ReportError, rebuild
 from benchmarks.training_stages import fmt
 from benchmarks.watched_run import ROOT, WatchedRun
 from eval.significance import sign_test
@@ -193,9 +198,10 @@ def plan(args, cfg) -> dict:
     rollouts = cfg.rollout.queries_per_step * (cfg.pasr.n_refine + cfg.pasr.n_plain)
     measured = BASIS["step_s"] * rollouts / BASIS["rollouts"]
     step_s = args.step_s or measured * args.side_by_side
-    warm = CONVERT_S + BASIS["warmups_s"] + (cfg.warmup.steps - BASIS["warmup_steps"]) * WARMUP_STEP_S
-    rl = START_S + args.steps * step_s + CKPT_S + EVAL_S
-    evals = BASIS["evals_s"]
+    sampled = sampled_rows.extra_s(args, EVAL_S)  # each evaluation's K samples a question (estimated)
+    warm = CONVERT_S + BASIS["warmups_s"] + (cfg.warmup.steps - BASIS["warmup_steps"]) * WARMUP_STEP_S + sampled
+    rl = START_S + args.steps * step_s + CKPT_S + EVAL_S + sampled
+    evals = BASIS["evals_s"] + sampled
     room = args.budget_s - args.eval_reserve_s - warm - START_S
     return {
         "basis": f"{BASIS['runs']} local-engine RL runs side by side, {BASIS['rollouts']} rollouts a step: "
@@ -284,13 +290,15 @@ def reward_of(cfg: dict) -> dict:
     }
 
 
+def seed_dumps(seed_dir: Path) -> dict[str, Path]:
+    return {"warmup": seed_dir / "warmup" / "eval" / "warmup.jsonl", **{arm: arm_eval(seed_dir, arm) for arm in ARMS}}
+
+
 def seed_result(seed_dir: Path) -> dict:
-    dumps = {
-        "warmup": seed_dir / "warmup" / "eval" / "warmup.jsonl",
-        **{arm: arm_eval(seed_dir, arm) for arm in ARMS},
-    }
+    dumps = seed_dumps(seed_dir)
     return {
         "rows": {name: row(path) for name, path in dumps.items()},
+        "sampled": sampled_rows.section(dumps, *TESTS),  # mean@K at T=0.5, tests on per-question means
         "steps": {arm: evaluated_step(seed_dir, arm) for arm in ARMS},
         "tests": {name: paired(dumps[a], dumps[b]) for name, (a, b) in TESTS.items()},
         "configs": {arm: reward_of(run_config(seed_dir / arm)) for arm in ARMS},
@@ -338,6 +346,8 @@ def build_result(root: Path) -> dict:
     settings, state = read_json(root / "settings.json"), read_json(root / "state.json")
     seeds = {f"seed_{s}": seed_result(root / f"seed_{s}") for s in settings.get("seeds", [])}
     pool = pooled(seeds)
+    done = [root / name for name, s in seeds.items() if all(s["rows"][r] for r in ROWS)]  # pooled()'s seeds
+    pool["sampled"] = sampled_rows.pooled([seed_dumps(d) for d in done], *TESTS)
     runs = {f"{s}/{arm}": curves(root / s / arm) for s in seeds for arm in ARMS}
     # each RL run's mean step time, side by side; its first step, which pays one-off warm-ups, left out
     step_s = {name: mean_of(c["timing_s/step"][1:]) for name, c in runs.items()}
@@ -397,6 +407,8 @@ def print_report(result: dict) -> None:
         acc = [fmt(pool["rows"][k]["acc"]) for k in ROWS]
         cells = [*acc, test(pool["tests"]["pasr_vs_warmup"]), test(pool["tests"]["pasr_vs_control"]), ""]
         print(f"{'pooled':<8}" + "".join(f"  {c:>22}" for c in cells))
+    for name, s in [*result["seeds"].items(), ("pooled", result["pooled"])]:
+        sampled_rows.print_report(s.get("sampled"), f"{name}: ")
     print(f"verdict: {result['verdict']}")
     print(
         f"timings: {json.dumps(result['timings']['phases'])}; RL step s: {json.dumps(result['timings']['rl_step_s'])}"
@@ -601,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--save-every", type=int, default=10, help="trainer.save_every of the RL runs (a stop saves anyway)")
     p.add_argument("--eval-size", type=int, default=300, help="held-out problems (data.eval_size)")
+    sampled_rows.add_option(p)
     p.add_argument("--preset", default="demo", help="local preset: its warm-up (100 steps, nearly always refining)")
     p.add_argument("--device", default="cuda", help="model.device of every run")
     p.add_argument("--budget-s", type=float, default=420.0, help="wall-clock budget of the whole command")
@@ -649,9 +662,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out)
     if args.report:
-        result = build_result(Path(args.report))
+        try:
+            result = rebuild(args.report, "gpu_scale", build_result, print_report)
+        except ReportError as exc:
+            print(f"gpu_scale: {exc}", file=sys.stderr)
+            return 2
         write_result(result, out)
-        print_report(result)
         if args.plot:
             print(f"gpu_scale: wrote {plot_scale(result, Path(args.plot))}")
         return 0

@@ -43,7 +43,8 @@ best-of-n (--samples N plain answers per question, one chosen by --select majori
 over the answers, or --select score, the model's own scores; one scored sample per question,
 the tokens of all N and of any scoring count).
 Decoding is greedy by default; with --samples K > 1 accuracy is mean@K (best-of-n: N
-candidates) and sampling defaults to temperature 0.6, top-p 0.95. Countdown (--dataset
+candidates) and sampling defaults to temperature 0.6, top-p 0.95; --protocol paper samples as
+the paper's reference inference does (temperature 0.5, top-p 1). Countdown (--dataset
 countdown, held-out problems) is scored by the countdown judge, which --judge auto picks;
 --difficulty sets its level.
 """
@@ -54,6 +55,8 @@ examples:
   pasr eval --model /ckpt/qwen3-8b-pasr --dataset gsm8k math500 aime24 --method pasr --backend vllm \\
       --out runs/eval/qwen3-pasr
   pasr eval --model Qwen/Qwen3-8B --dataset aime24 --method pasr --samples 8 --out runs/eval/aime-mean8
+  pasr eval --model /ckpt/qwen3-8b-pasr --dataset math500 --method pasr --protocol paper --samples 4 \\
+      --out runs/eval/qwen3-pasr-paper
   pasr eval --model runs/rrr/checkpoints/step_000050 --dataset countdown --limit 200 --method reflect-retry \\
       --backend hf --threads 1 --out runs/eval/rrr-50
   pasr eval --model Qwen/Qwen3-8B --dataset math500 --method best-of-n --samples 8 --select majority \\
@@ -159,6 +162,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--temperature", type=finite_float, help="0 = greedy (default for one sample; 0.6 with --samples K > 1)"
     )
     g.add_argument("--top-p", type=finite_float, help="nucleus sampling when temperature > 0 (default 0.95)")
+    g.add_argument(
+        "--protocol",
+        choices=("paper",),
+        help="paper: the paper's reference inference, temperature 0.5 and top-p 1 (its infer_pasr.py samples one "
+        "answer); with --samples K accuracy is mean@K over K such answers (default: the settings above)",
+    )
     g.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed (default 0)")
     g.add_argument("--batch-size", type=int, default=32, help="hf backend: prompts per generate call (default 32)")
     g.add_argument(
@@ -442,6 +451,7 @@ def run(args) -> int:
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         top_p=args.top_p,
+        protocol=args.protocol,
         seed=args.seed,
         batch_size=args.batch_size,
         chunk_size=args.chunk_size,

@@ -26,6 +26,10 @@ AUTO = "auto"  # a runtime setting left to the backend (--dtype, --threads, --de
 
 DEFAULT_SAMPLING_TEMPERATURE = 0.6  # with --samples K > 1 (mean@K), unless --temperature is given
 DEFAULT_SAMPLING_TOP_P = 0.95
+# --protocol NAME: a named decoding setting in one flag. paper: the paper's reference inference
+# (infer_pasr.py in the authors' repository: vLLM at temperature 0.5, top-p left at 1, one
+# sample); with --samples K, accuracy is mean@K over K such samples
+PROTOCOLS = {"paper": {"temperature": 0.5, "top_p": 1.0}}
 DEFAULT_VLLM_CHUNK = 512
 
 
@@ -44,8 +48,9 @@ class EvalConfig:
     samples: int = 1
     limit: int | None = None
     max_new_tokens: int = 1500  # the paper's
-    temperature: float | None = None  # None: greedy for one sample, 0.6 for --samples K > 1
-    top_p: float | None = None  # None: 0.95 when sampling
+    temperature: float | None = None  # None: the protocol's, else greedy for one sample, 0.6 for --samples K > 1
+    top_p: float | None = None  # None: the protocol's, else 0.95 when sampling
+    protocol: str | None = None  # a name of PROTOCOLS (None: the defaults above)
     seed: int = 0
     batch_size: int = 32  # hf: generation batch
     chunk_size: int | None = None  # samples per written chunk (default: see chunk())
@@ -80,10 +85,12 @@ class EvalConfig:
     countdown_difficulty: int = COUNTDOWN_DIFFICULTY  # --dataset countdown: data.countdown.LEVELS (3/4/5 numbers)
 
     def gen_params(self) -> GenParams:
-        temp = self.temperature
+        preset = PROTOCOLS.get(self.protocol or "", {})
+        temp = self.temperature if self.temperature is not None else preset.get("temperature")
         if temp is None:
             temp = DEFAULT_SAMPLING_TEMPERATURE if self.samples > 1 else 0.0
-        top_p = 1.0 if temp <= 0 else (self.top_p if self.top_p is not None else DEFAULT_SAMPLING_TOP_P)
+        top_p = self.top_p if self.top_p is not None else preset.get("top_p", DEFAULT_SAMPLING_TOP_P)
+        top_p = 1.0 if temp <= 0 else top_p
         return GenParams(
             max_new_tokens=self.max_new_tokens, temperature=float(temp), top_p=float(top_p), seed=self.seed
         )
@@ -135,6 +142,15 @@ class EvalConfig:
             problems.append(f"--temperature must be >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             problems.append(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.protocol is not None and self.protocol not in PROTOCOLS:
+            problems.append(f"unknown --protocol {self.protocol!r}: choose {', '.join(PROTOCOLS)}")
+        for key, value in PROTOCOLS.get(self.protocol or "", {}).items():
+            given = getattr(self, key)
+            if given is not None and given != value:
+                flag = "--" + key.replace("_", "-")
+                problems.append(
+                    f"--protocol {self.protocol} sets {flag} {value:g}; drop {flag} {given:g} or --protocol"
+                )
         if self.batch_size < 1 or (self.chunk_size is not None and self.chunk_size < 1):
             problems.append("--batch-size and --chunk-size must be >= 1")
         if self.countdown_difficulty != COUNTDOWN_DIFFICULTY:

@@ -312,6 +312,8 @@ def _run_locked(
         "fingerprint": fingerprint(settings),
         "settings": settings,
     }
+    if cfg.protocol is not None:  # its settings are in settings (temperature, top_p): the name, for a reader
+        header["protocol"] = cfg.protocol
     if (select := cfg.selection().resolved(cfg.method)) is not None:
         header["select"] = select
     if cfg.method == BEST_OF_N:

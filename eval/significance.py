@@ -1,19 +1,11 @@
-"""Paired significance for two evaluations of the same questions."""
+"""Paired significance for two evaluations of the same questions. The tests themselves live in
+:mod:`recipe.paired_tests` (the local trainer's final evaluation runs them too) and are
+re-exported here: the sign test on greedy answers, the tests on per-question means of K sampled
+answers."""
 
 from __future__ import annotations
 
-from scipy.stats import binomtest
-
-
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test on discordant pairs (ties dropped): the probability, under
-    "neither is better", of a split at least as uneven as ``wins`` vs ``losses``. That is a
-    binomial test of ``wins`` out of ``wins + losses`` at p = 0.5 (scipy's); no discordant pair
-    is no evidence either way (1.0)."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    return float(binomtest(wins, n, 0.5, alternative="two-sided").pvalue)
+from recipe.paired_tests import paired_means_test, question_means, sign_test  # noqa: F401  re-exported
 
 
 def paired_counts(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int]:

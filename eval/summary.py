@@ -165,6 +165,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
     settings = summary.get("settings") or {}
     if settings:
         bits = [f"max new tokens {settings.get('max_new_tokens')}", f"temperature {settings.get('temperature')}"]
+        if summary.get("protocol"):  # pasr eval --protocol NAME
+            bits.insert(0, f"the {summary['protocol']} protocol (top-p {settings.get('top_p')})")
         if k > 1:
             bits.append(f"top-p {settings.get('top_p')}, {k} samples per question")
         elif summary.get("method") == BEST_OF_N and settings.get("temperature"):

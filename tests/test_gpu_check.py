@@ -299,6 +299,9 @@ def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same
     assert result["curves"]["verl"]["pasr/acc_refine"] == [0.5, 0.25, 0.75, 0.5, 0.5, 0.25]
     assert all(v is not None for v in result["curves"]["local"]["actor/lr"])
     assert set(result["tests"]) == {"verl_vs_warmup", "local_vs_warmup", "verl_vs_local"}
+    sampled = result["sampled"]  # mean@4 at T=0.5 beside each greedy row, tests on per-question means
+    assert all(sampled["rows"][row]["n"] == 4 and sampled["rows"][row]["k"] == 4 for row in ("warmup", "verl", "local"))
+    assert all(sampled["tests"][t]["n"] == 4 for t in result["tests"])
     assert {"data", "warmup", "verl", "warmup_eval", "local", "merge", "final_evals"} <= set(
         result["timings"]["phases"]
     )
@@ -311,7 +314,7 @@ def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same
     rebuilt = tmp_path / "rebuilt.json"
     gpu_check.main(["--report", str(tmp_path / "run"), "--out", str(rebuilt)])
     again = json.loads(rebuilt.read_text())
-    for key in ("steps", "warmup", "verl", "local", "tests", "curves", "trend", "checks"):
+    for key in ("steps", "warmup", "verl", "local", "tests", "sampled", "curves", "trend", "checks"):
         assert again[key] == result[key], key
 
 
@@ -402,3 +405,44 @@ def test_resume_needs_a_learn_or_first_run_directory(tmp_path):
     (tmp_path / "run" / "settings.json").write_text(json.dumps({"part": "all"}))
     with pytest.raises(SystemExit, match="--part learn or --part first"):
         gpu_check.main(["--part", "resume", "--run-dir", str(tmp_path / "run")])
+
+
+def test_the_reports_have_mean_at_k_and_paired_tests_on_question_means(tmp_path, capsys):
+    """Each evaluation's sampled scores (beside its greedy dump) become a mean@K row and the paired
+    tests on per-question means, in both parts' results and printed reports; none where none was."""
+    from benchmarks import gpu_check_report
+    from recipe.local_engine.sampled_eval import write_scores
+    from recipe.paired_tests import paired_means_test, question_means
+
+    scores = {
+        "warmup": {"q1": [0, 0, 0, 1], "q2": [0, 0, 0, 0], "q3": [1, 1, 0, 0]},
+        "verl": {"q1": [1, 1, 0, 1], "q2": [0, 1, 0, 0], "q3": [1, 1, 0, 0]},
+    }
+    root = tmp_path / "learn"
+    root.mkdir()
+    (root / "settings.json").write_text('{"part": "learn"}')
+    for name, folder in (("warmup", "warmup_eval"), ("verl", "final_eval")):
+        write_scores(root / folder / "eval" / "base.sampled.json", scores[name], k=4, temperature=0.5, seed=0)
+    result = gpu_check_report.build_result(root)
+    rows, tests = result["sampled"]["rows"], result["sampled"]["tests"]
+    assert rows["warmup"] == {"mean_at_k": pytest.approx(0.25), "k": 4, "temperature": 0.5, "n": 3}
+    assert rows["verl"]["mean_at_k"] == pytest.approx(0.5) and rows["local"] is None
+    assert tests["verl_vs_warmup"] == paired_means_test(
+        question_means(scores["warmup"]), question_means(scores["verl"])
+    )
+    assert tests["verl_vs_warmup"]["wins"] == 2 and tests["local_vs_warmup"] is None
+    gpu_check_report.print_report(result)
+    out = capsys.readouterr().out
+    assert "mean@4 at T=0.5 (per-question means): warmup 0.250  verl 0.500  local -" in out
+    assert "  verl_vs_warmup: +0.250 (2 up, 0 down, 1 same), Wilcoxon p " in out and "  local_vs_warmup: -" in out
+
+    (root / "settings.json").write_text('{"part": "all"}')  # the stop/resume check's layout
+    # a warm-up given as --warmup-model is evaluated as base
+    write_scores(root / "warmup" / "eval" / "base.sampled.json", scores["warmup"], k=4, temperature=0.5, seed=0)
+    result = gpu_check_report.build_result(root)
+    assert result["sampled"]["rows"]["warmup"]["n"] == 3 and result["sampled"]["rows"]["pasr"]["n"] == 3
+    assert result["sampled"]["tests"]["pasr_vs_warmup"]["wins"] == 2
+    bare = tmp_path / "bare"  # greedy only (--eval-sampled-k 0): nothing sampled, nothing printed
+    bare.mkdir()
+    (bare / "settings.json").write_text('{"part": "learn"}')
+    assert gpu_check_report.sampled_rows.report_lines(gpu_check_report.build_result(bare)["sampled"]) == []

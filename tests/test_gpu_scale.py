@@ -47,8 +47,14 @@ def test_dry_run_prints_every_command_and_the_plan(capsys, tmp_path):
     plan = gpu_scale.plan(gpu_scale.build_parser().parse_args([]), _cfg())
     assert plan["step_s"] == pytest.approx(8.76)  # the measured basis: the same rollouts, the same six runs
     assert f"about {plan['steps_fit']} steps fit" in out
-    # warm-ups 21 + 62 = 83 s; (420 - 60 - 83 - 16) / 8.76: the asked 100 steps do not fit
-    assert plan["phases_s"]["warmups"] == 83 and plan["steps_fit"] == 29
+    # warm-ups 21 + 62 = 83 s and the K=4 samples of their evaluations ~12.5 s (estimated:
+    # benchmarks.sampled_rows); (420 - 60 - 95.5 - 16) / 8.76: the asked 100 steps do not fit
+    assert plan["phases_s"]["warmups"] == 96 and plan["steps_fit"] == 28
+    greedy = gpu_scale.plan(gpu_scale.build_parser().parse_args(["--eval-sampled-k", "0"]), _cfg())
+    assert greedy["phases_s"]["warmups"] == 83 and greedy["steps_fit"] == 29  # (420 - 60 - 83 - 16) / 8.76
+    for s in (1, 2, 3):  # every evaluation samples: the warm-ups', the RL runs' own and the stopped runs'
+        assert all(_settings_of(lines[f"seed_{s}/{r}"])["trainer.eval_sampled_k"] == "4" for r in ("warmup", "pasr"))
+    assert "trainer.eval_sampled_k=4" in out.split("stopped run:", 1)[1].splitlines()[0]
     # a quarter of the rollouts a step, twice as slow for sharing: half the measured step
     half = gpu_scale.plan(
         gpu_scale.build_parser().parse_args(["--side-by-side", "2"]), _cfg(["--n-refine", "2", "--n-plain", "2"])
@@ -131,6 +137,8 @@ def test_two_seeds_end_to_end_on_the_tiny_model_then_the_report_from_files(tmp_p
         for test in ("pasr_vs_warmup", "pasr_vs_control", "control_vs_warmup"):
             t = seed["tests"][test]
             assert t["wins"] + t["losses"] <= 4 and 0 <= t["p"] <= 1
+            assert seed["sampled"]["tests"][test]["n"] == 4  # on per-question means of 4 samples at T=0.5
+        assert all(seed["sampled"]["rows"][row]["k"] == 4 for row in ("warmup", "pasr", "control"))
         # the runs' own configs: warmup.seed = trainer.seed = the seed; the control alone without the refine term
         for run in ("warmup", "pasr", "control"):
             cfg = yaml.safe_load((root / name / run / "config.yaml").read_text())
@@ -268,3 +276,61 @@ def test_plot_scale_draws_each_seeds_curves_and_rows(tmp_path, monkeypatch):
     seed_2_acc = axes[1]
     assert [line.get_label() for line in seed_2_acc.get_lines()] == ["PASR"]
     assert len(axes[-1].patches) == 2 and "pooled PASR vs warm-up 3/9, p 0.15" in drawn[0]._suptitle.get_text()
+
+
+def _dump(path, query_ids, right) -> None:
+    """A greedy evaluation dump: one refine record a question, right for the ids in ``right``."""
+    from data.records import RolloutRecord, write_records
+
+    records = [
+        RolloutRecord(
+            "r", q, "synthetic", "refine", "?", "<answer>1</answer>", 5, True, "ok", 0, "1", "1", float(q in right)
+        )
+        for q in query_ids
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_records(path, records, append=False)
+
+
+def test_the_report_pools_mean_at_k_and_its_tests_over_the_seeds(tmp_path, capsys):
+    """Each seed's rows and tests on per-question means of its sampled scores (beside its greedy
+    dumps), and the pool over the seeds: mean@K averaged, the test on the union of the questions."""
+    from recipe.local_engine.sampled_eval import write_scores
+    from recipe.paired_tests import paired_means_test, question_means
+
+    root = tmp_path / "run"
+    (root).mkdir()
+    (root / "settings.json").write_text('{"seeds": [1, 2]}')
+    qs = ["q1", "q2", "q3"]
+    scores = {
+        "warmup": {"q1": [0, 0, 0, 0], "q2": [1, 0, 0, 0], "q3": [1, 1, 1, 1]},
+        "pasr": {"q1": [1, 0, 0, 0], "q2": [1, 1, 0, 0], "q3": [1, 1, 1, 1]},
+        "control": {"q1": [0, 0, 0, 0], "q2": [1, 0, 0, 0], "q3": [1, 1, 1, 0]},
+    }
+    for seed in (1, 2):
+        d = root / f"seed_{seed}"
+        for name, dump in (
+            ("warmup", d / "warmup" / "eval" / "warmup.jsonl"),
+            ("pasr", d / "pasr" / "eval" / "final.jsonl"),
+            ("control", d / "control_eval" / "eval" / "base.jsonl"),  # a stopped run's evaluation
+        ):
+            _dump(dump, qs, {"q3"})
+            write_scores(dump.with_name(f"{dump.stem}.sampled.json"), scores[name], k=4, temperature=0.5, seed=seed)
+    result = gpu_scale.build_result(root)
+    one = result["seeds"]["seed_1"]["sampled"]
+    assert one["rows"]["pasr"] == {"mean_at_k": pytest.approx(1.75 / 3), "k": 4, "temperature": 0.5, "n": 3}
+    means = {name: question_means(v) for name, v in scores.items()}
+    assert one["tests"]["pasr_vs_control"] == paired_means_test(means["control"], means["pasr"])
+    pool = result["pooled"]["sampled"]
+    assert pool["rows"]["warmup"]["mean_at_k"] == pytest.approx(1.25 / 3) and pool["rows"]["warmup"]["n_seeds"] == 2
+    union = {name: {f"{i}:{q}": m for i in (0, 1) for q, m in means[name].items()} for name in means}
+    assert pool["tests"]["pasr_vs_warmup"] == {
+        **paired_means_test(union["warmup"], union["pasr"]),
+        "seeds_up": 2,
+        "seeds_down": 0,
+    }
+    assert pool["tests"]["pasr_vs_warmup"]["n"] == 6 and pool["tests"]["pasr_vs_warmup"]["wins"] == 4
+    gpu_scale.print_report(result)
+    out = capsys.readouterr().out
+    assert "seed_1: mean@4 at T=0.5 (per-question means): warmup 0.417  pasr 0.583  control 0.333" in out
+    assert "pooled: mean@4 at T=0.5" in out and "  pasr_vs_warmup: +0.167 (4 up, 0 down, 2 same)" in out
