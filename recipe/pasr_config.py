@@ -301,6 +301,63 @@ def _resolved(node: DictConfig | ListConfig, prefix: str) -> tuple[Any, list[str
     return out, problems
 
 
+def _dataclass_in(hint: Any) -> Any:
+    """The dataclass a field's type names (``X`` or ``X | None``), or None."""
+    import typing
+
+    options = [hint, *typing.get_args(hint)]
+    return next((t for t in options if isinstance(t, type) and dataclasses.is_dataclass(t)), None)
+
+
+def _is_bool(hint: Any) -> bool:
+    import typing
+
+    return hint is bool or (bool(typing.get_args(hint)) and set(typing.get_args(hint)) - {type(None)} == {bool})
+
+
+def _boolean(value: Any) -> bool:
+    """Whether a boolean key may hold ``value``: true or false (YAML's, or their words), null,
+    or an interpolation. OmegaConf reads any integer as a boolean (``2`` as true, ``0`` as
+    false), which hid a typo's number as a switch."""
+    if value is None or isinstance(value, bool):
+        return True
+    return isinstance(value, str) and (value.strip().lower() in ("true", "false") or value.startswith("${"))
+
+
+def shape_problems(schema: Any, section: Any, prefix: str = "") -> list[tuple[tuple, str]]:
+    """``(key path, why)`` of each value of ``section`` whose kind the dataclass ``schema``
+    refuses and OmegaConf would not: one value where a section of keys goes (a layer's
+    ``trainer: 5`` was dropped without a word once another layer set a ``trainer.*`` key), and
+    anything but true or false for a boolean (``algo.ref_in_memory=2`` read as true)."""
+    import typing
+
+    if OmegaConf.is_config(section):
+        section = OmegaConf.to_container(section, resolve=False)
+    if not dataclasses.is_dataclass(schema) or not isinstance(section, Mapping):
+        return []
+    hints = typing.get_type_hints(schema if isinstance(schema, type) else type(schema))
+    out = []
+    for key, value in section.items():
+        name, hint = (f"{prefix}.{key}" if prefix else str(key)), hints.get(key)
+        if hint is None:
+            continue  # an unknown key: unknown_keys names it
+        if (inner := _dataclass_in(hint)) is not None:
+            if isinstance(value, Mapping):
+                out += [((key, *path), why) for path, why in shape_problems(inner, value, name)]
+            elif value is not None and not (isinstance(value, str) and value.startswith("${")):
+                out.append(((key,), section_value_problem(name, value)))
+        elif _is_bool(hint) and not _boolean(value):
+            out.append(((key,), f"{name}={value} must be true or false"))
+    return out
+
+
+def section_value_problem(name: str, value: Any) -> str:
+    return (
+        f"{name}={value!r}: {name} is a section of keys, not one value; set its keys "
+        f"({name}.KEY=VALUE, or in a file {name.rpartition('.')[2]}: with its keys indented under it)"
+    )
+
+
 def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig, list[str]]:
     """Merge ``section`` (a mapping or DictConfig, None for defaults) into the structured
     ``schema`` and return it with every problem found, all at once: retired keys and values
@@ -310,7 +367,12 @@ def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig,
     holds the good values with their interpolations resolved and the schema's default for each
     bad one, so the value checks that follow can run on it and name theirs in the same line."""
     plain = OmegaConf.to_container(section, resolve=False) if OmegaConf.is_config(section) else (section or {})
+    if not isinstance(plain, Mapping):  # `pasr=5`: the whole section one value
+        return OmegaConf.structured(schema), [section_value_problem(prefix, plain)]
     problems = retired_settings(plain, prefix)
+    shapes = shape_problems(schema, plain, prefix)
+    problems += [why for _, why in shapes]  # and left out below: the schema's default stands
+    refused = [path for path, _ in shapes]
     unknown = unknown_keys(schema, plain, prefix)
     if unknown:
         problems.append(f"invalid config key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: not a known key")
@@ -320,6 +382,7 @@ def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig,
         for path, value in _leaves(plain)  # each refused above is left out: its default stands
         if not (isinstance(value, str) and value == MISSING_VALUE)
         and not retired_settings(_nested(path, value), prefix)
+        and not any(path[: len(bad)] == bad for bad in refused)
     ]
     base = OmegaConf.structured(schema)
     try:
@@ -332,7 +395,7 @@ def merge_reporting(schema: Any, section: Any, prefix: str) -> tuple[DictConfig,
             except ConfigKeyError:  # an unknown or retired key: named above
                 continue
             except OmegaConfBaseException as exc:
-                problems.append(f"invalid config key {_dotted(prefix, path)}: {first_line(exc)}")
+                problems.append(f"{_dotted(prefix, path)}={value} is not a valid value: {first_line(exc)}")
     resolved, unresolved = _resolved(merged, prefix)
     problems += unresolved
     return OmegaConf.merge(OmegaConf.structured(schema), resolved), list(dict.fromkeys(problems))

@@ -21,10 +21,14 @@ will run (:func:`recipe.verl_engine.config.compose_config`) and refuses, with on
 status 2, a bad key, an invalid ``pasr.*`` / ``rrr.*`` setting (with ``method=rrr`` also what
 the RRR rollout needs: ``rollout.n``, a binary judge, prompt room for a retry), a relative
 ``trainer.default_local_dir`` or ``pasr_verl.rollout_dir`` (in a job it lands in a temporary
-copy of the working dir, so a resubmission silently starts from scratch), and a cluster
-without ``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs (``--no-gpu-check`` skips
-that one). For the local engine's entrypoint it refuses, the same way, a relative run
-directory (:func:`check_local_run`): the presets' defaults all are, so such a job needs
+copy of the working dir, so a resubmission silently starts from scratch); then runs ``pasr
+check`` on the run before the cluster is contacted (:func:`recipe.submit_checks.check_plan`:
+GPU and batch arithmetic, model, memory a GPU, the judge, the tracker's key in the job's
+``--env``; nodes described by ``--node-gpus`` / ``--gpu-memory-gb``) and refuses a plan with a
+problem, its report on stderr (``--no-check`` skips it); and refuses a cluster without
+``trainer.nnodes`` nodes of ``trainer.n_gpus_per_node`` GPUs (``--no-gpu-check`` skips that
+one). For the local engine's entrypoint it refuses, the same way, a relative run directory
+(:func:`~recipe.submit_checks.check_local_run`): the presets' defaults all are, so such a job needs
 ``--run-dir /shared/...`` (or ``trainer.run_dir=``). The dashboard must answer. The job id is printed on stdout;
 unlike ``ray job submit``, which waits unless ``--no-wait``, it returns at once unless
 ``--follow``, which streams the logs and exits with the job's outcome (0 succeeded, 1 failed,
@@ -50,6 +54,7 @@ from pathlib import Path
 
 from data.cli_errors import CliError
 from data.cli_flags import add_alias
+from recipe.submit_checks import check_local_run, check_plan, check_verl_run
 
 REPO_MARKER = Path("recipe") / "main_pasr.py"
 RUNTIME_ENV_FILE = Path(__file__).resolve().parent / "runtime_env.yaml"
@@ -150,117 +155,6 @@ def build_runtime_env(working_dir: Path, env: list[str] | None = None, base_file
     return runtime_env
 
 
-def check_verl_run(overrides: list[str]):
-    """The config ``python3 -m recipe.main_pasr OVERRIDES`` will run in the job, checked for what
-    can be known before submitting it (keys, types, ``pasr.*``, ``rrr.*``, paths); a CliError
-    otherwise.
-
-    The config checks are the functions the job's own preflight
-    (:func:`recipe.verl_engine.config.preflight`) calls, so the two cannot disagree:
-    :func:`~recipe.verl_engine.config.pasr_config` and :func:`~recipe.verl_engine.config.rrr_config`
-    (for every method, as there: it checks the ``rrr.*`` keys always and, with ``method=rrr``,
-    ``rollout.n == rrr.n_reflections``, a binary judge, and a ``data.max_prompt_length`` that holds
-    an attempt plus a reflection). Without the latter a bad RRR run would be uploaded and started
-    only to fail in the job."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from recipe.pasr_config import ConfigError
-    from recipe.verl_engine.config import compose_config, engine_config, pasr_config, relative_dir_problem, rrr_config
-
-    try:
-        config = compose_config(overrides)
-        pasr_config(config)
-        rrr_config(config)
-        engine = engine_config(config)
-    except (HydraException, OmegaConfBaseException, ConfigError) as exc:
-        raise CliError(f"the overrides do not make a valid config: {str(exc).strip().splitlines()[0]}") from None
-    why = relative_dir_problem(config, engine)
-    if why:
-        raise CliError(why)
-    return config
-
-
-class _TrainArgParser(argparse.ArgumentParser):
-    """``pasr train``'s own parser, for the arguments after ``--``: a mistake is a one-line
-    CliError here, not a usage message and an exit."""
-
-    def error(self, message: str):
-        raise CliError(f"the pasr train arguments after --: {message}")
-
-
-def _layer_run_dir(layer) -> object:
-    """``trainer.run_dir`` as a config layer (a plain container) writes it, or None."""
-    trainer = layer.get("trainer") if isinstance(layer, dict) else None
-    return trainer.get("run_dir") if isinstance(trainer, dict) else None
-
-
-def check_local_run(argv: list[str], working_dir: Path) -> str:
-    """The run directory ``python3 -m recipe train ARGV`` will write in the job; a CliError
-    unless it is absolute.
-
-    A job runs in a temporary copy of its working dir: a relative run directory lands inside it
-    and is lost with it (checkpoints, metrics, rollouts), and a resubmission starts over. The
-    directory is found as ``pasr train`` finds it: ``--resume``, else ``--run-dir``, else
-    ``trainer.run_dir`` from the overrides over the ``--config`` file (read from the working
-    dir when relative, as the job will) over the preset over the defaults, whose values
-    (``runs/pasr-local``, ``runs/pasr-demo``, ...) are all relative. Only that key is looked up,
-    nothing is validated: the job checks the rest on the cluster, whose GPUs and files this
-    machine may not have. A value with an interpolation (``${...}``) resolves there, so it
-    passes."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-    from yaml import YAMLError
-
-    from recipe.local_engine.cli import build_parser as build_train_parser
-    from recipe.local_engine.config import TrainerConfig, preset_path
-    from recipe.pasr_config import ConfigError
-
-    parser = _TrainArgParser(prog="pasr train", add_help=False)
-    build_train_parser(parser)
-    args = parser.parse_args(argv)
-
-    def load(path: Path, what: str):
-        try:
-            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        except (OSError, UnicodeDecodeError, YAMLError) as exc:
-            raise CliError(f"{what}: cannot read {path}: {str(exc).splitlines()[0]}") from None
-
-    def layers():  # (value, where it comes from), the one pasr train uses first
-        yield args.resume, "--resume"
-        yield args.run_dir, "--run-dir"
-        try:
-            overrides = OmegaConf.to_container(
-                OmegaConf.from_dotlist([o for o in args.overrides if "=" in o]), resolve=False
-            )
-        except (YAMLError, OmegaConfBaseException) as exc:
-            raise CliError(f"the pasr train overrides after --: {str(exc).splitlines()[0]}") from None
-        yield _layer_run_dir(overrides), "trainer.run_dir="
-        if args.config:
-            config = Path(args.config).expanduser()
-            config = config if config.is_absolute() else working_dir / config
-            if not config.is_file():
-                raise CliError(f"--config {args.config}: no such file in the working dir {working_dir}")
-            yield _layer_run_dir(load(config, "--config")), f"trainer.run_dir in --config {args.config}"
-        try:
-            preset = preset_path(args.preset or "default")
-        except ConfigError as exc:
-            raise CliError(str(exc)) from None
-        source = f"the default of --preset {args.preset}" if args.preset else "the pasr train default"
-        yield _layer_run_dir(load(preset, "--preset")), source
-        yield TrainerConfig.run_dir, source
-
-    run_dir, source = next((value, where) for value, where in layers() if value is not None)
-    text = str(run_dir)
-    if text.startswith("/") or "${" in text:
-        return text
-    raise CliError(
-        f"the run directory {text} ({source}) is relative: in a Ray job it lands in the job's temporary copy of "
-        "the working directory and is lost with it; pass an absolute --run-dir (or trainer.run_dir=) on storage "
-        "every node sees, e.g. --run-dir /shared/runs/EXP"
-    )
-
-
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.usage = "pasr submit --address URL [options] -- OVERRIDES..."
     from recipe.jobs import add_address_arg
@@ -288,6 +182,25 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-gpu-check", action="store_true", help="submit even if the cluster lacks the GPUs the config asks for"
+    )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="submit without `pasr check` of the run (verl engine; by default a plan it refuses is not submitted)",
+    )
+    parser.add_argument(
+        "--node-gpus",
+        type=int,
+        default=8,
+        metavar="N",
+        help="GPUs a node of the cluster has, for the plan check (default 8)",
+    )
+    parser.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=80.0,
+        metavar="GB",
+        help="memory of a GPU, for the plan check's memory a GPU (default 80)",
     )
     submission_id = parser.add_argument(
         "--submission-id",
@@ -373,7 +286,7 @@ def job_additions(args, overrides: list[str]) -> tuple[list[str], list[list[str]
     if args.judge_gpus < 1:
         raise CliError("--judge-gpus N: N >= 1")
     from recipe.judge_server import ServedJudge, judge_overrides
-    from recipe.plan_check import PLACEHOLDER_JUDGE_URL
+    from recipe.plan_check.judge import PLACEHOLDER_JUDGE_URL
 
     placeholder = ServedJudge(args.judge_model, args.judge_gpus, PLACEHOLDER_JUDGE_URL, "", 0, [], "")
     # the judge's URL, model and kind as the job gets them; its training GPUs depend on the node it lands on
@@ -421,6 +334,8 @@ def run(args) -> int:
             f"{'/'.join('--' + k.replace('_', '-') for k in _JOB_ADDITIONS)}: only for the verl engine's own entrypoint"
         )
     config = check_verl_run(checked) if recipe_run else None
+    if recipe_run and not args.no_check:
+        check_plan(args, overrides, runtime_env)
     if recipe_run and args.judge_model:
         log = f"{config.trainer.default_local_dir}/judge_vllm.log"
         judge_args = ["--judge-model", args.judge_model, "--judge-gpus", str(args.judge_gpus), "--log", log]

@@ -126,7 +126,7 @@ def test_every_bad_value_is_named_at_once_across_sections():
         "rollout.temperature must be > 0",
         "trainer.seed must be in [0,",
         "algo.lr=inf",
-        "invalid config key warmup.steps",
+        "warmup.steps=abc is not a valid value",
         "trainer.stepz (did you mean trainer.steps?)",
     ):
         assert named in message, (named, message)

@@ -1,4 +1,4 @@
-"""``pasr check`` (recipe/plan_check.py): the dry run of a verl run on the issue's 8-GPU plan
+"""``pasr check`` (recipe/plan_check/): the dry run of a verl run on the issue's 8-GPU plan
 (Qwen2.5-7B trained on 6 GPUs, a 14B judge served on 2), on made MATH-style parquet files: the
 config composed as ``python3 -m recipe.main_pasr --cfg job`` composes it, bad batch arithmetic
 named in one FAIL line each, an unreachable judge a FAIL line and not a crash, the plan printed;
@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from pasr_cli import main as pasr_main
-from recipe.plan_check import batch_problems, measured_step, model_params, step_estimate
+from recipe.plan_check.batch import batch_problems
+from recipe.plan_check.model import model_params
+from recipe.plan_check.plan import measured_step, step_estimate
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY, JUDGE = "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-14B-Instruct"
@@ -76,7 +78,8 @@ def _check(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
 def test_the_8_gpu_plan_with_bad_arithmetic_names_it_in_one_line(math_files, tmp_path, capsys):
     """The yaml's 128 prompts x 8 rollouts do not split over 6 training GPUs: verl would stop
     at its first step (an equal-size partition a GPU) after minutes of start-up."""
-    rc, lines, fails = _check(capsys, "--judge-model", JUDGE, "--judge-gpus", "2", "--", *_plan(math_files, tmp_path))
+    plan = _plan(math_files, tmp_path, "pasr.zeta=0.05")  # the docs' tie band for the continuous judge
+    rc, lines, fails = _check(capsys, "--judge-model", JUDGE, "--judge-gpus", "2", "--", *plan)
     assert rc == 2
     assert len(fails) == 2 and all(f.split()[1] == "batch" for f in fails), fails
     assert (
@@ -112,7 +115,13 @@ def test_the_8_gpu_plan_with_bad_arithmetic_names_it_in_one_line(math_files, tmp
 def test_the_run_scripts_batch_sizes_pass(math_files, tmp_path, capsys):
     """run_pasr_node.sh's defaults on 6 training GPUs (16 and 4 prompts a GPU): 96 x 8 rows and
     mini-batches of 24 x 8 split over 6 GPUs."""
-    plan = _plan(math_files, tmp_path, "data.train_batch_size=96", "actor_rollout_ref.actor.ppo_mini_batch_size=24")
+    plan = _plan(
+        math_files,
+        tmp_path,
+        "data.train_batch_size=96",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=24",
+        "pasr.zeta=0.05",
+    )
     rc, lines, fails = _check(capsys, "--judge-model", JUDGE, "--judge-gpus", "2", "--", *plan)
     assert rc == 0 and not fails, fails
     assert lines[-1] == "pasr check: no problem found"
@@ -129,12 +138,13 @@ def test_an_unreachable_judge_is_a_fail_line_and_a_served_one_is_pinged(math_fil
         "pasr.judge.kind=openai",
         f"pasr.judge.base_url=http://127.0.0.1:{closed}/v1",
         "pasr.judge.model=fake-judge",
+        "pasr.zeta=0.05",
     ]
     rc, lines, fails = _check(capsys, "--ping-timeout", "2", "--", *_plan(math_files, tmp_path), *judge)
     assert rc == 2 and len(fails) == 1 and fails[0].split()[1] == "judge" and f"127.0.0.1:{closed}/v1" in fails[0]
     assert "plan:" in lines  # the rest of the check ran
     with FakeOpenAIServer() as srv:
-        judge = ["pasr.judge.kind=openai", f"pasr.judge.base_url={srv.base_url}", "pasr.judge.model=fake-judge"]
+        judge = [*judge[:1], f"pasr.judge.base_url={srv.base_url}", *judge[2:]]
         rc, lines, fails = _check(capsys, "--", *_plan(math_files, tmp_path), *judge)
         assert srv.requests <= 1  # one test item at most
     assert not [f for f in fails if f.split()[1] == "judge"]
@@ -173,7 +183,7 @@ def test_the_composed_config_is_the_one_main_pasr_runs(math_files, tmp_path):
     same config as the trainer's own composition (pkg://verl.trainer.config)."""
     from omegaconf import OmegaConf
 
-    from recipe.plan_check import compose
+    from recipe.plan_check.compose import compose
     from recipe.verl_engine.config import compose_config
 
     overrides = _plan(math_files, tmp_path, "trainer.n_gpus_per_node=6", "pasr.judge.kind=hybrid")
@@ -242,7 +252,7 @@ def test_the_estimate_scales_the_measured_step():
 
 
 def test_batch_arithmetic_without_dynamic_batches(math_files, tmp_path):
-    from recipe.plan_check import compose
+    from recipe.plan_check.compose import compose
 
     cfg = compose(
         _plan(
@@ -255,3 +265,14 @@ def test_batch_arithmetic_without_dynamic_batches(math_files, tmp_path):
     assert batch_problems(cfg) == [
         "a GPU's share of a mini-batch (32 x 8 / 8 = 32 rows) is not a whole number of ppo_micro_batch_size_per_gpu=5"
     ]
+
+
+def test_a_binary_judge_gets_the_refine_term_note(math_files, tmp_path, capsys):
+    """With the rule judge the refine term acts only through rollouts that do not refine (issue 61):
+    pasr check says so, once, as a note; the control (pasr.weights.refine=0) gets none."""
+    rc, lines, fails = _check(capsys, "--", *_plan(math_files, tmp_path, "pasr.judge.kind=rule"))
+    notes = [ln for ln in lines if "GRPO cancels the refine term" in ln]
+    assert len(notes) == 1 and notes[0].split()[:2] == ["note", "reward"], lines
+    assert "acts only through rollouts that do not refine" in notes[0] and "when-the-refine-term-acts" in notes[0]
+    rc, lines, _ = _check(capsys, "--", *_plan(math_files, tmp_path, "pasr.judge.kind=rule", "pasr.weights.refine=0"))
+    assert not any("GRPO cancels" in ln for ln in lines)

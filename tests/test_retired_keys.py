@@ -100,7 +100,7 @@ def test_main_pasr_refuses_them_before_hydra(monkeypatch, capsys):
 
 def test_pasr_submit_refuses_them():
     from data.cli_errors import CliError
-    from recipe.submit import check_verl_run
+    from recipe.submit_checks import check_verl_run
 
     with pytest.raises(CliError, match=" was retired "):
         check_verl_run([as_override(PASR[0])])

@@ -97,7 +97,7 @@ def test_the_verl_run_is_composed_and_checked_before_submitting():
     """The overrides are composed into the config the job will run: relative checkpoint or dump
     dirs (a resubmission would silently start from scratch) and bad keys are refused."""
     from pasr_cli import CliError
-    from recipe.submit import check_verl_run
+    from recipe.submit_checks import check_verl_run
     from recipe.verl_engine.config import required_gpus
 
     with pytest.raises(CliError, match=r"trainer.default_local_dir=checkpoints/pasr/pasr is relative"):
@@ -123,7 +123,7 @@ def test_an_rrr_run_is_checked_as_its_preflight_would():
     a setting the RRR rollout cannot work with is refused on one line that names it, instead of
     failing in the job once it has started; a valid RRR run passes."""
     from pasr_cli import CliError
-    from recipe.submit import check_verl_run
+    from recipe.submit_checks import check_verl_run
 
     ok = [
         "trainer.default_local_dir=/shared/ckpt",
@@ -166,7 +166,7 @@ def test_a_local_run_needs_an_absolute_run_dir(tmp_path):
     so it is refused on one line that says what to pass. A relative --config is read from the
     working dir, as the job would."""
     from pasr_cli import CliError
-    from recipe.submit import check_local_run
+    from recipe.submit_checks import check_local_run
 
     (tmp_path / "c.yaml").write_text("trainer:\n  run_dir: from-file\n")
     refused = [

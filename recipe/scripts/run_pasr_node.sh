@@ -42,10 +42,14 @@
 #   JUDGE_KIND      openai (default: every rollout asked) or hybrid (Math-Verify for math golds, the
 #                   LLM judge only for the rest: on MATH it is barely asked)
 #   JUDGE_PORT      port of the served judge           (default: a free one on its node)
-#   DRY_RUN=1       check the plan instead of training (`pasr check`: config, data, judge, GPU and
-#                   batch arithmetic, the plan with an estimated step time; seconds, no GPU needed)
+#   JUDGE_ZETA      pasr.zeta with an LLM judge        (default 0.05: its scores are graded, not 0/1)
+#   DRY_RUN=1       check the plan instead of training (`pasr check`: config, data, model, judge, GPU
+#                   and batch arithmetic, memory, the plan with an estimated step time; seconds, no GPU
+#                   needed). Without it the same check runs first and a plan it refuses is not started
+#   NO_CHECK=1      train without that check
 #   WANDB_API_KEY   set -> also log to Weights & Biases
 set -euo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/../.."
 
 : "${MODEL_PATH:?set MODEL_PATH (or use run_pasr_qwen2_5_7b.sh / run_pasr_qwen3_8b.sh)}"
@@ -59,6 +63,7 @@ SAVE_FREQ=${SAVE_FREQ:-20}
 TEST_FREQ=${TEST_FREQ:-20}
 ROLLOUT_TP=${ROLLOUT_TP:-2}
 JUDGE_KIND=${JUDGE_KIND:-openai}
+JUDGE_ZETA=${JUDGE_ZETA:-0.05}  # the tie band for the LLM judge's graded scores (docs/judges_and_data.md)
 
 # ---------------------------------------------------------------- data (written once)
 # prepare SPLIT DATASET QUESTION_FIELD ANSWER_FIELD: the parquet `pasr data prepare --out DIR`
@@ -91,12 +96,12 @@ if [[ -n "${JUDGE_GPUS:-}" ]]; then
     NGPUS=${NGPUS:-$((NODE_GPUS - JUDGE_GPUS))}
     LAUNCH=(python3 -m recipe judge serve --judge-model "$JUDGE_MODEL" --judge-gpus "$JUDGE_GPUS"
             --log "$CKPT_DIR/judge_vllm.log" ${JUDGE_PORT:+--port "$JUDGE_PORT"} --)
-    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl" pasr.zeta="$JUDGE_ZETA")
 elif [[ -n "${JUDGE_URL:-}" ]]; then
     : "${JUDGE_MODEL:?JUDGE_URL needs JUDGE_MODEL (the served model name)}"
     export OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY}  # vllm serve accepts any key unless --api-key
     JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL"
-                pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
+                pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl" pasr.zeta="$JUDGE_ZETA")
 fi
 if [[ -n "${DRY_RUN:-}" ]]; then
     LAUNCH=(python3 -m recipe check --node-gpus "$NODE_GPUS"
@@ -109,7 +114,15 @@ MINI_BSZ=${MINI_BSZ:-$((NGPUS * 4))}
 LOGGER='["console"]'
 [[ -n "${WANDB_API_KEY:-}" ]] && LOGGER='["console","wandb"]'
 
-# ---------------------------------------------------------------- train
+# ---------------------------------------------------------------- check, then train
+# The plan is checked first, as DRY_RUN=1 checks it (this script's own command under pasr check):
+# what verl would refuse after minutes of start-up (and a judge load) stops here in seconds.
+if [[ -z "${DRY_RUN:-}" && -z "${NO_CHECK:-}" ]]; then
+    DRY_RUN=1 bash "$SELF" "$@" || {
+        echo "pasr check refused this run (the FAIL lines above); NO_CHECK=1 trains without the check" >&2
+        exit 2
+    }
+fi
 # Only what this node and run decide: everything else (the paper's hyper-parameters, PASR's
 # group sizes and tie) is recipe/config/pasr_trainer.yaml and recipe/pasr_config.py.
 ${LAUNCH[@]+"${LAUNCH[@]}"} python3 -m recipe.main_pasr \
