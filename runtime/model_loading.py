@@ -183,17 +183,19 @@ def resolve_device(requested: str) -> str:
 
 
 def _load_weights(path: str, spec: str, dtype: str, progress_bar: bool = True):
-    """The model at resolved ``path``; a :class:`ModelLoadError` naming ``spec`` when it cannot
-    load. ``progress_bar=False``: without transformers' loading bar."""
+    """The model at resolved ``path``, in memory of its own (:mod:`runtime.owned_weights`: a
+    weights file rewritten later does not change it); a :class:`ModelLoadError` naming ``spec``
+    when it cannot load. ``progress_bar=False``: without transformers' loading bar."""
     import torch
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
+
+    from runtime.owned_weights import load_causal_lm
 
     hide = not progress_bar and hf_logging.is_progress_bar_enabled()
     if hide:
         hf_logging.disable_progress_bar()
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        return load_causal_lm(path, getattr(torch, dtype))
     except LOAD_ERRORS as exc:  # a ModelNotFoundError from resolving is already one line
         raise ModelLoadError(f"cannot load model {spec!r}: {first_line(exc)}") from None
     finally:

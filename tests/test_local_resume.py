@@ -256,6 +256,10 @@ def test_torn_last_metrics_line_is_dropped_on_resume(reference_run, tmp_path):
     assert _steps(run_dir) == EXPECTED + [(8, "pasr")]
     assert _evals(run_dir) == [(2, "warmup"), (7, "final"), (8, "final")]
     assert {k: v for k, v in _rollouts(run_dir).items() if k != "step_000008.jsonl"} == _rollouts(reference_run)
+    # the earlier end's per-sample evaluation is kept beside the new end's, not replaced
+    kept = run_dir / "eval" / "final_step_000007.jsonl"
+    assert kept.read_bytes() == (reference_run / "eval" / "final.jsonl").read_bytes()
+    assert {json.loads(x)["step"] for x in (run_dir / "eval" / "final.jsonl").read_text().splitlines()} == {8}
 
 
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow

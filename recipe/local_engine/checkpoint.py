@@ -25,7 +25,7 @@ import torch
 
 from data.atomic_write import naming_full_disk, replace_text
 from recipe.step_files import STEP_GLOB, step_name
-from runtime.model_loading import LATEST, checkpoint_named_by
+from runtime.model_loading import LATEST, ModelNotFoundError, checkpoint_named_by
 
 OPTIMIZER = "optimizer.pt"  # the optimizer state, in the newest checkpoint only
 PINNED = "pinned"  # the names of the checkpoints kept whatever trainer.keep_last says, one a line
@@ -124,6 +124,36 @@ def _write_pins(ckpt_root: Path, names: set[str]) -> None:
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
     pointer = ckpt_root / LATEST
     return checkpoint_named_by(pointer) if pointer.is_file() else None
+
+
+def resume_point(ckpt_root: Path) -> Path | None:
+    """The checkpoint a resume starts from (:func:`latest_checkpoint`; None: the run was killed
+    before its first one and starts over). ``latest`` moves only once a checkpoint is whole, so
+    one naming a checkpoint that is gone or incomplete was deleted by hand: a
+    :class:`ModelNotFoundError` saying what to do, where the run used to start over and drop
+    every step it had logged."""
+    latest = latest_checkpoint(ckpt_root)
+    pointer = ckpt_root / LATEST
+    if latest is None and pointer.is_file():
+        named = ckpt_root / pointer.read_text().strip()
+        raise ModelNotFoundError(
+            f"{pointer} names {named}, which is gone or incomplete{unloadable_hint(ckpt_root, named)}"
+        )
+    return latest
+
+
+def unloadable_hint(ckpt_root: Path, latest: Path) -> str:
+    """What to do when ``latest``, the checkpoint a resume starts from, cannot be loaded (for the
+    end of the one-line error): restore it, or resume from the complete checkpoint before it
+    (what ``latest`` names is all a resume reads; the newer one is pruned then), or start over."""
+    complete = [p for p in sorted(ckpt_root.glob(STEP_GLOB)) if (p / "trainer_state.json").is_file()]
+    earlier = [p for p in complete if p.name < latest.name]
+    how = (
+        f"write {earlier[-1].name} into {ckpt_root / LATEST} to resume from the checkpoint before it"
+        if earlier
+        else "start the run over in a new --run-dir"
+    )
+    return f"; it is the checkpoint this run resumes from: restore it, or {how}"
 
 
 def load_trainer_state(path: Path, optimizer) -> dict:

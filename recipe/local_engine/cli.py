@@ -82,6 +82,8 @@ RESUMABLE_KEYS = (
     "trainer.experiment_name",
     "trainer.dump_rollouts",
     "trainer.eval_at_end",
+    "trainer.eval_sampled_k",  # evaluation only: drawn from a forked RNG, no training step changes
+    "trainer.eval_temperature",
     "pasr.max_judge_error_rate",
     "model.threads",
     "model.attention",
@@ -240,14 +242,17 @@ def run(args) -> int:
 def check_start(cfg) -> None:
     """What a run needs from this machine beyond its config, all of it checked at once before
     any training (:class:`CliError` in one line): the model (resolved, the embedded one converted
-    into the cache folder, which must be writable) and an LLM judge that scores a test item
-    (:func:`rewards.judges.ping_judge`: one request; the verl engine's preflight asks the same).
+    into the cache folder, which must be writable), an LLM judge that scores a test item
+    (:func:`rewards.judges.ping_judge`: one request; the verl engine's preflight asks the same),
+    and a login for a tracker of ``trainer.logger`` that needs one
+    (:func:`recipe.metrics_file.tracker_login_problems`: wandb).
     Without it a judge that is not there was found at the first RL step, after the warm-up."""
     from data.cli_errors import CliError
+    from recipe.metrics_file import tracker_login_problems
     from rewards.judges import ping_judge
     from runtime.model_loading import ModelLoadError, resolve_model_path
 
-    problems = []
+    problems = tracker_login_problems(cfg.trainer.logger)  # wandb's login: before the run folder and model
     try:
         resolve_model_path(cfg.model.path)
     except ModelLoadError as exc:
@@ -288,6 +293,7 @@ def _train(cfg, run_dir: Path, resume: bool) -> int:
     from data.cli_errors import CliError
     from data.examples import DatasetError
     from recipe.judge_errors import JudgeErrorRateExceeded
+    from recipe.local_engine.kl_reference import ReferenceUnavailable
     from recipe.local_engine.policy_update import NonFiniteLoss
     from recipe.local_engine.run_io import summarize
     from recipe.local_engine.trainer import LocalPasrTrainer, StopRequested
@@ -302,7 +308,8 @@ def _train(cfg, run_dir: Path, resume: bool) -> int:
         raise CliError(str(exc)) from None
     try:
         evals = trainer.fit()
-    except (JudgeErrorRateExceeded, NonFiniteLoss) as exc:  # each message says what failed, where and how to resume
+    # each message says what failed, where and how to resume
+    except (JudgeErrorRateExceeded, NonFiniteLoss, ReferenceUnavailable) as exc:
         raise CliError(str(exc)) from None
     except StopRequested:
         print(

@@ -29,9 +29,11 @@ from recipe.pasr_config import (
     merge_reporting,
     missing_value_problems,
     non_finite_problems,
+    shape_problems,
 )
 from recipe.retired_keys import drop_settings_kept_as_defaults, rename_saved_keys
 from recipe.rrr_config import RrrConfig, judge_problem, method_problem
+from recipe.yaml_bounds import alias_expansion_problem
 from runtime.gqa_attention import ATTENTIONS
 from runtime.model_loading import DEVICES, resolve_device
 
@@ -84,6 +86,11 @@ class RolloutConfig:
     max_new_tokens: int = 96
     temperature: float = 0.9
     top_p: float = 1.0
+    # the seed of torch's RNG, which only the RL rollouts' sampling draws from (the warm-up samples
+    # nothing; the sampled evaluations fork their own from trainer.seed); null = trainer.seed. Set
+    # alone it changes a run's rollouts and nothing else (not the query order, not the evaluations'
+    # draws): a control that differs from another run only by chance (benchmarks/pasr_ab.py)
+    seed: int | None = None
     gen_batch_size: int = 64
     eval_max_new_tokens: int = 96
     # greedy evaluations: a decode step costs nearly as much for 16 rows as for 64 on CPU (the
@@ -187,6 +194,13 @@ class TrainerConfig:
     eval_after_warmup: bool = True
     eval_at_end: bool = True
     eval_plain: bool = True  # evaluations also answer with the plain prompt (the refine reward's baseline)
+    # K > 0: every evaluation of a PASR run also samples K refine-prompt answers a question at
+    # eval_temperature (the paper's reference inference: 0.5) and reports mean@K beside greedy,
+    # the final one with a paired test of its per-question means against the warm-up's; seeded
+    # by trainer.seed, it changes no training step. K=4 is enough on the CPU, where it costs
+    # about K greedy evaluations (recipe/local_engine/sampled_eval.py; 0 = off)
+    eval_sampled_k: int = 0
+    eval_temperature: float = 0.5
     seed: int = 0
     run_dir: str = "runs/pasr-local"
     project_name: str = "pasr"  # the wandb project (verl's key, one name in both engines)
@@ -260,6 +274,16 @@ class LocalTrainConfig:
         for name in ("save_every", "keep_last"):
             if getattr(self.trainer, name) < 1:
                 problems.append(f"trainer.{name} must be >= 1, got {getattr(self.trainer, name)}")
+        t = self.trainer
+        if t.eval_sampled_k < 0 or not t.eval_temperature > 0:
+            problems.append(
+                f"trainer.eval_sampled_k must be >= 0 and trainer.eval_temperature > 0, got "
+                f"{t.eval_sampled_k} and {t.eval_temperature}"
+            )
+        if t.eval_sampled_k and self.method != "pasr":
+            problems.append(
+                f"trainer.eval_sampled_k samples PASR's refine prompt; set it to 0 for method={self.method}"
+            )
         # Everything below used to fail only when first used, some of it after the warm-up had
         # run for minutes (or, for a negative temperature, not at all: it meant greedy).
         r, a, w, d = self.rollout, self.algo, self.warmup, self.data
@@ -303,7 +327,9 @@ class LocalTrainConfig:
             problems.append(f"algo.loss_agg_mode must be one of {', '.join(agg_modes)}, got {a.loss_agg_mode!r}")
         if problem := threads_problem(self.model.threads):
             problems.append(problem)
-        for key, seed in (("trainer.seed", self.trainer.seed), ("warmup.seed", w.seed), ("data.seed", d.seed)):
+        seeds = [("trainer.seed", self.trainer.seed), ("warmup.seed", w.seed), ("data.seed", d.seed)]
+        seeds += [("rollout.seed", r.seed)] if r.seed is not None else []
+        for key, seed in seeds:
             if not 0 <= seed <= MAX_SEED:  # numpy's seeds, the RL and warm-up batch orders among them
                 problems.append(f"{key} must be in [0, {MAX_SEED}], got {seed}")
         problems += logger_problems(self.trainer.logger)
@@ -374,6 +400,8 @@ def _read_layer(path: Path):
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
+        if why := alias_expansion_problem(path):  # OmegaConf.load would copy every alias: no end
+            raise ConfigError(why)
         layer = OmegaConf.load(path)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
@@ -489,7 +517,7 @@ def load_config(
         except (yaml.YAMLError, OmegaConfBaseException) as exc:
             problems.append(f"cannot parse the override {override}: {getattr(exc, 'problem', None) or first_line(exc)}")
     for layer in layers:  # before the merge, which keeps the value below a ??? silently
-        problems += missing_value_problems(layer)
+        problems += missing_value_problems(layer) + [why for _, why in shape_problems(LocalTrainConfig, layer)]
     try:
         merged = OmegaConf.merge(*layers) if layers else OmegaConf.create({})
     except OmegaConfBaseException as exc:
@@ -501,7 +529,7 @@ def load_config(
         obj: LocalTrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:  # not expected: merge_reporting left only good values
         raise ConfigError(
-            "; ".join([*problems, f"invalid config key {getattr(exc, 'full_key', '') or '?'}: {first_line(exc)}"])
+            "; ".join([*problems, f"{getattr(exc, 'full_key', '') or '?'}: not a valid value: {first_line(exc)}"])
         ) from None
     if chain:
         obj.presets = [name for name, _ in chain]

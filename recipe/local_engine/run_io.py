@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from data.atomic_write import replace_text
 from data.records import write_records
 from recipe import step_files
 from recipe.judge_errors import judge_error_warning
+from recipe.local_engine import sampled_eval
 from recipe.local_engine.config import LocalTrainConfig, TrainerConfig, to_yaml
 from recipe.metrics_file import append_metrics, metric_lines, truncate_metrics, use_run_tensorboard_dir
 from recipe.run_lock import LOCK_FILE
@@ -137,8 +139,34 @@ def dump_rollouts(run_dir: Path, trainer: TrainerConfig, step: int, records) -> 
 
 
 def dump_eval(run_dir: Path, tag: str, records) -> None:
-    """The rollouts of evaluation ``tag``."""
-    write_records(run_dir / "eval" / f"{tag}.jsonl", records, append=False)
+    """The rollouts of evaluation ``tag``. A ``final`` evaluation of an earlier end (a finished
+    run extended with more ``trainer.steps``) is kept beside it, as ``final_step_NNNNNN.jsonl``
+    (:func:`keep_earlier_final`), not replaced."""
+    records = list(records)
+    path = run_dir / "eval" / f"{tag}.jsonl"
+    if tag == "final" and records:
+        keep_earlier_final(path, records[0].step)
+    write_records(path, records, append=False)
+
+
+def keep_earlier_final(path: Path, step: int | None) -> Path | None:
+    """Rename the final evaluation ``path`` to ``final_step_NNNNNN.jsonl`` (its records' step)
+    when it is of another step than ``step``, and return the new name; a file of the same step
+    (the same end evaluated again) is left to be replaced."""
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as fh:
+            earlier = json.loads(fh.readline()).get("step")
+    except (ValueError, AttributeError, OSError):
+        earlier = None
+    if earlier == step:
+        return None
+    name = step_files.step_name(earlier) if isinstance(earlier, int) else "step_unknown"
+    kept = path.with_name(f"{path.stem}_{name}{path.suffix}")
+    os.replace(path, kept)
+    print(f"pasr train: the final evaluation of step {earlier} is kept as {kept}", file=sys.stderr)
+    return kept
 
 
 def warn_judge_errors(records, what: str) -> None:
@@ -181,7 +209,10 @@ def summarize(evals: dict[str, dict]) -> str:
     """The held-out table of a run (PASR's columns, or RRR's when its evaluations have them)."""
     rrr = any("eval/first_attempt_acc" in m for m in evals.values())
     cols = RRR_COLUMNS if rrr else PASR_COLUMNS
+    sampled = sampled_eval.column(evals)  # mean@K at trainer.eval_temperature, beside greedy acc
+    if sampled is not None:
+        cols = [*cols[:2], sampled, *cols[2:]]
     lines = ["| checkpoint | " + " | ".join(c for _, c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for tag, m in evals.items():
         lines.append(f"| {tag} | " + " | ".join(_cell(k, m.get(k)) for k, _ in cols) + " |")
-    return "\n".join(lines)
+    return "\n".join([*lines, *sampled_eval.summary_lines(evals)])

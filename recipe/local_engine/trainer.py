@@ -12,6 +12,8 @@ The rest is in modules of its own:
   the summary table;
 * :mod:`recipe.local_engine.device_setup` — threads, attention, rollout dtype and autocast, the
   model that generates;
+* :mod:`recipe.local_engine.step_data` — which rows a step takes, and data a run cannot use;
+* :mod:`recipe.local_engine.kl_reference` — the KL reference, read checked against the phase's start;
 * :mod:`recipe.local_engine.pasr_step` — one PASR step (:mod:`recipe.local_engine.rrr`: one RRR step);
 * :mod:`recipe.local_engine.checkpoint` — ``checkpoints/step_NNNNNN`` (HF model + RNG + step, and
   the optimizer state in the newest only; ``latest`` points to the newest; the end of the
@@ -28,16 +30,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.examples import DatasetError, Example
+from data.examples import Example
 from data.heldout_split import describe as describe_split
 from data.heldout_split import split_train_heldout
 from prompts import PromptSet, prompt_version
 from recipe.judge_errors import check_judge_errors
 from recipe.local_engine import checkpoint as ckpt
-from recipe.local_engine import device_setup, run_io
+from recipe.local_engine import device_setup, run_io, sampled_eval
 from recipe.local_engine.config import LocalTrainConfig
 from recipe.local_engine.evaluate import evaluate
-from recipe.local_engine.kl_reference import KLReference
+from recipe.local_engine.kl_reference import DIGEST_KEY, KLReference, PhaseStart
 from recipe.local_engine.policy_update import (
     NonFiniteLoss,
     require_finite,
@@ -46,45 +48,12 @@ from recipe.local_engine.policy_update import (
     warmup_learning_rate,
 )
 from recipe.local_engine.run_io import prepare_run_dir, summarize  # noqa: F401  re-exported: the old import path (tests, benchmarks)
+from recipe.local_engine.step_data import check_data, step_indices
 from recipe.local_engine.timing import timer
 from recipe.local_engine.warmup_data import uses_attempt_prompt, warmup_examples
-from recipe.step_files import step_name
+from recipe.refine_term import RefineTermWatch
 from runtime.hf_generate import SamplingParams
 from runtime.model_loading import resolve_device
-
-
-def step_indices(n_items: int, per_step: int, step: int, seed: int) -> list[int]:
-    """Items of 0-based ``step``: a fresh seeded permutation every epoch, so the data position
-    is a pure function of the step (resume needs nothing else)."""
-    out = []
-    start = step * per_step
-    for pos in range(start, start + per_step):
-        epoch, offset = divmod(pos, n_items)
-        perm = np.random.default_rng(seed + epoch).permutation(n_items)
-        out.append(int(perm[offset]))
-    return out
-
-
-def check_data(cfg: LocalTrainConfig, train: list[Example], heldout: list[Example]) -> None:
-    """Refuse data the run cannot use, at set-up before the model loads.
-
-    An empty data file used to run the whole warm-up (synthetic traces, not the file) and
-    checkpoint it, then die in :func:`step_indices` (ZeroDivisionError). With fewer training rows
-    than ``rollout.queries_per_step`` a step takes a query twice, and both sets of its rollouts
-    share one GRPO group (the query's id): the step trains fewer, larger groups than configured.
-    With no held-out rows an evaluation has nothing to score."""
-    where = f"data.source: {cfg.data.source}"
-    if not train:
-        raise DatasetError(f"{where} holds no rows")
-    needed = cfg.rollout.queries_per_step
-    if cfg.trainer.steps > 0 and len(train) < needed:
-        raise DatasetError(
-            f"{where} has {len(train)} training row{'s' * (len(train) != 1)}, "
-            f"fewer than rollout.queries_per_step={needed} "
-            "(the different queries a step takes); add rows or lower rollout.queries_per_step"
-        )
-    if cfg.trainer.evaluates and not heldout:
-        raise DatasetError(f"{where} has no held-out rows (split test) for the evaluations; turn trainer.eval_* off")
 
 
 class StopRequested(Exception):
@@ -100,6 +69,8 @@ class LocalPasrTrainer:
         self._stop = False
         self.run_id = run_dir.name
         self.device = resolve_device(cfg.model.device)  # cpu | cuda
+        # warns when PASR's refine term stops reaching the advantages (recipe.refine_term)
+        self.refine_watch = RefineTermWatch(refine_weight=cfg.pasr.weights.refine)
 
     # ---------------------------------------------------------------- set-up
     @property
@@ -123,22 +94,27 @@ class LocalPasrTrainer:
 
     def setup(self) -> None:
         from rewards.judges import build_judge
-        from runtime.model_loading import load_model_and_tokenizer, resolve_model_path
+        from runtime.model_loading import ModelLoadError, load_model_and_tokenizer, resolve_model_path
 
         cfg = self.cfg
         self._load_data()  # first: data the run cannot use fails before the model loads
         device_setup.choose_threads(cfg.model.threads, self.device)
-        torch.manual_seed(cfg.trainer.seed)
+        # torch's RNG: only the RL rollouts draw from it (rollout.seed: them alone, the query order kept)
+        torch.manual_seed(cfg.trainer.seed if cfg.rollout.seed is None else cfg.rollout.seed)
         np.random.seed(cfg.trainer.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # On resume the weights come straight from the last checkpoint (no base-model load first).
-        latest = ckpt.latest_checkpoint(self.ckpt_root) if self.resume else None
+        latest = ckpt.resume_point(self.ckpt_root) if self.resume else None
         self.model_path = resolve_model_path(
             cfg.model.path
         )  # the base model (the KL reference when there is no warm-up)
-        self.model, self.tokenizer, _ = load_model_and_tokenizer(
-            str(latest or self.model_path), dtype=cfg.model.dtype, device=self.device
-        )
+        try:
+            self.model, self.tokenizer, _ = load_model_and_tokenizer(
+                str(latest or self.model_path), dtype=cfg.model.dtype, device=self.device
+            )
+        except ModelLoadError as exc:  # a resume's checkpoint gone or cut: how to go on
+            raise ModelLoadError(f"{exc}{ckpt.unloadable_hint(self.ckpt_root, latest) if latest else ''}") from None
+        self.phase_start = PhaseStart.of(cfg, self.ckpt_root, self.model_path, self.run_dir)  # the KL reference
         self.attention = device_setup.choose_attention(self.model, cfg.model.attention)
         self._choose_dtypes()
         self.reference = None  # the KL reference, made at the first RL step (see _ensure_reference)
@@ -158,6 +134,8 @@ class LocalPasrTrainer:
         self.step = 0
         if self.resume:
             self._restore(latest)
+        if self.step == cfg.warmup.steps == 0 and cfg.trainer.steps > 0:  # the RL phase starts from model.path
+            self.phase_start.record(self.model, cfg.model.dtype)
         self._tracking = run_io.make_tracking(self.run_dir, cfg.trainer)
         # Last: a start that fails above (model, data, judge) leaves no config.yaml behind, so
         # the fixed command is not refused as "not empty; use --resume".
@@ -212,6 +190,7 @@ class LocalPasrTrainer:
         self.optimizer = self._make_optimizer(ckpt.trainer_state(latest)["phase"])
         state = ckpt.load_trainer_state(latest, self.optimizer)
         self.step = int(state["step"])
+        self.phase_start.restore(state.get(DIGEST_KEY))  # what the RL phase started from, when it has
         steps_left = self.step < self._total_steps()
         if not state["optimizer_restored"] and steps_left and self._phase(self.step + 1) == self.optimizer_phase:
             # only the newest checkpoint of an unfinished run keeps it; the warm-up's end none (a fresh
@@ -235,10 +214,11 @@ class LocalPasrTrainer:
 
         cfg = self.cfg
         plain = cfg.trainer.eval_plain and tag != "base"
+        sampled = cfg.trainer.eval_sampled_k if cfg.method == "pasr" else 0  # mean@K beside greedy
         # an evaluation of a few hundred problems takes minutes on a CPU: a bar of its own,
         # moving as answers finish (RRR's passes are counted by its own module)
         bar = tqdm(
-            total=len(self.heldout) * (1 + plain),
+            total=len(self.heldout) * (1 + plain + sampled),
             desc=f"eval {tag}",
             unit="answer",
             leave=False,
@@ -269,6 +249,8 @@ class LocalPasrTrainer:
                     on_finished=bar.update,
                 )
             )
+            if sampled:  # the paper's protocol: K answers a question at trainer.eval_temperature
+                metrics.update(sampled_eval.evaluate_sampled(self, tag, on_finished=bar.update))
         run_io.dump_eval(self.run_dir, tag, records)
         run_io.warn_judge_errors(records, f"evaluation {tag!r}")
         metrics.update(m)
@@ -341,14 +323,15 @@ class LocalPasrTrainer:
             self.reference = KLReference(self._load_phase_start, keep)
 
     def _load_phase_start(self):
-        """The weights the RL phase started from, frozen: the warm-up's pinned end, or the base
-        model without a warm-up. Loaded without transformers' progress bar: read for every step,
-        its bar broke the run's own at each."""
+        """The weights the RL phase started from, frozen, checked against their digest at the
+        phase's start (:class:`PhaseStart`). Loaded without transformers' progress bar: read for
+        every step, its bar broke the run's own at each."""
         from runtime.gqa_attention import use_attention
         from runtime.model_loading import load_model
 
-        start = self.ckpt_root / step_name(self.cfg.warmup.steps) if self.cfg.warmup.steps else Path(self.model_path)
-        model = load_model(str(start), self.cfg.model.dtype, self.device, progress_bar=False)
+        model = self.phase_start.read(
+            lambda path, dtype: load_model(path, dtype, self.device, progress_bar=False), self.cfg.model.dtype
+        )
         use_attention(model, self.cfg.model.attention)
         return model.eval().requires_grad_(False)
 
@@ -378,6 +361,11 @@ class LocalPasrTrainer:
             step=step,
             before_update=lambda records: self._dump_and_check(step, records),
         )
+        warning = self.refine_watch.observe(step, m)
+        if warning:
+            from tqdm import tqdm
+
+            tqdm.write(warning, file=sys.stderr)  # above the progress bar, which goes on below it
         return m
 
     def rrr_step(self, step: int) -> dict:
@@ -436,7 +424,11 @@ class LocalPasrTrainer:
         """Checkpoint of the current step. The end of the warm-up is pinned, and saved without
         the optimizer state: the phase after it starts a fresh optimizer, so no resume reads it
         (1.1 GB of AdamW moments on SmolLM2-135M)."""
+        if end_of_warmup:  # the RL phase starts from these weights
+            self.phase_start.record(self.model, self.cfg.model.dtype)
         state = {"phase": self._phase(self.step), "model_path": self.model_path}
+        if self.phase_start.saved():  # a resume checks the KL reference against it
+            state[DIGEST_KEY] = self.phase_start.saved()
         optimizer = None if end_of_warmup else self.optimizer
         return ckpt.save_checkpoint(
             self.ckpt_root,
@@ -545,4 +537,5 @@ class LocalPasrTrainer:
             "fmt": f"{m['pasr/format_pass_rate']:.2f}",
             "refine": f"{m['pasr/refine_rate']:.2f}",
             "acc": f"{m['pasr/acc_refine']:.2f}",
+            "live": f"{m['pasr/refine_term/live_groups']:.2f}",  # share of groups the refine term reached
         }
