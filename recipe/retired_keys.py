@@ -29,12 +29,12 @@ DRAFT_COMMIT = "e14084d"  # the last commit that had the draft reward and draft 
 RETIRED: dict[str, tuple[str, str, str]] = {
     "pasr.train_plain": (
         LAST_COMMIT,
-        "it neither helped nor hurt, docs/results/learning_signal_history.md",
+        "it neither helped nor hurt, docs/results/history/learning_signal_history.md",
         "remove it",
     ),
     "pasr.empty_refine_mode": (
         LAST_COMMIT,
-        "cap trained refining away, docs/results/learning_signal_history.md",
+        "cap trained refining away, docs/results/history/learning_signal_history.md",
         "remove it: pasr.empty_refine_value alone now sets the refine reward of a rollout whose refines "
         "only restate, right or wrong, as fixed did (null: the paper)",
     ),
@@ -42,7 +42,7 @@ RETIRED: dict[str, tuple[str, str, str]] = {
         DRAFT_COMMIT,
         "value, which kept a rollout's advantage off its draft (the last number before its first refine) "
         "where the draft's own correctness disagreed, neither gained over decayed warm-ups, docs/results/demo.md "
-        "(span, the tokens before the refine, collapsed the model, docs/results/learning_signal_history.md)",
+        "(span, the tokens before the refine, collapsed the model, docs/results/history/learning_signal_history.md)",
         "remove it: every token gets its rollout's advantage, as in the paper (outcome)",
     ),
     "pasr.refine_compare=draft": (

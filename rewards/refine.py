@@ -14,7 +14,7 @@ continuous LLM judge).
 
 Three deviations are options, each for a reason a user may have (the defaults are the paper's,
 :class:`recipe.pasr_config.PasrConfig`; the CPU preset ``recipe/config/local_cpu.yaml`` sets all
-three; the measurements: docs/design.md and docs/results/learning_signal_history.md):
+three; the measurements: docs/design.md and docs/results/history/learning_signal_history.md):
 
 * ``tie_value: 0.0``: on questions the model always (or never) solves every refine ties, and
   -0.5 trains refining away there.
