@@ -4,7 +4,8 @@ defaults (the paper's). YAML presets live in ``recipe/config/local_*.yaml``; a p
 the preset it is layered over (``extends: NAME``). What a 135M model on a few CPU cores needs
 instead of the paper's reward and group sizes is the preset ``cpu``, which ``default`` (``pasr
 train`` without ``--preset``) and every other local preset extend; the chain a run was built
-from is recorded in its ``config.yaml`` (``presets``).
+from is recorded in its ``config.yaml`` (``presets``). The value checks every key goes through
+are in :mod:`recipe.local_engine.config_checks`.
 
 Every cold-start remedy is a visible key here (``warmup.*``, ``pasr.prefill_think``,
 ``pasr.prompts.refine``): the base SmolLM2 never emits the tags on its own, so with the paper's
@@ -13,29 +14,30 @@ Every cold-start remedy is a visible key here (``warmup.*``, ``pasr.prefill_thin
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from data.generated_sets import DEFAULT_DATA_SEED
-from data.warmup_traces import REFINE_STYLES
-from recipe.metrics_file import TRACKING_BACKENDS, logger_problems  # noqa: F401  (TRACKING_BACKENDS: tests patch it here)
+from recipe.local_engine.config_checks import (  # noqa: F401  (MAX_SEED, threads_problem: re-exported)
+    MAX_SEED,
+    WARMUP_LR_SCHEDULES,
+    config_problems,
+    threads_problem,
+)
+from recipe.metrics_file import TRACKING_BACKENDS  # noqa: F401  (tests patch it here)
 from recipe.pasr_config import (
     ConfigError,
     PasrConfig,
     first_line,
     merge_reporting,
     missing_value_problems,
-    non_finite_problems,
     shape_problems,
 )
 from recipe.retired_keys import drop_settings_kept_as_defaults, rename_saved_keys
-from recipe.rrr_config import RrrConfig, judge_problem, method_problem
+from recipe.rrr_config import RrrConfig
 from recipe.yaml_bounds import alias_expansion_problem
-from runtime.gqa_attention import ATTENTIONS
-from runtime.model_loading import DEVICES, resolve_device
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
@@ -105,12 +107,12 @@ class AlgoConfig:
     """RL math comes from verl's core_algos; these are its knobs."""
 
     # the RL learning rate: at 2e-5 updates on a few dozen rows wore the small model's arithmetic
-    # down as fast as the reward built refining up (docs/results/learning_signal_history.md)
+    # down as fast as the reward built refining up (docs/results/history/learning_signal_history.md)
     lr: float = 1e-5
     # linear LR warm-up over the first RL steps (verl's actor.optim.lr_warmup_steps; 0 = none):
     # the RL phase starts a fresh AdamW, whose first updates move every weight by about lr
     # whatever the gradient, and on a few dozen rows a step those decided whether the model kept
-    # refining at all (docs/results/learning_signal_history.md)
+    # refining at all (docs/results/history/learning_signal_history.md)
     lr_warmup_steps: int = 10
     kl_coef: float = 0.04  # 0 disables the reference model (saves one forward pass a step)
     # false: the KL reference is read from the checkpoint the RL phase started from for each step's
@@ -134,16 +136,13 @@ class AlgoConfig:
     bf16_autocast: bool | None = None
 
 
-WARMUP_LR_SCHEDULES = ("constant", "cosine")  # warmup.lr_schedule
-
-
 @dataclass
 class WarmupConfig:
     """Supervised warm-up on synthetic tagged traces before PASR (cold start)."""
 
     # long enough that the warm-up's checks fix more than they break: after a shorter one they
     # were no more accurate than its first values and PASR trained refining away
-    # (docs/results/learning_signal_history.md)
+    # (docs/results/history/learning_signal_history.md)
     steps: int = 160
     batch_size: int = 8
     # rows a forward/backward holds at once; the gradient is the whole batch's (accumulated,
@@ -162,7 +161,7 @@ class WarmupConfig:
     # column: the refine redoes the step digit by digit (ones with carry or borrow, then tens),
     #   every equation a one-digit fact the small model gets right more often than the whole step
     #   (data/warmup_traces.py: column_check); the default: its checks are worth learning to
-    #   trust (docs/results/learning_signal_history.md)
+    #   trust (docs/results/history/learning_signal_history.md)
     # (fix and restate were retired: recipe/retired_keys.py)
     refine_style: str = "column"
     # share of traces shown with the plain prompt (same think/answer format, no refine), so the
@@ -235,147 +234,14 @@ class LocalTrainConfig:
 
     def problems(self) -> list[str]:
         """Every problem of the config at once, across every section, each naming its key:
-        a user fixes them in one go, not one per attempt. Empty when the config runs."""
-        problems = non_finite_problems(self)  # every section, pasr.* included
-        if problem := method_problem(self.method):
-            problems.append(problem)
-        problems += self.pasr.value_problems()
-        problems += self.rrr.problems()
-        if self.model.dtype not in ("float32", "bfloat16"):
-            problems.append(f"model.dtype must be float32 or bfloat16, got {self.model.dtype!r}")
-        if self.model.rollout_dtype not in ("auto", "float32", "bfloat16"):
-            problems.append(f"model.rollout_dtype must be auto, float32 or bfloat16, got {self.model.rollout_dtype!r}")
-        if self.warmup.refine_style not in REFINE_STYLES:
-            problems.append(
-                f"warmup.refine_style must be one of {', '.join(REFINE_STYLES)}, got {self.warmup.refine_style!r}"
-            )
-        for name in ("refine_fraction", "plain_fraction", "reflection_fraction", "retry_fraction"):
-            if not 0.0 <= getattr(self.warmup, name) <= 1.0:
-                problems.append(f"warmup.{name} must be in [0, 1]")
-        if self.warmup.reflection_fraction + self.warmup.retry_fraction > 1.0:
-            problems.append("warmup.reflection_fraction + warmup.retry_fraction must be <= 1")
-        if self.data.difficulty not in (1, 2, 3):
-            problems.append(f"data.difficulty must be 1, 2 or 3, got {self.data.difficulty}")
-        if self.model.device not in DEVICES:
-            problems.append(f"model.device must be {', '.join(DEVICES)}, got {self.model.device!r}")
-        elif self.model.device == "cuda":
-            try:
-                resolve_device("cuda")
-            except ValueError as exc:
-                problems.append(f"model.device: {exc}")
-        if self.model.attention not in ATTENTIONS:
-            problems.append(f"model.attention must be {' or '.join(ATTENTIONS)}, got {self.model.attention!r}")
-        for name in ("queries_per_step", "max_new_tokens", "gen_batch_size", "eval_batch_size"):
-            if getattr(self.rollout, name) < 1:
-                problems.append(f"rollout.{name} must be >= 1")
-        for section, name in (("trainer", "steps"), ("warmup", "steps")):
-            if getattr(getattr(self, section), name) < 0:
-                problems.append(f"{section}.{name} must be >= 0, got {getattr(getattr(self, section), name)}")
-        for name in ("save_every", "keep_last"):
-            if getattr(self.trainer, name) < 1:
-                problems.append(f"trainer.{name} must be >= 1, got {getattr(self.trainer, name)}")
-        t = self.trainer
-        if t.eval_sampled_k < 0 or not t.eval_temperature > 0:
-            problems.append(
-                f"trainer.eval_sampled_k must be >= 0 and trainer.eval_temperature > 0, got "
-                f"{t.eval_sampled_k} and {t.eval_temperature}"
-            )
-        if t.eval_sampled_k and self.method != "pasr":
-            problems.append(
-                f"trainer.eval_sampled_k samples PASR's refine prompt; set it to 0 for method={self.method}"
-            )
-        # Everything below used to fail only when first used, some of it after the warm-up had
-        # run for minutes (or, for a negative temperature, not at all: it meant greedy).
-        r, a, w, d = self.rollout, self.algo, self.warmup, self.data
-        # what verl's core_algos.kl_penalty and agg_loss accept (the local engine calls them)
-        kl_types = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
-        agg_modes = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-        if r.eval_max_new_tokens < 1:
-            problems.append("rollout.eval_max_new_tokens must be >= 1")
-        if not r.temperature > 0:
-            problems.append(f"rollout.temperature must be > 0 (GRPO needs sampled rollouts), got {r.temperature}")
-        if not 0 < r.top_p <= 1:
-            problems.append(f"rollout.top_p must be in (0, 1], got {r.top_p}")
-        for key, value in (
-            ("algo.lr", a.lr),
-            ("warmup.lr", w.lr),
-            ("algo.clip_ratio", a.clip_ratio),
-            ("algo.max_grad_norm", a.max_grad_norm),
-        ):
-            if not value > 0:
-                problems.append(f"{key} must be > 0, got {value}")
-        for section, name in (
-            ("algo", "micro_batch_size"),
-            ("algo", "ppo_epochs"),
-            ("warmup", "batch_size"),
-            ("warmup", "micro_batch_size"),
-            ("warmup", "n_traces"),
-        ):
-            if getattr(getattr(self, section), name) < 1:
-                problems.append(f"{section}.{name} must be >= 1, got {getattr(getattr(self, section), name)}")
-        if w.lr_schedule not in WARMUP_LR_SCHEDULES:
-            problems.append(
-                f"warmup.lr_schedule must be one of {', '.join(WARMUP_LR_SCHEDULES)}, got {w.lr_schedule!r}"
-            )
-        if a.lr_warmup_steps < 0:
-            problems.append(f"algo.lr_warmup_steps must be >= 0, got {a.lr_warmup_steps}")
-        if a.kl_coef < 0:
-            problems.append(f"algo.kl_coef must be >= 0, got {a.kl_coef}")
-        if a.kl_type.removesuffix("+") not in kl_types:
-            problems.append(f"algo.kl_type must be one of {', '.join(kl_types)} (optionally with +), got {a.kl_type!r}")
-        if a.loss_agg_mode not in agg_modes:
-            problems.append(f"algo.loss_agg_mode must be one of {', '.join(agg_modes)}, got {a.loss_agg_mode!r}")
-        if problem := threads_problem(self.model.threads):
-            problems.append(problem)
-        seeds = [("trainer.seed", self.trainer.seed), ("warmup.seed", w.seed), ("data.seed", d.seed)]
-        seeds += [("rollout.seed", r.seed)] if r.seed is not None else []
-        for key, seed in seeds:
-            if not 0 <= seed <= MAX_SEED:  # numpy's seeds, the RL and warm-up batch orders among them
-                problems.append(f"{key} must be in [0, {MAX_SEED}], got {seed}")
-        problems += logger_problems(self.trainer.logger)
-        if d.train_size < 1:
-            problems.append(f"data.train_size must be >= 1, got {d.train_size}")
-        if d.eval_size < (1 if self.trainer.evaluates else 0):
-            problems.append(
-                f"data.eval_size must be >= 1 while an evaluation is on (trainer.eval_*), got {d.eval_size}"
-            )
-        if self.method == "rrr" and judge_problem(self.pasr.judge.kind):
-            problems.append(judge_problem(self.pasr.judge.kind))
-        if (d.source == "countdown") != (self.pasr.judge.kind == "countdown"):
-            problems.append(
-                f"data.source={d.source} with pasr.judge.kind={self.pasr.judge.kind}: Countdown rows need the "
-                "countdown judge and only they can use it (set both, or use --preset rrr)"
-            )
-        if d.source != "synthetic":
-            from data.examples import DatasetError
-            from data.loaders import get_dataset, looks_like_path
-
-            if looks_like_path(d.source) or Path(d.source).expanduser().exists():
-                if not Path(d.source).expanduser().is_file():
-                    problems.append(f"data.source: data file not found: {d.source}")
-            else:
-                try:
-                    get_dataset(d.source)
-                except DatasetError as exc:
-                    problems.append(f"data.source: {exc}")
-        return problems
+        a user fixes them in one go, not one per attempt. Empty when the config runs
+        (:func:`recipe.local_engine.config_checks.config_problems`)."""
+        return config_problems(self)
 
     def validate(self) -> LocalTrainConfig:
         if problems := self.problems():
             raise ConfigError("; ".join(problems))
         return self
-
-
-MAX_SEED = 2**32 - 1  # numpy's legacy seeding (np.random.seed) takes [0, 2**32 - 1]
-
-
-def threads_problem(threads: int) -> str | None:
-    """Why ``model.threads`` cannot be used on this machine, or None: torch starts that many
-    threads (100000 ran out of memory), and more than the cores only makes them wait on each other."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if threads < 0 or threads > cores:
-        return f"model.threads must be 0 (measured at start) or 1 to the {cores} CPU cores here, got {threads}"
-    return None
 
 
 DEFAULT_PRESET = "default"  # pasr train without --preset

@@ -4,7 +4,7 @@ Global steps ``1..warmup.steps`` are warm-up steps and the next ``trainer.steps`
 steps of ``method`` (``pasr``, or ``rrr``: Reflect, Retry, Reward, :mod:`recipe.local_engine.rrr`),
 so one step counter drives checkpoints, metrics and resume.
 
-This module is the orchestration: set-up, the step loop, evaluations, checkpoints and stops.
+This module is the orchestration: set-up, the step loop, checkpoints and stops.
 The rest is in modules of its own:
 
 * :mod:`recipe.local_engine.run_io` — the run directory (``config.yaml``, ``metrics.jsonl``,
@@ -12,6 +12,8 @@ The rest is in modules of its own:
   the summary table;
 * :mod:`recipe.local_engine.device_setup` — threads, attention, rollout dtype and autocast, the
   model that generates;
+* :mod:`recipe.local_engine.evaluations` — the held-out evaluations (base, warm-up, final):
+  greedy, RRR's, and mean@K beside them;
 * :mod:`recipe.local_engine.step_data` — which rows a step takes, and data a run cannot use;
 * :mod:`recipe.local_engine.kl_reference` — the KL reference, read checked against the phase's start;
 * :mod:`recipe.local_engine.pasr_step` — one PASR step (:mod:`recipe.local_engine.rrr`: one RRR step);
@@ -36,9 +38,8 @@ from data.heldout_split import split_train_heldout
 from prompts import PromptSet, prompt_version
 from recipe.judge_errors import check_judge_errors
 from recipe.local_engine import checkpoint as ckpt
-from recipe.local_engine import device_setup, run_io, sampled_eval
+from recipe.local_engine import device_setup, evaluations, run_io
 from recipe.local_engine.config import LocalTrainConfig
-from recipe.local_engine.evaluate import evaluate
 from recipe.local_engine.kl_reference import DIGEST_KEY, KLReference, PhaseStart
 from recipe.local_engine.policy_update import (
     NonFiniteLoss,
@@ -210,71 +211,12 @@ class LocalPasrTrainer:
         run_io.log_metrics(self.run_dir, self._tracking, step, phase, metrics)
 
     def _evaluate(self, tag: str) -> dict:
-        from tqdm import tqdm
-
-        cfg = self.cfg
-        plain = cfg.trainer.eval_plain and tag != "base"
-        sampled = cfg.trainer.eval_sampled_k if cfg.method == "pasr" else 0  # mean@K beside greedy
-        # an evaluation of a few hundred problems takes minutes on a CPU: a bar of its own,
-        # moving as answers finish (RRR's passes are counted by its own module)
-        bar = tqdm(
-            total=len(self.heldout) * (1 + plain + sampled),
-            desc=f"eval {tag}",
-            unit="answer",
-            leave=False,
-            dynamic_ncols=True,
-            file=sys.stderr,
-            disable=cfg.method == "rrr",
-        )
-        with timer(m := {}, "eval"), bar:
-            metrics, records = (
-                self._evaluate_rrr(tag)
-                if cfg.method == "rrr"
-                else evaluate(
-                    self._generator(),
-                    self.tokenizer,
-                    self.heldout,
-                    self.prompts,
-                    self.judge,
-                    cfg.pasr,
-                    max_new_tokens=cfg.rollout.eval_max_new_tokens,
-                    batch_size=cfg.rollout.eval_batch_size,
-                    prefill_think=cfg.pasr.prefill_think,
-                    run_id=self.run_id,
-                    step=self.step,
-                    tag=tag,
-                    # the base model follows neither format: its plain answers would cost a full-length
-                    # generation per question for a known 0
-                    plain=plain,
-                    on_finished=bar.update,
-                )
-            )
-            if sampled:  # the paper's protocol: K answers a question at trainer.eval_temperature
-                metrics.update(sampled_eval.evaluate_sampled(self, tag, on_finished=bar.update))
-        run_io.dump_eval(self.run_dir, tag, records)
-        run_io.warn_judge_errors(records, f"evaluation {tag!r}")
-        metrics.update(m)
-        self._log(self.step, "eval", {"tag": tag, **metrics})
-        self.evals[tag] = metrics
-        return metrics
+        """Held-out evaluation ``tag`` at the current step (:func:`evaluations.evaluate_heldout`)."""
+        return evaluations.evaluate_heldout(self, tag)
 
     def _evaluate_rrr(self, tag: str):
-        from recipe.local_engine.rrr import evaluate_rrr
-
-        cfg = self.cfg
-        return evaluate_rrr(
-            self._generator(),
-            self.tokenizer,
-            self.heldout,
-            self.rrr_prompts,
-            self.judge,
-            cfg.rrr,
-            max_new_tokens=cfg.rollout.eval_max_new_tokens,
-            batch_size=cfg.rollout.eval_batch_size,
-            run_id=self.run_id,
-            step=self.step,
-            tag=tag,
-        )
+        """RRR's metrics and records of evaluation ``tag`` (:func:`evaluations.rrr_heldout`)."""
+        return evaluations.rrr_heldout(self, tag)
 
     # ---------------------------------------------------------------- steps
     def warmup_batch(self, step: int) -> tuple[list[list[int]], list[list[int]]]:
