@@ -135,6 +135,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "split, or questions of a known test set) as training data anyway; refused without it",
     )
     prep.add_argument(
+        "--keep-existing",
+        action="store_true",
+        help="keep an output file already prepared from the same --dataset instead of preparing it again "
+        "(nothing is read: a resubmitted job needs neither the hub nor the source file); delete it to redo it",
+    )
+    prep.add_argument(
         "--out",
         required=True,
         metavar="DIR",
@@ -316,6 +322,20 @@ def _checked(args, examples: list) -> list:
     return examples
 
 
+def _kept(out: Path, dataset: str) -> str | None:
+    """What ``--keep-existing`` says when ``out`` is kept: a file there prepared from ``dataset``
+    (or recording no source: written before sources were recorded); None when there is none to
+    keep or it holds another source (refused as without the flag)."""
+    from data.prepared_from import recorded_source, source_identity
+
+    if not out.is_file():
+        return None
+    before = recorded_source(out)
+    if before is not None and before != source_identity(dataset):
+        return None
+    return f"kept {out}: prepared from {before or dataset} before (--keep-existing; delete it to prepare it again)"
+
+
 def _run_prepare(args) -> int:
     from data.prepared_from import KEY, replace_problem, source_identity
     from data.verl_parquet import write_rl_parquet
@@ -329,6 +349,9 @@ def _run_prepare(args) -> int:
         except (KeyError, FileNotFoundError) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     out = output_file(args)
+    if args.keep_existing and (kept := _kept(out, args.dataset)):
+        print(kept)
+        return 0
     # --out DIR names the file by the source's stem: another source of that stem is not replaced
     # (an explicit --out FILE.parquet names its file itself)
     if out.parent == Path(args.out).expanduser() and (why := replace_problem(out, args.dataset)):

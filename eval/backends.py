@@ -277,7 +277,7 @@ class VLLMBackend:
                 import vllm
             except ImportError:
                 raise BackendError(
-                    "the vllm backend needs the vllm package and a GPU (pip install 'pasr-recipe[gpu]'); "
+                    "the vllm backend needs the vllm package and a GPU (pip install -e '.[gpu]' in the repository); "
                     "on CPU use --backend hf"
                 ) from None
             self._vllm = vllm

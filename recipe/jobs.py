@@ -304,6 +304,30 @@ def report_status(client, job_id: str, status: str) -> int:
     return EXIT_BY_STATUS.get(status, 1)
 
 
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+RAY_STOP_WAIT_S = "3"  # Ray's own default of STOP_WAIT_ENV
+
+
+def stop_message(job_id: str, info) -> str:
+    """What ``pasr jobs stop`` stopped (the job's status when asked and its entrypoint, without
+    credentials) and what comes next: SIGTERM, and Ray's SIGKILL after the job's
+    ``RAY_JOB_STOP_WAIT_TIME_S`` (``pasr submit`` sets 900 s: time for a step and a checkpoint)."""
+    from rewards.judges.redact import redact_url
+
+    entrypoint = " ".join(redact_url(getattr(info, "entrypoint", None) or "").split())
+    if len(entrypoint) > 160:
+        entrypoint = entrypoint[:157] + "..."
+    env = ((getattr(info, "runtime_env", None) or {}).get("env_vars") or {}) if info is not None else {}
+    wait_s = str(env.get(STOP_WAIT_ENV, RAY_STOP_WAIT_S))
+    status = getattr(info, "status", None)
+    return (
+        f"pasr: stopping job {job_id} ({status}): {entrypoint or 'entrypoint unknown'}\n"
+        f"pasr: SIGTERM sent: a PASR training run finishes its step, saves a checkpoint and exits; Ray kills "
+        f"the job {wait_s} s after the signal ({STOP_WAIT_ENV}); `pasr jobs status {job_id}` says when it "
+        "has STOPPED (or stop with --wait)"
+    )
+
+
 # --------------------------------------------------------------------------- CLI
 def add_address_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -380,12 +404,13 @@ def run(args) -> int:
         sys.stdout.write(_call(address, client.get_job_logs, job_id))
         return 0
     if cmd == "stop":
+        info = _call(address, client.get_job_info, job_id)  # what is stopped, said before it is
         stopped = _call(address, client.stop_job, job_id)
         if not stopped:
             status = _call(address, client.get_job_status, job_id)
             print(f"pasr: job {job_id} had already ended ({status})", file=sys.stderr)
             return 0
-        print(f"pasr: stop requested for job {job_id}", file=sys.stderr)
+        print(stop_message(job_id, info), file=sys.stderr, flush=True)
         if args.wait:
             status = wait_terminal(client, job_id)
             print(f"{job_id}\t{status}")

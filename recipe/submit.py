@@ -6,7 +6,9 @@ This is ``ray job submit`` with the recipe's entrypoint and runtime env, and whe
 it, it follows its semantics: ``--submission-id`` (``--job-id`` is Ray's deprecated spelling),
 ``--runtime-env FILE`` (default ``recipe/runtime_env.yaml``) with ``--working-dir`` (default
 ``.``) overriding the file's, ``--metadata-json``, and with ``--entrypoint CMD`` nothing of the
-recipe is checked, as Ray would not. The runtime env uploads the repository minus what the file
+recipe is checked, as Ray would not (``--entrypoint-num-gpus N`` reserves GPUs for such a
+command, an evaluation with vLLM, so that Ray runs it on a node with N free GPUs instead of the
+head). The runtime env uploads the repository minus what the file
 excludes (.git, runs/, checkpoints/, parquet files, weights, caches), what ``.gitignore`` lists
 (Ray reads it) and what ``.git/info/exclude`` lists (Ray does not; added here), and sets
 ``RAY_JOB_STOP_WAIT_TIME_S`` (900 s), so that ``ray job stop`` / ``pasr jobs stop`` leave the run
@@ -75,7 +77,9 @@ def data_steps(
 ) -> tuple[list[list[str]], list[str]]:
     """(the ``pasr data prepare`` commands the job runs first, the ``data.*_files`` overrides
     naming what they write) for ``--train-dataset`` / ``--val-dataset``. The field mapping goes
-    to each source that is a file (a named set has its own layout)."""
+    to each source that is a file (a named set has its own layout). Each command keeps a file
+    the first submission prepared (``--keep-existing``): a resubmission after a preemption reads
+    neither the hub nor the source again."""
     from argparse import Namespace
 
     from data.loaders import looks_like_path
@@ -99,7 +103,9 @@ def data_steps(
         )
     commands, overrides = [], []
     for source, split, key in sources:
-        cmd = ["python3", "-m", "recipe", "data", "prepare", "--dataset", source, "--split", split, "--out", data_dir]
+        # --keep-existing: a resubmission trains on what the first job prepared (no hub, no source read)
+        cmd = ["python3", "-m", "recipe", "data", "prepare", "--dataset", source, "--split", split, "--keep-existing"]
+        cmd += ["--out", data_dir]
         if looks_like_path(source):
             cmd += [arg for k, v in mapping.items() for arg in ("--" + k.replace("_", "-"), v)]
         commands.append(cmd)
@@ -228,6 +234,14 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="run CMD instead of the engine's command (the overrides are appended); "
         "nothing of the recipe is checked then",
     )
+    parser.add_argument(
+        "--entrypoint-num-gpus",
+        type=float,
+        default=None,
+        metavar="N",
+        help="GPUs Ray reserves for the entrypoint itself (as ray job submit's flag): it then runs on a node "
+        "with N free GPUs, not on the head, e.g. --entrypoint 'python3 -m recipe eval ... --backend vllm'",
+    )
     data = parser.add_argument_group("data prepared by the job (verl engine)")
     data.add_argument(
         "--train-dataset",
@@ -321,6 +335,8 @@ def run(args) -> int:
         raise CliError(f"--working-dir {args.working_dir}: not a directory")
     if args.entrypoint is None and not (working_dir / REPO_MARKER).is_file():
         raise CliError(f"--working-dir {working_dir} is not the PASR repository (no {REPO_MARKER})")
+    if args.entrypoint_num_gpus is not None and not 0 <= args.entrypoint_num_gpus < float("inf"):
+        raise CliError(f"--entrypoint-num-gpus {args.entrypoint_num_gpus}: a number of GPUs >= 0")
     if not args.runtime_env.is_file():
         raise CliError(f"--runtime-env {args.runtime_env}: no such file")
     runtime_env = build_runtime_env(working_dir, args.env, args.runtime_env)
@@ -361,10 +377,15 @@ def run(args) -> int:
         entrypoint = recipe_entrypoint(overrides, prepare, judge_args)
     else:
         entrypoint = build_entrypoint(args.engine, overrides, args.entrypoint)
+    placement = {} if args.entrypoint_num_gpus is None else {"entrypoint_num_gpus": args.entrypoint_num_gpus}
     job_id = _call(
         address,
         lambda: client.submit_job(
-            entrypoint=entrypoint, runtime_env=runtime_env, submission_id=args.submission_id, metadata=metadata
+            entrypoint=entrypoint,
+            runtime_env=runtime_env,
+            submission_id=args.submission_id,
+            metadata=metadata,
+            **placement,
         ),
     )
     print(job_id, flush=True)

@@ -306,6 +306,17 @@ def test_pasr_submit_prepares_the_data_in_the_job_with_the_same_mapping(tmp_path
     )
     assert result.returncode == 0, result.stderr
     assert read_rl_parquet(tmp_path / "d" / "evol_train.parquet")[0]["reward_model"]["ground_truth"] == "2"
+    # a resubmission (after a preemption) keeps what the first job prepared: the source is not read again
+    src.unlink()
+    again = subprocess.run(
+        ["bash", "-c", steps[0].replace("python3", shlex.quote(sys.executable), 1)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"kept {tmp_path / 'd' / 'evol_train.parquet'}: prepared from {src} before" in again.stdout
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,26 @@ def test_a_second_source_of_the_same_stem_is_refused_naming_both(tmp_path, run_c
     assert len(read_rl_parquet(out / "train.parquet")) == 2
 
 
+def test_keep_existing_keeps_the_same_sources_file_and_nothing_else(tmp_path, run_cli):
+    """``--keep-existing`` (what a resubmitted ``pasr submit`` job runs): the file a first run
+    prepared from the same source is kept without reading the source; none there is prepared;
+    another source of the same stem is refused as without the flag."""
+    a = _rows(tmp_path / "a" / "train.jsonl", [{"question": "1+1?", "answer": "2"}])
+    out = tmp_path / "out"
+    rc, stdout, err = _prepare(run_cli, "--dataset", str(a), "--keep-existing", "--out", str(out))
+    assert rc == 0 and "wrote 1 rows" in stdout, err  # nothing to keep yet
+    a.write_text('{"question": "3+3?", "answer": "6"}\n')  # changed: a rerun would see it; a kept file does not
+    rc, stdout, err = _prepare(run_cli, "--dataset", str(a), "--keep-existing", "--out", str(out))
+    assert rc == 0 and f"kept {out / 'train.parquet'}: prepared from {a} before" in stdout, err
+    assert read_rl_parquet(out / "train.parquet")[0]["reward_model"]["ground_truth"] == "2"
+    a.unlink()
+    assert _prepare(run_cli, "--dataset", str(a), "--keep-existing", "--out", str(out))[0] == 0
+    b = _rows(tmp_path / "b" / "train.jsonl", [{"question": "2+2?", "answer": "4"}])
+    rc, _, err = _prepare(run_cli, "--dataset", str(b), "--keep-existing", "--out", str(out))
+    _one_line_error(rc, err)
+    assert str(a) in err and str(b) in err
+
+
 def test_a_known_set_and_a_file_of_its_name_collide_too(tmp_path, run_cli):
     out = tmp_path / "out"
     assert _prepare(run_cli, "--dataset", "synthetic", "--n", "3", "--out", str(out))[0] == 0

@@ -93,6 +93,50 @@ def test_entrypoint_and_runtime_env(tmp_path, monkeypatch):
         build_runtime_env(tmp_path, ["PASR_TEST_UNSET"])
 
 
+def test_stop_says_what_it_stopped():
+    """``pasr jobs stop`` names the job, its status, its entrypoint without the judge URL's
+    credentials, and how long Ray leaves it to checkpoint (the job's own stop wait, else Ray's 3 s)."""
+    from recipe.jobs import stop_message
+
+    info = SimpleNamespace(
+        status="RUNNING",
+        entrypoint="pasr judge serve -- python3 -m recipe.main_pasr pasr.judge.base_url=http://u:secret@j:8000/v1",
+        runtime_env={"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "900"}},
+    )
+    text = stop_message("raysubmit_1", info)
+    first, second = text.splitlines()
+    assert first.startswith("pasr: stopping job raysubmit_1 (RUNNING): pasr judge serve -- python3 -m recipe.main_pasr")
+    assert "secret" not in text and "900 s after the signal" in second and "pasr jobs status raysubmit_1" in second
+    bare = stop_message("raysubmit_2", SimpleNamespace(status="PENDING", entrypoint="x" * 300, runtime_env=None))
+    assert "3 s after the signal" in bare and "x" * 158 not in bare
+
+
+def test_an_evaluation_job_reserves_its_gpus(monkeypatch, capsys):
+    """``--entrypoint-num-gpus N`` is Ray's ``entrypoint_num_gpus``: an evaluation with vLLM run as
+    a job is placed on a node with N free GPUs, not run on the head beside the training; without it
+    nothing is reserved, as ``ray job submit`` does; a negative or NaN count is refused in one line."""
+    from pasr_cli import main
+    from recipe import jobs
+
+    asked = []
+
+    class Client:
+        def submit_job(self, **kwargs):
+            asked.append(kwargs)
+            return "raysubmit_eval"
+
+    monkeypatch.setattr(jobs, "connect", lambda *a, **k: Client())
+    evaluate = "python3 -m recipe eval --model /shared/ckpts/run --dataset math500 --backend vllm --out /shared/eval/r"
+    base = ["submit", "--address", "http://127.0.0.1:1", "--working-dir", str(REPO), "--entrypoint", evaluate]
+    assert main([*base, "--entrypoint-num-gpus", "1"]) == 0
+    assert asked[-1]["entrypoint_num_gpus"] == 1 and asked[-1]["entrypoint"] == evaluate
+    assert main(base) == 0 and "entrypoint_num_gpus" not in asked[-1]
+    for bad in ("-1", "nan"):
+        assert main([*base, "--entrypoint-num-gpus", bad]) == 2
+        assert "--entrypoint-num-gpus" in capsys.readouterr().err
+    assert len(asked) == 2
+
+
 def test_the_verl_run_is_composed_and_checked_before_submitting():
     """The overrides are composed into the config the job will run: relative checkpoint or dump
     dirs (a resubmission would silently start from scratch) and bad keys are refused."""
@@ -598,6 +642,9 @@ def test_stop(pasr, ray_head, tmp_path):
     job_id = out.strip()
     code, out, err = pasr("jobs", "stop", job_id, "--address", ray_head.address, "--wait")
     assert code == 0 and out.strip() == f"{job_id}\tSTOPPED", err
+    # it says what it stopped: the job, its status and entrypoint, and the job's time to checkpoint
+    assert f"pasr: stopping job {job_id} (" in err and "python3 -c 'import time;" in err, err
+    assert "SIGTERM sent" in err and "900 s after the signal (RAY_JOB_STOP_WAIT_TIME_S)" in err
     code, _, err = pasr("jobs", "logs", job_id, "--address", ray_head.address, "--follow")
     assert code == 3 and "STOPPED" in err
     code, _, err = pasr("jobs", "status", "raysubmit_doesnotexist", "--address", ray_head.address)

@@ -120,3 +120,68 @@ def test_verl_steps_in_metrics_jsonl_are_read_by_pasr_stats(verl_mods, train_ste
     trend = stats["metrics_trends"]["test-run"]
     assert trend["steps"] == [1, 2] and trend["series"]["critic/score/mean"] == [0.25, 0.5]
     assert "pasr/refine_rate" in trend["series"] and "metrics.jsonl `test-run`" in (out / "report.md").read_text()
+
+
+def test_a_resumed_run_logs_into_the_same_wandb_run(verl_mods, monkeypatch, tmp_path):
+    """verl's Tracking (as fit() makes it, through metrics_file_tracking) with wandb, offline: the
+    first start keeps its run id in the checkpoint folder and a second start (the resubmission
+    after a preemption) resumes that wandb run; a fresh folder is a new run; a WANDB_RUN_ID the
+    user set wins. Before, each start was a new wandb run of the same name."""
+    import wandb
+    from verl.utils import tracking
+
+    from recipe.tracker_run import RUN_ID_FILE
+
+    t_mod = verl_mods.trainer
+    for key in ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_RESUME_FROM"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+
+    def start(run_dir, own: str | None = None) -> str:
+        # wandb reads WANDB_RUN_ID from the environment the start sets; each start is its own process
+        monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+        monkeypatch.delenv("WANDB_RESUME", raising=False)
+        if own:
+            monkeypatch.setenv("WANDB_RUN_ID", own)
+        with t_mod.metrics_file_tracking(str(run_dir), "pasr"):
+            logger = tracking.Tracking(project_name="p", experiment_name="e", default_backend=["wandb"], config=None)
+            run_id = wandb.run.id
+            assert wandb.run.settings.resume == "allow"
+            logger.log({"x": 1.0}, step=1)
+            logger.finish()
+        wandb.teardown()  # wandb reads the environment once a process: as a new process would
+        return run_id
+
+    first = start(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / RUN_ID_FILE).read_text().strip() == first
+    assert start(tmp_path / "ckpt") == first
+    assert start(tmp_path / "other") != first
+    assert start(tmp_path / "ckpt", own="mine01") == "mine01"
+    assert (tmp_path / "ckpt" / RUN_ID_FILE).read_text().strip() == first
+
+
+def test_a_resumed_run_keeps_no_more_checkpoints_than_asked(verl_mods, monkeypatch, tmp_path, capsys):
+    """verl rotates only the checkpoints its own start saved: a run resumed at step 24 kept
+    global_step_8 and _16 of the start before it forever. After each save the trainer removes
+    the oldest beyond trainer.max_actor_ckpt_to_keep, and never a later step's folder."""
+    from recipe.verl_engine.checkpoint_rotation import stale_checkpoints
+    from tests.verl_compose import _compose
+
+    ckpt = tmp_path / "ckpt"
+    for step in (8, 16, 24, 40):  # 40: a save a crash cut short, past the step resumed from
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True)
+    monkeypatch.setattr(
+        verl_mods.ray_trainer.RayPPOTrainer,
+        "_save_checkpoint",
+        lambda self: (ckpt / f"global_step_{self.global_steps}" / "actor").mkdir(parents=True),
+    )
+    trainer = object.__new__(verl_mods.trainer.PasrRayTrainer)
+    trainer.config = _compose([f"trainer.default_local_dir={ckpt}", "trainer.max_actor_ckpt_to_keep=2"])
+    trainer.global_steps = 32
+    trainer._save_checkpoint()
+    assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_24", "global_step_32", "global_step_40"]
+    assert "removed global_step_8, a checkpoint of an earlier start" in capsys.readouterr().out
+    assert stale_checkpoints(ckpt, None, 40) == [] and stale_checkpoints(ckpt, 0, 40) == []  # verl: keep all
+    assert [p.name for p in stale_checkpoints(ckpt, 1, 32)] == ["global_step_24"]

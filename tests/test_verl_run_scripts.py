@@ -22,9 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
         ("run_pasr_qwen3_8b.sh", ["+data.apply_chat_template_kwargs.enable_thinking=true"]),
     ],
 )
-def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
-    from omegaconf import OmegaConf
-
+def test_run_scripts_are_valid_and_use_the_paper_setup(script, extra):
+    """Both per-model scripts run the node script with the paper setup (recipe/config/setup/) and
+    pass only the setup, the model, data, paths and GPUs: the hyper-parameters, batch, tensor
+    parallel size, epochs and checkpoints are the setup's, the one `pasr submit` composes."""
     wrapper = REPO / "recipe" / "scripts" / script
     path = REPO / "recipe" / "scripts" / "run_pasr_node.sh"
     for p in (wrapper, path):
@@ -36,22 +37,73 @@ def test_run_scripts_are_valid_and_use_the_paper_settings(script, extra):
         and "python3 -m recipe judge serve" in text
         and "python3 -m recipe check" in text
     )
-    overrides = _script_overrides(path) + extra
+    overrides = _script_overrides(wrapper)
+    keys = [o.partition("=")[0] for o in overrides]
+    assert keys == [
+        "setup",
+        "data.train_files",
+        "data.val_files",
+        "actor_rollout_ref.model.path",
+        "trainer.experiment_name",
+        "trainer.n_gpus_per_node",
+        "trainer.default_local_dir",
+        *[e.partition("=")[0] for e in extra],
+    ]
+    assert overrides[0] == "setup=paper_qwen2_5_7b"
     cfg = _compose(overrides)  # every key exists (Hydra rejects unknown ones)
     ar = cfg.actor_rollout_ref
     assert (cfg.pasr.n_refine, ar.rollout.n, ar.rollout.temperature, cfg.data.max_response_length) == (8, 8, 0.9, 1500)
     assert (ar.actor.optim.lr, ar.actor.kl_loss_coef, ar.actor.clip_ratio) == (1e-6, 0.04, 0.2)
     assert cfg.trainer.resume_mode == "auto" and cfg.trainer.use_v1 is False
+    assert (cfg.data.train_batch_size, ar.actor.ppo_mini_batch_size, ar.rollout.tensor_model_parallel_size) == (
+        96,
+        24,
+        2,
+    )
+    assert (cfg.trainer.save_freq, cfg.trainer.max_actor_ckpt_to_keep, cfg.trainer.total_epochs) == (8, 3, 2)
+    assert ar.ref.fsdp_config.param_offload is True and cfg.pasr.zeta == 0.05
     from recipe.verl_engine.config import engine_config, pasr_config
 
-    pasr_config(cfg), engine_config(cfg)
+    assert pasr_config(cfg).judge.cache_path == "/x/judge_cache.jsonl"
     assert engine_config(cfg).rollout_dir == "/x/rollouts"  # beside the checkpoints, by default
-    # the script passes only what differs from the config: every literal value it sets changes it
-    default = _compose(extra)
-    for item in _script_overrides(path):
-        key, _, value = item.partition("=")
-        if value != "/x" and key != "trainer.logger" and not value == "8":  # shell variables
-            assert OmegaConf.select(default, key) != OmegaConf.select(cfg, key), f"{item} restates the config"
+    # the wrapper's model and experiment name are the setup's own
+    own = _script_overrides(wrapper, {"MODEL_PATH": "", "EXP_NAME": ""}) if script.startswith("run_pasr_qwen2") else []
+    if own:
+        setup = _compose(["setup=paper_qwen2_5_7b"])
+        named = dict(o.split("=", 1) for o in own)
+        assert named["actor_rollout_ref.model.path"] == setup.actor_rollout_ref.model.path
+        assert named["trainer.experiment_name"] == setup.trainer.experiment_name
+
+
+def test_the_node_script_passes_a_setting_only_when_its_variable_is_set():
+    """TRAIN_BSZ (with MINI_BSZ a quarter of it), ROLLOUT_TP, TOTAL_EPOCHS, SAVE_FREQ, KEEP_CKPTS,
+    TEST_FREQ and NNODES override the setup one by one; SETUP= (empty) runs pasr_trainer.yaml
+    alone, with the LLM judge's tie band and cache the script then sets itself."""
+    path = REPO / "recipe" / "scripts" / "run_pasr_node.sh"
+    env = {"TRAIN_BSZ": "16", "ROLLOUT_TP": "1", "TOTAL_EPOCHS": "1", "SAVE_FREQ": "3", "KEEP_CKPTS": "2"}
+    overrides = _script_overrides(path, {**env, "TEST_FREQ": "5", "NNODES": "2"})
+    assert overrides[7:] == [
+        "trainer.nnodes=2",
+        "data.train_batch_size=16",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "trainer.total_epochs=1",
+        "trainer.save_freq=3",
+        "trainer.max_actor_ckpt_to_keep=2",
+        "trainer.test_freq=5",
+    ]
+    cfg = _compose(overrides)
+    assert (cfg.trainer.nnodes, cfg.data.train_batch_size, cfg.trainer.max_actor_ckpt_to_keep) == (2, 16, 2)
+    judge = {"JUDGE_URL": "http://judge:8000/v1", "JUDGE_MODEL": "j"}
+    assert _script_overrides(path, judge)[7:] == [
+        "pasr.judge.kind=openai",
+        "pasr.judge.base_url=http://judge:8000/v1",
+        "pasr.judge.model=j",
+    ]  # the setup's tie band and cache
+    bare = _script_overrides(path, {"SETUP": "", **judge})
+    assert not any(o.startswith("setup=") for o in bare)
+    assert bare[-2:] == ["pasr.zeta=0.05", "pasr.judge.cache_path=/x/judge_cache.jsonl"]
+    assert _compose(bare).data.train_batch_size == 128  # pasr_trainer.yaml's own
 
 
 def test_smoke_script_drives_the_node_script_with_the_measured_settings():

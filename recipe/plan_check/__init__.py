@@ -15,9 +15,11 @@ and that validation is not on the training files (:mod:`.data`); pings an LLM ju
 a short timeout: a judge that does not answer is one FAIL line, not a crash) or sizes one the job
 serves, and checks ``pasr.zeta`` against its scores (:mod:`.judge`); checks the GPU and batch
 arithmetic verl asserts only after start-up (:mod:`.batch`), that the checkpoint and dump folders
-can be written and that the experiment tracker has its credentials (:mod:`.run_env`); and prints
-the plan: GPUs per role and idle, memory a GPU, rollouts and tokens per step, steps, and an
-estimate of the step time scaled from the last measured GPU step (:mod:`.plan`). Every problem is
+can be written and that the experiment tracker has its credentials (:mod:`.run_env`), and that
+the checkpoint a resubmission resumes from was saved by as many GPUs as the run has
+(:mod:`.checkpoints`); and prints the plan: GPUs per role and idle, memory a GPU, rollouts and
+tokens per step, steps, checkpoints (how often, how many kept, their size, what a preemption
+loses), and an estimate of the step time scaled from the last measured GPU step (:mod:`.plan`). Every problem is
 one ``FAIL`` line; a check that builds on a refused one waits (no follow-on line that is wrong once
 the first is fixed); the exit status is 2 when there is one, else 0. Nothing here needs a GPU.
 
@@ -32,6 +34,7 @@ from collections.abc import Mapping
 
 from data.cli_errors import CliError
 from recipe.plan_check.batch import batch_problems
+from recipe.plan_check.checkpoints import check_resume
 from recipe.plan_check.compose import compose_reporting, one_line, select, strip_command
 from recipe.plan_check.data import check_data, first_golds
 from recipe.plan_check.judge import PLACEHOLDER_JUDGE_URL, check_judge
@@ -60,6 +63,23 @@ def option_problem(
     if not (math.isfinite(gpu_memory_gb) and gpu_memory_gb > 0):
         return f"--gpu-memory-gb {gpu_memory_gb}: a GPU's memory in GB, a number > 0"
     return None
+
+
+def run_overrides(
+    overrides: list[str], judge_gpus: int = 0, judge_model: str | None = None, node_gpus: int = 8
+) -> list[str]:
+    """The overrides the run composes: the command's (``python3 -m recipe.main_pasr`` taken off)
+    and, for a judge ``pasr judge serve`` serves on ``judge_gpus`` GPUs of a node of ``node_gpus``,
+    what it appends (its URL a placeholder: the job learns the real one). The one composition
+    ``pasr check``, ``pasr submit`` and the run scripts' dry runs share; a CliError when the
+    command sets what the judge server sets."""
+    overrides = strip_command(list(overrides))
+    if not judge_gpus:
+        return overrides
+    from recipe.judge_server import ServedJudge, judge_overrides
+
+    placeholder = ServedJudge(judge_model, judge_gpus, PLACEHOLDER_JUDGE_URL, "", node_gpus, [], "")
+    return [*overrides, *judge_overrides(overrides, placeholder)]
 
 
 def check(
@@ -91,14 +111,13 @@ def check(
     overrides = strip_command(list(overrides))
     judge_refused = False
     if judge_gpus:
-        from recipe.judge_server import ServedJudge, judge_overrides, training_gpus_problem
+        from recipe.judge_server import training_gpus_problem
 
         why = training_gpus_problem(overrides, judge_gpus, node_gpus)
         if why:
             report.fail("GPUs", why + f" (--node-gpus {node_gpus})")
-        placeholder = ServedJudge(judge_model, judge_gpus, PLACEHOLDER_JUDGE_URL, "", node_gpus, [], "")
         try:
-            overrides = [*overrides, *judge_overrides(overrides, placeholder)]
+            overrides = run_overrides(overrides, judge_gpus, judge_model, node_gpus)
         except CliError as exc:
             report.fail("judge", str(exc))
             judge_refused = True
@@ -164,6 +183,8 @@ def check(
                 "GPU and batch arithmetic: rows split over the GPUs, whole mini-batches, micro-batches hold a sequence",
             )
     check_dirs(config, engine, report, here)
+    if layout is not None and fits:
+        check_resume(config, report, layout)
     check_tracker(config, report, job_env)
     if layout is not None:
         plan_lines(
@@ -231,4 +252,4 @@ def run(args) -> int:
     return 2 if report.problems else 0
 
 
-__all__ = ["PLACEHOLDER_JUDGE_URL", "Report", "build_parser", "check", "run", "select"]
+__all__ = ["PLACEHOLDER_JUDGE_URL", "Report", "build_parser", "check", "run", "run_overrides", "select"]

@@ -85,6 +85,13 @@ def _parse_problem(override: str) -> str | None:
 def _culprit(exc: BaseException, overrides: list[str]) -> tuple[str, str] | None:
     """``(the override Hydra refused, why in words)``, or None when its message names none."""
     text = str(exc)
+    if m := re.search(r"Could not find '([^'/]+)/([^']+)'", text):  # a config group's option (setup=NAME)
+        for override in overrides:
+            if _key(override) == m[1]:
+                listed = text.partition("Available options")[2].partition("Config search path")[0]
+                options = re.findall(r"^\s+(\S+)\s*$", listed, re.M)
+                known = f": {', '.join(options)}" if options else ""
+                return override, f"{override}: no {m[2]} in recipe/config/{m[1]}/ (its options{known or ': none'})"
     if m := re.search(r"Could not override '([^']+)'", text):
         for override in overrides:
             if _key(override) == m[1]:

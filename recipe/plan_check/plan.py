@@ -1,12 +1,13 @@
 """The plan ``pasr check`` prints: GPUs by role (and those idle), memory a GPU, rollouts, tokens
-and judge requests a step, steps, and an estimate of the step time scaled from the last measured
-GPU step (:func:`step_estimate`)."""
+and judge requests a step, steps, checkpoints (:mod:`recipe.plan_check.checkpoints`), and an
+estimate of the step time scaled from the last measured GPU step (:func:`step_estimate`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from recipe.plan_check.checkpoints import checkpoint_lines
 from recipe.plan_check.compose import select
 from recipe.plan_check.layout import Layout, gpu_lines, memory_line
 from recipe.plan_check.model import ModelShape, human
@@ -170,6 +171,7 @@ def plan_lines(
                 + (f", capped by trainer.total_training_steps={total})" if total else ")"),
             )
         )
+    checkpoint_lines(config, report, layout, shape, train_rows)
     measured = measured_step()
     compute = shape.compute_params
     if compute is None or measured is None or method == "rrr":

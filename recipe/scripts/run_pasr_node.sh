@@ -4,8 +4,11 @@
 #
 #   MODEL_PATH=Qwen/Qwen2.5-7B-Instruct EXP_NAME=my-run bash recipe/scripts/run_pasr_node.sh [EXTRA HYDRA OVERRIDES...]
 #
-# The paper's hyper-parameters are the config's defaults (recipe/config/pasr_trainer.yaml, with
-# PASR's own in recipe/pasr_config.py); this script passes only the model, data, paths and GPUs.
+# The run's settings are one setup, recipe/config/setup/$SETUP.yaml over recipe/config/pasr_trainer.yaml
+# (PASR's own in recipe/pasr_config.py): batch, tensor parallel size, epochs, checkpoints, the
+# judge's tie band. `pasr submit ... -- setup=paper_qwen2_5_7b ...` composes the same config. This
+# script passes the setup, the model, data, paths and GPUs, and a setting only when its variable
+# below is set.
 #
 # Prerequisites on the node: `pip install -e '.[gpu]'` (verl[vllm]==0.9.1: the vLLM, torch and
 # transformers versions verl pins) from the repository root, the model (hub name or local folder)
@@ -16,7 +19,9 @@
 #
 # Environment (optional unless marked required):
 #   MODEL_PATH      model to train                     (required)
-#   EXP_NAME        experiment name                    (required)
+#   EXP_NAME        experiment name: the checkpoint folder's and the tracker run's (required)
+#   SETUP           a run setup of recipe/config/setup/ (default paper_qwen2_5_7b: the paper's
+#                   hyper-parameters, preemption-safe checkpoints); SETUP= (empty): pasr_trainer.yaml alone
 #   DATA_DIR        parquet files go here              (default $HOME/data/pasr)
 #   TRAIN_DATASET   training data, prepared once into $DATA_DIR/<name or file stem>_train.parquet
 #                   (default gsm8k): a set of `pasr data list` (gsm8k, math, synthetic, ...) or a
@@ -28,9 +33,12 @@
 #   VAL_DATASET, VAL_QUESTION_FIELD, VAL_ANSWER_FIELD, VAL_FILE   the same for validation
 #                   (default math500, split test)
 #   CKPT_DIR        checkpoints and rollout dumps      (default $HOME/ckpts/pasr/$EXP_NAME)
-#   NGPUS           GPUs for training                  (default 8; with JUDGE_GPUS the node's minus the judge's)
-#   TRAIN_BSZ       prompts per step                   (default 16 per training GPU: 128 on 8)
-#   TOTAL_EPOCHS    (default 2)   SAVE_FREQ / TEST_FREQ (default 20)
+#   NGPUS           GPUs for training a node           (default the node's; with JUDGE_GPUS the node's minus the judge's)
+#   NNODES          nodes of this Ray cluster to train on (default 1; every node trains on NGPUS)
+#   NODE_GPUS       GPUs a node has                    (default: nvidia-smi's count, else 8)
+#   Unset, each of these is the setup's: TRAIN_BSZ (prompts a step), MINI_BSZ (default TRAIN_BSZ / 4
+#   when TRAIN_BSZ is set), ROLLOUT_TP, TOTAL_EPOCHS, SAVE_FREQ (steps between checkpoints),
+#   KEEP_CKPTS (checkpoints kept), TEST_FREQ (steps between validations)
 #   Judge (default: the rule judge, Math-Verify; enough for math data):
 #   JUDGE_GPUS      e.g. 2, with JUDGE_MODEL: serve the judge with vLLM on 2 GPUs of this node's Ray
 #                   cluster (`pasr judge serve`: a Ray actor, tensor parallel 2, ~28 GB of bf16 weights
@@ -42,7 +50,7 @@
 #   JUDGE_KIND      openai (default: every rollout asked) or hybrid (Math-Verify for math golds, the
 #                   LLM judge only for the rest: on MATH it is barely asked)
 #   JUDGE_PORT      port of the served judge           (default: a free one on its node)
-#   JUDGE_ZETA      pasr.zeta with an LLM judge        (default 0.05: its scores are graded, not 0/1)
+#   JUDGE_ZETA      pasr.zeta with an LLM judge        (default: the setup's 0.05; its scores are graded, not 0/1)
 #   DRY_RUN=1       check the plan instead of training (`pasr check`: config, data, model, judge, GPU
 #                   and batch arithmetic, memory, the plan with an estimated step time; seconds, no GPU
 #                   needed). Without it the same check runs first and a plan it refuses is not started
@@ -58,12 +66,11 @@ DATA_DIR=${DATA_DIR:-$HOME/data/pasr}
 TRAIN_DATASET=${TRAIN_DATASET:-gsm8k}
 VAL_DATASET=${VAL_DATASET:-math500}
 CKPT_DIR=${CKPT_DIR:-$HOME/ckpts/pasr/$EXP_NAME}
-TOTAL_EPOCHS=${TOTAL_EPOCHS:-2}
-SAVE_FREQ=${SAVE_FREQ:-20}
-TEST_FREQ=${TEST_FREQ:-20}
-ROLLOUT_TP=${ROLLOUT_TP:-2}
+SETUP=${SETUP-paper_qwen2_5_7b}  # set but empty: none
 JUDGE_KIND=${JUDGE_KIND:-openai}
-JUDGE_ZETA=${JUDGE_ZETA:-0.05}  # the tie band for the LLM judge's graded scores (docs/judges_and_data.md)
+# the tie band for the LLM judge's graded scores (docs/judges_and_data.md): the setup's, else 0.05
+JUDGE_ZETA=${JUDGE_ZETA:-}
+[[ -n "$SETUP" ]] || JUDGE_ZETA=${JUDGE_ZETA:-0.05}
 
 # ---------------------------------------------------------------- data (written once)
 # prepare SPLIT DATASET QUESTION_FIELD ANSWER_FIELD: the parquet `pasr data prepare --out DIR`
@@ -96,23 +103,46 @@ if [[ -n "${JUDGE_GPUS:-}" ]]; then
     NGPUS=${NGPUS:-$((NODE_GPUS - JUDGE_GPUS))}
     LAUNCH=(python3 -m recipe judge serve --judge-model "$JUDGE_MODEL" --judge-gpus "$JUDGE_GPUS"
             --log "$CKPT_DIR/judge_vllm.log" ${JUDGE_PORT:+--port "$JUDGE_PORT"} --)
-    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl" pasr.zeta="$JUDGE_ZETA")
+    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND")
 elif [[ -n "${JUDGE_URL:-}" ]]; then
     : "${JUDGE_MODEL:?JUDGE_URL needs JUDGE_MODEL (the served model name)}"
     export OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY}  # vllm serve accepts any key unless --api-key
-    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL"
-                pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl" pasr.zeta="$JUDGE_ZETA")
+    JUDGE_ARGS=(pasr.judge.kind="$JUDGE_KIND" pasr.judge.base_url="$JUDGE_URL" pasr.judge.model="$JUDGE_MODEL")
+fi
+if [[ ${#JUDGE_ARGS[@]} -gt 0 ]]; then
+    JUDGE_ARGS+=(${JUDGE_ZETA:+pasr.zeta="$JUDGE_ZETA"})
+    # the setup keeps the judge's cache beside the checkpoints; without one, so does this
+    [[ -n "$SETUP" ]] || JUDGE_ARGS+=(pasr.judge.cache_path="$CKPT_DIR/judge_cache.jsonl")
 fi
 if [[ -n "${DRY_RUN:-}" ]]; then
     LAUNCH=(python3 -m recipe check --node-gpus "$NODE_GPUS"
             ${JUDGE_GPUS:+--judge-gpus "$JUDGE_GPUS" --judge-model "$JUDGE_MODEL"} --)
 fi
 
-NGPUS=${NGPUS:-8}
-TRAIN_BSZ=${TRAIN_BSZ:-$((NGPUS * 16))}
-MINI_BSZ=${MINI_BSZ:-$((NGPUS * 4))}
-LOGGER='["console"]'
-[[ -n "${WANDB_API_KEY:-}" ]] && LOGGER='["console","wandb"]'
+NGPUS=${NGPUS:-$NODE_GPUS}
+
+# ---------------------------------------------------------------- the run's overrides
+# The setup, then what this node and run decide, then a setting only where its variable is set:
+# everything else (the paper's hyper-parameters, PASR's group sizes and tie, checkpoints) is the
+# setup's (recipe/config/setup/), over recipe/config/pasr_trainer.yaml and recipe/pasr_config.py.
+RUN_ARGS=(${SETUP:+setup="$SETUP"}
+          data.train_files="$TRAIN_FILE"
+          data.val_files="$VAL_FILE"
+          actor_rollout_ref.model.path="$MODEL_PATH"
+          trainer.experiment_name="$EXP_NAME"
+          trainer.n_gpus_per_node="$NGPUS"
+          trainer.default_local_dir="$CKPT_DIR")
+setting() { [[ -z "$2" ]] || RUN_ARGS+=("$1=$2"); }  # KEY VALUE: the override when VALUE is set
+[[ -n "${TRAIN_BSZ:-}" ]] && MINI_BSZ=${MINI_BSZ:-$((TRAIN_BSZ / 4))}
+setting trainer.nnodes "${NNODES:-}"
+setting data.train_batch_size "${TRAIN_BSZ:-}"
+setting actor_rollout_ref.actor.ppo_mini_batch_size "${MINI_BSZ:-}"
+setting actor_rollout_ref.rollout.tensor_model_parallel_size "${ROLLOUT_TP:-}"
+setting trainer.total_epochs "${TOTAL_EPOCHS:-}"
+setting trainer.save_freq "${SAVE_FREQ:-}"
+setting trainer.max_actor_ckpt_to_keep "${KEEP_CKPTS:-}"
+setting trainer.test_freq "${TEST_FREQ:-}"
+[[ -n "${WANDB_API_KEY:-}" ]] && RUN_ARGS+=('trainer.logger=["console","wandb"]')
 
 # ---------------------------------------------------------------- check, then train
 # The plan is checked first, as DRY_RUN=1 checks it (this script's own command under pasr check):
@@ -123,23 +153,4 @@ if [[ -z "${DRY_RUN:-}" && -z "${NO_CHECK:-}" ]]; then
         exit 2
     }
 fi
-# Only what this node and run decide: everything else (the paper's hyper-parameters, PASR's
-# group sizes and tie) is recipe/config/pasr_trainer.yaml and recipe/pasr_config.py.
-${LAUNCH[@]+"${LAUNCH[@]}"} python3 -m recipe.main_pasr \
-    data.train_files="$TRAIN_FILE" \
-    data.val_files="$VAL_FILE" \
-    data.train_batch_size="$TRAIN_BSZ" \
-    actor_rollout_ref.model.path="$MODEL_PATH" \
-    actor_rollout_ref.actor.ppo_mini_batch_size="$MINI_BSZ" \
-    actor_rollout_ref.ref.fsdp_config.param_offload=true \
-    actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP" \
-    trainer.experiment_name="$EXP_NAME" \
-    trainer.logger="$LOGGER" \
-    trainer.n_gpus_per_node="$NGPUS" \
-    trainer.default_local_dir="$CKPT_DIR" \
-    trainer.save_freq="$SAVE_FREQ" \
-    trainer.max_actor_ckpt_to_keep=3 \
-    trainer.test_freq="$TEST_FREQ" \
-    trainer.total_epochs="$TOTAL_EPOCHS" \
-    ${JUDGE_ARGS[@]+"${JUDGE_ARGS[@]}"} \
-    "$@"
+${LAUNCH[@]+"${LAUNCH[@]}"} python3 -m recipe.main_pasr "${RUN_ARGS[@]}" ${JUDGE_ARGS[@]+"${JUDGE_ARGS[@]}"} "$@"

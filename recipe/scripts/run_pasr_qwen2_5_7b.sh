@@ -9,9 +9,12 @@
 #
 # Everything but the model is in run_pasr_node.sh (data preparation, an optional LLM judge,
 # resume; its header lists the environment variables: DATA_DIR, CKPT_DIR, JUDGE_URL /
-# JUDGE_MODEL / JUDGE_GPUS, NGPUS, TRAIN_BSZ, ...); the paper's hyper-parameters are the
-# config's defaults (recipe/config/pasr_trainer.yaml, recipe/pasr_config.py).
+# JUDGE_MODEL / JUDGE_GPUS, NGPUS, NNODES, TRAIN_BSZ, ...). The run's settings are the paper
+# setup, recipe/config/setup/paper_qwen2_5_7b.yaml (batch, tensor parallel size, epochs,
+# preemption-safe checkpoints, the judge's tie band), the one `pasr submit ... -- setup=paper_qwen2_5_7b`
+# runs too; its model and experiment name are the defaults below.
 set -euo pipefail
+export SETUP=${SETUP-paper_qwen2_5_7b}
 export MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}
 export EXP_NAME=${EXP_NAME:-pasr-qwen2.5-7b}
 exec bash "$(dirname "$0")/run_pasr_node.sh" "$@"

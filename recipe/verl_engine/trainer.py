@@ -36,7 +36,9 @@ answers from there. ``tests/test_verl_pinned.py`` pins the assumptions this rest
 helpers verl's own ``run`` calls are the ones called here).
 
 Stopping (SIGTERM from ``ray job stop``, Ctrl-C): :mod:`recipe.verl_engine.stopping` relays the
-driver's signal to the trainer, which finishes the step, checkpoints and returns.
+driver's signal to the trainer, which finishes the step, checkpoints and returns. After each
+save the checkpoints of earlier starts beyond ``trainer.max_actor_ckpt_to_keep`` are removed too
+(verl counts only its own start's: :mod:`recipe.verl_engine.checkpoint_rotation`).
 
 Importing this module needs verl's trainer stack (vLLM's dependencies uvicorn and fastapi).
 """
@@ -59,6 +61,7 @@ from recipe.metrics import reward_time_share
 from recipe.metrics_file import append_metrics, truncate_metrics, use_run_tensorboard_dir
 from recipe.verl_engine.agent_loop import FQN as AGENT_LOOP_MANAGER_FQN
 from recipe.verl_engine.agent_loop import PasrAgentLoopManager
+from recipe.verl_engine.checkpoint_rotation import remove_stale_checkpoints
 from recipe.verl_engine.rollout_wrapper import UNTRAINED_TOKENS_KEY
 from recipe.verl_engine.stopping import PasrTaskRunnerLauncher, StopAwareLoader, attach, poll_stop_flag
 
@@ -162,15 +165,20 @@ def metrics_file_tracking(run_dir: str, method: str):
     ``verl.utils.tracking`` when it starts) also appends every dict it logs to
     ``run_dir/metrics.jsonl`` (:func:`recipe.metrics_file.append_metrics`, the local engine's
     writer): ``phase`` is ``method``, or ``eval`` for a validation logged alone (before the first
-    step). The backends of ``trainer.logger`` get the same dicts as before."""
+    step). The backends of ``trainer.logger`` get the same dicts as before; wandb's run is the one
+    whose id ``run_dir`` keeps (:func:`recipe.tracker_run.resume_wandb_run`), so a resumed run
+    logs into the run it started."""
     from verl.utils import tracking
 
+    from recipe.tracker_run import logs_to_wandb, resume_wandb_run
     from rewards.judges.redact import redact_urls_in
 
     verl_tracking = tracking.Tracking
 
     class MetricsFileTracking(verl_tracking):
         def __init__(self, project_name, experiment_name, default_backend="console", config=None):
+            if logs_to_wandb(default_backend):  # a resumed run logs into the same wandb run
+                resume_wandb_run(run_dir)
             # wandb and mlflow write the run's config to disk and to their server: no URL credentials
             super().__init__(project_name, experiment_name, default_backend, config=redact_urls_in(config))
 
@@ -236,6 +244,9 @@ class PasrRayTrainer(RayPPOTrainer):
     def _save_checkpoint(self):
         super()._save_checkpoint()
         self._last_saved_step = self.global_steps
+        # verl rotates only the checkpoints this start saved: those of starts before a resume too
+        trainer = self.config.trainer
+        remove_stale_checkpoints(trainer.default_local_dir, trainer.get("max_actor_ckpt_to_keep"), self.global_steps)
 
     def _stop_requested(self) -> bool:
         if getattr(self, "_stop_reason", None) is None:
