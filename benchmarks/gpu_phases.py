@@ -11,6 +11,7 @@ from :mod:`benchmarks.gpu_check`, which still re-exports these names.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -80,3 +81,13 @@ class Progress:
         result = self.build(self.root)
         write_result(result, self.out)
         return result
+
+
+def prepare_root(root: Path, bench: str) -> None:
+    """A fresh run directory for benchmark ``bench``: an earlier run of it (its ``settings.json``)
+    is replaced; a folder holding anything else is refused, never deleted."""
+    if root.exists() and any(root.iterdir()):
+        if not (root / "settings.json").is_file():
+            raise SystemExit(f"{bench}: {root} is not empty and not a {bench} run directory: choose another --run-dir")
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)

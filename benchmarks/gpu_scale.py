@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -48,7 +47,7 @@ from benchmarks import sampled_rows
 from benchmarks.gpu_check import build_parser as gpu_check_parser
 from benchmarks.gpu_check_report import paired, read_json, write_result  # noqa: F401  (paired, read_json: re-exported)
 from benchmarks.gpu_commands import eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
-from benchmarks.gpu_phases import Progress, device_name, git_commit
+from benchmarks.gpu_phases import Progress, device_name, git_commit, prepare_root
 from benchmarks.gpu_scale_plan import (  # noqa: F401  re-exported: the plan, moved there
     BASIS,
     CKPT_S,
@@ -208,19 +207,8 @@ def side_by_side(runs: list[WatchedRun], deadline: float, stop_at: float | None 
         run.wait(deadline + 10.0, grace_s=0.0)
 
 
-def prepare_root(root: Path) -> None:
-    """A fresh run directory; one that holds something else than this benchmark's is refused."""
-    if root.exists() and any(root.iterdir()):
-        if not (root / "settings.json").is_file():
-            raise SystemExit(
-                f"gpu_scale: {root} is not empty and not a gpu_scale run directory: choose another --run-dir"
-            )
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
-
-
 def run(args, cfg, root: Path, cmds: dict[str, list[str]], the_plan: dict) -> dict:
-    prepare_root(root)
+    prepare_root(root, "gpu_scale")
     settings = {
         "device": device_name(args.device),
         "commit": args.commit or git_commit(),

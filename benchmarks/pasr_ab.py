@@ -47,7 +47,7 @@ from benchmarks import ab_plan
 from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of
 from benchmarks.ab_table import print_report
 from benchmarks.gpu_commands import eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
-from benchmarks.gpu_phases import Progress, device_name, git_commit
+from benchmarks.gpu_phases import Progress, device_name, git_commit, prepare_root
 from benchmarks.gpu_run_facts import write_result
 from benchmarks.gpu_scale import cmd_overrides, with_
 from benchmarks.learning_signal import PAPER_EXACT
@@ -284,17 +284,8 @@ def evaluate_stopped(args, root: Path, names, until: float) -> None:
                 shutil.rmtree(root / name / "checkpoints", ignore_errors=True)
 
 
-def prepare_root(root: Path) -> None:
-    """A fresh run directory; one that holds something else than this benchmark's is refused."""
-    if root.exists() and any(root.iterdir()):
-        if not (root / "settings.json").is_file():
-            raise SystemExit(f"pasr_ab: {root} is not empty and not a pasr_ab run directory: choose another --run-dir")
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
-
-
 def run(args, cfg, root: Path, cmds: dict[str, list[str]], the_plan: dict) -> dict:
-    prepare_root(root)
+    prepare_root(root, "pasr_ab")
     settings = {
         "device": device_name(args.device),
         "commit": args.commit or git_commit(),

@@ -36,7 +36,7 @@ REFINED = "<think>17+4=20<refine>no: 17+4=21</refine></think><answer>21</answer>
 UNREFINED = "<think>17+4=21</think><answer>21</answer>"
 
 
-def _record(query: str, variant: str, text: str, acc: float) -> RolloutRecord:
+def record(query: str, variant: str, text: str, acc: float) -> RolloutRecord:
     from rewards.format import check_format
 
     fmt = check_format(text)
@@ -70,8 +70,8 @@ def random_groups(n: int, size: int, *, no_refine: float, graded: bool, seed: in
 
         for _ in range(size):
             text = UNREFINED if rng.random() < no_refine else REFINED
-            records.append(_record(f"q{q}", REFINE, text, acc()))
-        records += [_record(f"q{q}", PLAIN, "plain", acc()) for _ in range(size)]
+            records.append(record(f"q{q}", REFINE, text, acc()))
+        records += [record(f"q{q}", PLAIN, "plain", acc()) for _ in range(size)]
     return records
 
 

@@ -96,7 +96,7 @@ def test_the_script_runs_the_module(tmp_path):
 def test_a_run_directory_of_something_else_is_not_cleared(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
     with pytest.raises(SystemExit, match="not a gpu_scale run directory"):
-        gpu_scale.prepare_root(tmp_path)
+        gpu_scale.prepare_root(tmp_path, "gpu_scale")
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from data.records import PLAIN, REFINE, RolloutRecord
+from benchmarks.refine_term_reach import record
+from data.records import PLAIN, REFINE
 from recipe.pasr_config import load_pasr_config
 from recipe.refine_term import LIVE_TOL, RefineTermWatch, refine_term_effect, refine_term_metrics
 from recipe.scoring import group_scores
@@ -23,29 +24,6 @@ def R(a):  # formatted, refines
 
 def N(a):  # formatted, no refine
     return f"<think>17+4=21</think><answer>{a}</answer>"
-
-
-def record(query, variant, text, acc) -> RolloutRecord:
-    from rewards.format import check_format
-
-    fmt = check_format(text)
-    return RolloutRecord(
-        run_id="t",
-        query_id=query,
-        data_source="synthetic",
-        variant=variant,
-        prompt="q",
-        response=text,
-        response_tokens=5,
-        format_ok=fmt.ok,
-        format_reason=fmt.reason,
-        n_refine=fmt.n_refine,
-        extracted_answer="x",
-        gold="x",
-        acc=acc,
-        judge_error=None,
-        extra={"format_reward": fmt.reward},
-    )
 
 
 def group(query, refine_accs, plain_accs, refines=None):
