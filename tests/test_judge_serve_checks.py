@@ -21,6 +21,15 @@ from recipe.judge_process import JudgeProcess, free_port
 SLEEPER = f'{sys.executable} -c "import time; time.sleep(30)"'  # a serve command that never serves
 
 
+@pytest.fixture(autouse=True)
+def ray_env_restored(monkeypatch):
+    """`judge serve` sets RAY_AUTH_MODE (a token found) and Ray's GCS wait for its own process and
+    what it runs: called in-process here, the next test module's Ray head must not inherit them."""
+    for key in ("RAY_AUTH_MODE", "RAY_gcs_server_port_wait_time_s"):
+        monkeypatch.setenv(key, "")  # records the value before (or its absence) for the undo,
+        monkeypatch.delenv(key)  # which restores it whatever the test's code set meanwhile
+
+
 @pytest.fixture
 def no_ray(monkeypatch):
     """Ray is neither joined nor started: joining it fails the test (every check comes first)."""
