@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from eval.stats.runs import warmup_of
+
 LIVE = "pasr/refine_term/live_groups"
 MIXED = "pasr/refine_term/mixed_groups"
 CHANGE = "pasr/refine_term/adv_change"
@@ -27,19 +29,6 @@ def refine_term_plot(label: str) -> str:
     from eval.stats.plot_style import safe_name
 
     return f"refine_term_{safe_name(label)}.png"
-
-
-def _warmup(run_dir: Path) -> dict[str, Any] | None:
-    """The run's warm-up (steps, rate schedule) from its ``config.yaml``; None when not recorded."""
-    import yaml
-
-    try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-        w = cfg["warmup"]
-        steps, schedule = int(w["steps"]), str(w.get("lr_schedule", "constant"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError, ValueError, AttributeError):
-        return None
-    return {"steps": steps, "lr_schedule": schedule}
 
 
 def reach(metrics_trends: dict[str, dict]) -> dict[str, dict]:
@@ -68,7 +57,7 @@ def reach(metrics_trends: dict[str, dict]) -> dict[str, dict]:
             "mean_live": sum(live) / len(live),
             "mean_mixed": sum(v for v in mixed if v is not None) / max(1, sum(v is not None for v in mixed)),
             "dead_steps": sum(v == 0 for v in live),
-            "warmup": _warmup(Path(m["file"]).parent) if m.get("file") else None,
+            "warmup": warmup_of(Path(m["file"]).parent) if m.get("file") else None,
         }
     return out
 

@@ -121,14 +121,30 @@ def _checkpoint(folder: Path) -> tuple[str | None, int | None]:
     return run, step
 
 
-def _reward(folder: Path) -> RewardMode | None:
+def _config(folder: Path) -> Any:
+    """The run's ``config.yaml`` as YAML reads it; None when missing or unreadable."""
     import yaml
 
     try:
-        cfg = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
-        pasr = cfg["pasr"]
+        return yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def warmup_of(folder: str | Path) -> dict[str, Any] | None:
+    """A training run's warm-up (``steps``, ``lr_schedule``) from its ``config.yaml``; None when not recorded."""
+    try:
+        w = _config(Path(folder))["warmup"]
+        return {"steps": int(w["steps"]), "lr_schedule": str(w.get("lr_schedule", "constant"))}
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+
+
+def _reward(folder: Path) -> RewardMode | None:
+    try:
+        pasr = _config(folder)["pasr"]
         compare, tie, empty = pasr["refine_compare"], pasr["tie_value"], pasr.get("empty_refine_value")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError, AttributeError):
+    except (TypeError, KeyError, AttributeError):
         return None
     if not isinstance(compare, str) or not isinstance(tie, (int, float)) or isinstance(tie, bool):
         return None
