@@ -15,6 +15,7 @@ from eval.best_of_n import METHOD as BEST_OF_N
 from eval.methods import SELECTS, MethodPrompts, Selection, check_method, check_selection
 from eval.reflect_retry import METHOD as REFLECT_RETRY
 from eval.self_refine import MAX_ROUNDS
+from recipe.paired_tests import PAPER_TEMPERATURE
 from recipe.pasr_config import JudgeConfig, PromptsConfig
 from recipe.rrr_config import RrrConfig, RrrPromptsConfig
 from rewards.judge_kinds import JUDGE_KINDS as JUDGE_KINDS_BUILT
@@ -29,7 +30,7 @@ DEFAULT_SAMPLING_TOP_P = 0.95
 # --protocol NAME: a named decoding setting in one flag. paper: the paper's reference inference
 # (infer_pasr.py in the authors' repository: vLLM at temperature 0.5, top-p left at 1, one
 # sample); with --samples K, accuracy is mean@K over K such samples
-PROTOCOLS = {"paper": {"temperature": 0.5, "top_p": 1.0}}
+PROTOCOLS = {"paper": {"temperature": PAPER_TEMPERATURE, "top_p": 1.0}}
 DEFAULT_VLLM_CHUNK = 512
 
 

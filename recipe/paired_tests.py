@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from statistics import fmean
 
+# the paper's reference inference (infer_pasr.py in the authors' repository): one sample at this
+# temperature, top-p 1; the local trainer's trainer.eval_temperature and pasr eval --protocol paper
+PAPER_TEMPERATURE = 0.5
 EXACT_MAX_N = 50  # Wilcoxon: the exact null distribution up to this many nonzero differences without ties
 
 

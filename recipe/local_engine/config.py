@@ -27,6 +27,7 @@ from recipe.local_engine.config_checks import (  # noqa: F401  (MAX_SEED, thread
     threads_problem,
 )
 from recipe.metrics_file import TRACKING_BACKENDS  # noqa: F401  (tests patch it here)
+from recipe.paired_tests import PAPER_TEMPERATURE
 from recipe.pasr_config import (
     ConfigError,
     PasrConfig,
@@ -199,7 +200,7 @@ class TrainerConfig:
     # by trainer.seed, it changes no training step. K=4 is enough on the CPU, where it costs
     # about K greedy evaluations (recipe/local_engine/sampled_eval.py; 0 = off)
     eval_sampled_k: int = 0
-    eval_temperature: float = 0.5
+    eval_temperature: float = PAPER_TEMPERATURE
     seed: int = 0
     run_dir: str = "runs/pasr-local"
     project_name: str = "pasr"  # the wandb project (verl's key, one name in both engines)
