@@ -14,6 +14,9 @@ rollouts' dtype and the update's autocast. A probe takes about a tenth of a seco
 **threads**: a count given is used; left to ``auto`` on a CPU, all cores only where a probe
 shows they beat one (:func:`set_threads`); on a GPU, torch's own default (the CPU only feeds it).
 
+**memory**: importing this module bounds oneDNN's shape caches (:mod:`runtime.onednn_caches`),
+without which the bf16 path grows by tens of MB a training step.
+
 ``model.rollout_dtype`` / ``algo.bf16_autocast`` / ``model.threads`` (train) and ``--dtype`` /
 ``--threads`` (eval) still override the choice; ``auto`` or no flag asks for the measurement.
 """
@@ -26,6 +29,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
+
+from runtime.onednn_caches import bound_onednn_caches
+
+# before this module's probe, the first bf16 matmul of a run: oneDNN reads its caches' sizes then
+bound_onednn_caches()
 
 AUTO = "auto"
 # bf16 must beat fp32 by this factor to be worth its precision loss in generation.
