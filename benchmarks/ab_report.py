@@ -17,7 +17,7 @@ from statistics import fmean, median
 
 from benchmarks import sampled_rows
 from benchmarks.ab_stats import CONTROL, MissingArm, run_level
-from benchmarks.gpu_run_facts import paired
+from benchmarks.gpu_run_facts import log_of, not_evaluated, paired  # noqa: F401  (log_of: re-exported)
 from benchmarks.gpu_scale_report import evaluated_step, reward_of, run_config
 from benchmarks.learning_signal import eval_row
 from benchmarks.report_files import read_json
@@ -47,10 +47,6 @@ CURVE_KEYS = (
 EVALS = {"greedy": "acc", "mean_at_k": "mean_at_k"}  # the two evaluations and the value each row holds
 
 
-def log_of(root: Path, name: str) -> Path:
-    return root / f"{name.replace('/', '_')}.log"
-
-
 def eval_dump(seed_dir: Path, run: str) -> Path:
     """The greedy dump of a run's evaluation: the warm-up's, an arm's own at its end, else that of
     its last checkpoint evaluated after a stop (``<arm>_eval``)."""
@@ -68,25 +64,6 @@ def curves(run_dir: Path) -> dict:
         return None if v is None else float(f"{v:.4g}")
 
     return {"step": [m["step"] for m in lines], **{k: [num(m.get(k)) for m in lines] for k in CURVE_KEYS}}
-
-
-def not_evaluated(root: Path, name: str, state: dict) -> dict:
-    """Why run ``name`` has no evaluation, from the runner's state, its log's sidecar and its files."""
-    if name in state.get("skipped", {}):
-        return {"status": "not started", "why": state["skipped"][name]}
-    log = log_of(root, name)
-    if not log.is_file():
-        return {"status": "not started", "why": "the command ended before it started"}
-    events = read_json(log.with_name(log.name + ".events.json"))
-    rc, signals = events.get("rc"), [s[1] for s in events.get("signals", [])]
-    stopped = f"signal {signals[0]}" if signals else ("cut off (no exit code)" if rc is None else None)
-    run_dir = root / name
-    logged = max((m["step"] for m in metric_lines(run_dir) if m.get("phase") in ("pasr", "warmup")), default=0)
-    if not (run_dir / "checkpoints" / "latest").is_file():
-        if stopped:
-            return {"status": "stopped before its first checkpoint", "why": stopped, "logged_step": logged}
-        return {"status": "failed", "why": f"exit {rc}; see {log.name}", "logged_step": logged}
-    return {"status": "not evaluated", "why": f"{stopped or f'exit {rc}'} after step {logged}", "logged_step": logged}
 
 
 def run_result(root: Path, seed: int, run: str, state: dict) -> dict:

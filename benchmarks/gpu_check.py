@@ -79,7 +79,7 @@ from benchmarks.gpu_commands import (  # noqa: F401  re-exported: the command bu
     warmup_cmd,
     write_verl_data,
 )
-from benchmarks.gpu_phases import Progress, device_name, git_commit
+from benchmarks.gpu_phases import Progress, device_name, fit_outer_timeout, git_commit
 from benchmarks.report_files import ReportError, rebuild
 from benchmarks.watched_run import ROOT, WatchedRun, run_to_end, stop_during  # noqa: F401  re-exported
 
@@ -135,16 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-reserve-s",
         type=float,
         default=None,
-        help="learn: 75; the others: 50. The verl run gets SIGTERM this long before the budget ends, "
-        "to leave time for its last step, the merge and the evaluation (H100: a step 4 s, merge 18 s, "
-        "evaluation 17 s); the final evaluation may run up to --eval-grace-s past the budget rather than be lost",
+        help="learn: 75, the time verl's last step needs after it ends (checkpoint, merge, evaluation; "
+        "H100: merge 18 s, evaluation 17 s): verl is stopped when its next step and this, or the local "
+        "engine reaching that step at its measured pace and evaluating, would pass the budget "
+        "(benchmarks/learn_deadline.py). The others: 50, SIGTERM this long before the budget ends; "
+        "their final evaluation may run up to --eval-grace-s past it rather than be lost",
     )
     p.add_argument(
         "--eval-grace-s",
         type=float,
         default=None,
-        help="learn: 20; the others: 60. How far past the budget the final evaluation may run (keep "
-        "budget + grace inside the machine's per-command limit)",
+        help="learn: 0; the others: 60. How far past the budget the final evaluation may run (budget + "
+        "grace stays inside the command's CHECK_TIMEOUT_S when gpu_loan.sh sets it)",
     )
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--enforce-eager", type=lambda s: s.lower() in ("1", "true", "yes"), default=True)
@@ -245,11 +247,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name, if_learn, otherwise in (
         ("budget_s", 430.0, 540.0),
         ("eval_reserve_s", 75.0, 50.0),
-        ("eval_grace_s", 20.0, 60.0),
+        ("eval_grace_s", 0.0, 60.0),
     ):
         if getattr(args, name) is None:
             setattr(args, name, if_learn if learn else otherwise)
-    return args
+    return fit_outer_timeout(args, "gpu_check")
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ is in one place. Moved here from :mod:`benchmarks.gpu_check`, which still re-exp
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ from benchmarks import sampled_rows
 from benchmarks.gpu_check_report import MARKS, latest_checkpoint, read_json
 from benchmarks.gpu_commands import driver_cmd, eval_cmd, local_pasr_cmd, verl_env, warmup_cmd, write_verl_data
 from benchmarks.gpu_phases import Progress
+from benchmarks.learn_deadline import LearnDeadline, Pace
 from benchmarks.watched_run import WatchedRun, run_to_end, stop_during
 
 # --part learn: the local engine must reach verl's last step this long before the evaluations' grace
@@ -130,29 +132,30 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
                 "local", local_pasr_cmd(args, root / "local_pasr", warm_ckpt, parity=True), root / "local_pasr.log"
             )
         )
-    stop_at = run.deadline - args.eval_reserve_s
-    await_fit(verl, stop_at)
+    plan = learn_deadline(args, run.deadline)
+    await_fit(verl, plan.end - plan.first_step_s - plan.verl_tail_s)  # past that, no first step fits
     run.took("verl_to_fit", time.monotonic() - verl.t0)
     for r in beside:
         r.start()
-    verl.wait(stop_at, grace_s=args.eval_reserve_s / 2)
+    local = next((r for r in beside if r.name == "local"), None)
+    local_ckpts = root / "local_pasr" / "checkpoints"
+    run.state["verl_stop"] = drive_verl(verl, plan, local, local_ckpts, args.steps)
     run.took("verl", verl.wall_s)
     k = latest_checkpoint(root / "verl")
     # verl's merge and evaluation start at once: the local engine, started with verl's loop but
     # slowed at first by its own start and the warm-up's evaluation beside it, may be steps behind
     final = start_final_eval(args, root, run) if k is not None else None
-    local_ckpts = root / "local_pasr" / "checkpoints"
     for r in beside:
         if r.name == "local" and k is not None:
             # the same step as verl's, not whichever the deadline caught (H200 2026-11-28: 17 of 20)
-            until = run.deadline + args.eval_grace_s - LOCAL_EVAL_S - sampled_rows.extra_s(args)  # ends by the grace
+            until = run.deadline - plan.local_eval_s
             reached = wait_for_step(r, local_ckpts, k, until=until)
             run.state["local_caught_up_s"] = round(time.monotonic() - run.t_start, 1) if reached else None
             if reached:  # nothing after verl's step is wanted: no stop checkpoint to wait for
                 r.kill_group()
-            r.wait(until, grace_s=15)
-        else:  # the warm-up's evaluation: long done, normally
-            r.wait(run.deadline - args.eval_reserve_s / 2)
+            r.wait(until, grace_s=5)
+        else:  # the warm-up's evaluation: long done, normally; the local engine when verl left nothing
+            r.wait(run.deadline - args.eval_reserve_s / 2, grace_s=5)
         run.took(r.name.replace("-", "_"), r.wall_s)
 
     if k is None:
@@ -171,9 +174,42 @@ def learn_part(args, cfg, root: Path, run: Progress) -> None:
             ).start()
         )
     t = time.monotonic()
-    for r in evals:
-        r.wait(run.deadline + args.eval_grace_s)
+    for r in evals:  # the command's end is the evaluations' too: what is not done then is reported missing
+        r.wait(run.deadline + args.eval_grace_s, grace_s=3)
     run.phase("final_evals", t, complete=True)
+
+
+def learn_deadline(args, end: float) -> LearnDeadline:
+    """``--part learn``'s stop rule (:mod:`benchmarks.learn_deadline`) for a command ending at
+    ``end`` (monotonic) plus ``--eval-grace-s``: verl's tail is ``--eval-reserve-s``, the local
+    engine's evaluation :data:`LOCAL_EVAL_S`, each with the sampled rows' extra time."""
+    extra = sampled_rows.extra_s(args)
+    return LearnDeadline(
+        end=end + args.eval_grace_s, verl_tail_s=args.eval_reserve_s + extra, local_eval_s=LOCAL_EVAL_S + extra
+    )
+
+
+def drive_verl(verl: WatchedRun, plan: LearnDeadline, local: WatchedRun | None, local_ckpts: Path, steps: int):
+    """Run verl until it ends on its own or :meth:`LearnDeadline.stop_now` says to stop it (one
+    SIGTERM: the step in flight is finished and checkpointed), re-deciding every half second from
+    verl's logged steps and the local engine's checkpoints. Returns why it was stopped, or None."""
+    vpace = Pace(verl.t0)
+    lpace = Pace(local.t0) if local is not None else None
+    why = None
+    while verl.proc.poll() is None:
+        now = time.monotonic()
+        vpace.ends = {s: verl.t0 + t for s, (t, _) in list(verl.steps.items())}
+        if lpace is not None:
+            lpace.see_checkpoints(local_ckpts, now)
+        why = plan.stop_now(now, vpace, lpace, steps)
+        if why:
+            print(f"gpu_check: stopping verl after the step in flight: {why}", flush=True)
+            verl.signal(signal.SIGTERM)
+            break
+        time.sleep(0.5)
+    # its step in flight and checkpoint: by then the merge and the evaluation still fit
+    verl.wait(plan.end - plan.verl_tail_s / 2, grace_s=10)
+    return why
 
 
 def wait_for_step(local: WatchedRun, ckpt_dir: Path, step: int, until: float) -> bool:

@@ -161,11 +161,45 @@ def build_learn_result(root: Path) -> dict:
         },
         "settings": settings,
     }
+    result["verl_stop"] = state.get("verl_stop")  # why the check stopped verl (None: it ended on its own)
+    result["missing"] = missing_rows(result, root)
     result["checks"] = learn_checks(result)
     result["passed"] = all(ok for _, ok in result["checks"])
     if resume_from is not None:
         result["resume_check"] = resume_check(root, state, resume_from)
     return result
+
+
+def missing_rows(result: dict, root: Path) -> dict[str, dict]:
+    """Why each absent row is absent, as a status and its reason (a table prints these, never an
+    empty row): verl stopped before its first checkpoint, a checkpoint not evaluated by the
+    command's end, the local engine with no checkpoint at or before verl's step."""
+
+    def ended(log: str) -> str:
+        run = WatchedRun.load(root / log)
+        if not run.log.is_file():
+            return "not started"
+        return "cut off (no exit code)" if run.rc is None else f"exit {run.rc}; see {log}"
+
+    out = {}
+    if result["warmup"] is None:
+        out["warmup"] = {"status": "not evaluated", "why": ended("warmup_eval.log")}
+    k = result["steps"]
+    if k is None:
+        why = result.get("verl_stop") or ended("verl.log")
+        out["verl"] = {"status": "stopped before its first checkpoint", "why": why}
+    elif result["verl"] is None:
+        out["verl"] = {"status": "not evaluated", "why": f"step {k}: " + ended("final_eval.log")}
+    if result["local"] is None:
+        if k is None or result.get("local_step") is None:
+            out["local"] = {
+                "status": "no checkpoint to compare",
+                "why": "verl left none" if k is None else f"none at or before verl's step {k}",
+            }
+        else:
+            step = result["local_step"]
+            out["local"] = {"status": "not evaluated", "why": f"step {step}: " + ended("local_eval.log")}
+    return out
 
 
 def resume_check(root: Path, state: dict, k: int) -> dict:
@@ -202,7 +236,13 @@ def print_learn_report(result: dict) -> None:
     )
     print(f"{'row':<10}" + "".join(f"{k:>19}" for k in LEARN_ROW_KEYS))
     for name in ("warmup", "verl", "local"):
+        gone = result.get("missing", {}).get(name)
+        if gone and result.get(name) is None:
+            print(f"{name:<10} {gone['status']} ({gone['why']})")
+            continue
         print(f"{name:<10}" + "".join(f"{cell(result.get(name), k):>19}" for k in LEARN_ROW_KEYS))
+    if result.get("verl_stop"):
+        print(f"verl stopped by the check: {result['verl_stop']}")
     for name, test in result["tests"].items():
         print(f"{name:<16} {test}")
     sampled_rows.print_report(result.get("sampled"))

@@ -20,7 +20,8 @@
 # 5. packs this machine's Triton and FlashInfer kernel caches into $OUT/<name>_cache.tar.gz; copied to
 #    .gpu/ here and carried to the next loan, they are unpacked before step 3 (the kernels vLLM's
 #    engine compiled on a fresh machine: 103 s of its start-up on an H200).
-# CHECK_TIMEOUT_S (default 450) bounds step 3; the check's own --budget-s (learn: 430) is inside it.
+# CHECK_TIMEOUT_S (default 450) bounds step 3; the check's own --budget-s (learn: 430) plus its
+# --eval-grace-s is cut to end 15 s inside it, so the check, not `timeout`, ends the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
@@ -43,7 +44,9 @@ done
 ) &
 bench=${BENCH:-gpu_check}
 run=${RUN_DIR:-/root/${bench//_/-}}
-timeout "${CHECK_TIMEOUT_S:-450}" python3 -m "benchmarks.$bench" --run-dir "$run" --out "$OUT/$bench.json" "$@" \
+# the check ends itself inside this (it cuts its budget to CHECK_TIMEOUT_S less a margin to write its JSON)
+export CHECK_TIMEOUT_S=${CHECK_TIMEOUT_S:-450}
+timeout "$CHECK_TIMEOUT_S" python3 -m "benchmarks.$bench" --run-dir "$run" --out "$OUT/$bench.json" "$@" \
   >"$OUT/$bench.out" 2>&1
 echo "gpu_loan: $bench exit $? at $((SECONDS - t0)) s" | tee -a "$OUT/$bench.out"
 # a device command brings back at most 8 files: the run's logs, dumps and small JSON in one archive

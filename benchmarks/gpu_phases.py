@@ -11,8 +11,10 @@ from :mod:`benchmarks.gpu_check`, which still re-exports these names.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -91,3 +93,26 @@ def prepare_root(root: Path, bench: str) -> None:
             raise SystemExit(f"{bench}: {root} is not empty and not a {bench} run directory: choose another --run-dir")
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
+
+
+# what a benchmark needs after its own end: the last JSON written, its processes gone
+OUTER_MARGIN_S = 15.0
+
+
+def fit_outer_timeout(args, bench: str, timeout_s: str | None = None):
+    """Under an outer ``timeout`` (``gpu_loan.sh`` exports ``CHECK_TIMEOUT_S``) a benchmark must
+    end itself first, its JSON written with every row it has: ``--budget-s`` + ``--eval-grace-s``
+    is cut to fit that less :data:`OUTER_MARGIN_S`, and it says so. (2026-11-28: gpu_check's
+    budget and grace added up to the timeout exactly, and the timeout ended it, local row lost.)"""
+    timeout_s = timeout_s if timeout_s is not None else os.environ.get("CHECK_TIMEOUT_S")
+    if not timeout_s:
+        return args
+    room = float(timeout_s) - OUTER_MARGIN_S - args.eval_grace_s
+    if args.budget_s > room:
+        print(
+            f"{bench}: --budget-s {args.budget_s:.0f} cut to {room:.0f}: the command's timeout is {timeout_s} s, "
+            f"with --eval-grace-s {args.eval_grace_s:.0f} and {OUTER_MARGIN_S:.0f} s to write the result after it",
+            file=sys.stderr,
+        )
+        args.budget_s = room
+    return args

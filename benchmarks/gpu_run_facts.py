@@ -16,8 +16,10 @@ import re
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks.report_files import read_json
 from benchmarks.watched_run import WatchedRun
 from eval.significance import paired_counts, sign_test
+from recipe.metrics_file import metric_lines
 
 ROW_KEYS = ("acc", "format", "refine_rate", "refine_fix_rate", "tokens", "n")
 STEP_PARTS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor", "timing_s/step")
@@ -103,3 +105,28 @@ def cell(row: dict | None, key: str):
     if row is None or row.get(key) is None:
         return "-"
     return f"{row[key]:.3f}" if isinstance(row[key], float) else row[key]
+
+
+def log_of(root: Path, name: str) -> Path:
+    return root / f"{name.replace('/', '_')}.log"
+
+
+def not_evaluated(root: Path, name: str, state: dict) -> dict:
+    """Why run ``name`` (``seed_S/<run>`` under ``root``) has no evaluation, from the runner's state
+    (its ``skipped`` runs), its log's sidecar and its files: a status a table prints instead of an
+    empty row (pasr_ab and gpu_scale, whose runs are laid out alike)."""
+    if name in state.get("skipped", {}):
+        return {"status": "not started", "why": state["skipped"][name]}
+    log = log_of(root, name)
+    if not log.is_file():
+        return {"status": "not started", "why": "the command ended before it started"}
+    events = read_json(log.with_name(log.name + ".events.json"))
+    rc, signals = events.get("rc"), [s[1] for s in events.get("signals", [])]
+    stopped = f"signal {signals[0]}" if signals else ("cut off (no exit code)" if rc is None else None)
+    run_dir = root / name
+    logged = max((m["step"] for m in metric_lines(run_dir) if m.get("phase") in ("pasr", "warmup")), default=0)
+    if not (run_dir / "checkpoints" / "latest").is_file():
+        if stopped:
+            return {"status": "stopped before its first checkpoint", "why": stopped, "logged_step": logged}
+        return {"status": "failed", "why": f"exit {rc}; see {log.name}", "logged_step": logged}
+    return {"status": "not evaluated", "why": f"{stopped or f'exit {rc}'} after step {logged}", "logged_step": logged}

@@ -47,7 +47,7 @@ from benchmarks import sampled_rows
 from benchmarks.gpu_check import build_parser as gpu_check_parser
 from benchmarks.gpu_check_report import paired, read_json, write_result  # noqa: F401  (paired, read_json: re-exported)
 from benchmarks.gpu_commands import eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
-from benchmarks.gpu_phases import Progress, device_name, git_commit, prepare_root
+from benchmarks.gpu_phases import Progress, device_name, fit_outer_timeout, git_commit, prepare_root
 from benchmarks.gpu_scale_plan import (  # noqa: F401  re-exported: the plan, moved there
     BASIS,
     CKPT_S,
@@ -339,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if not (args.report or args.dry_run):
+        fit_outer_timeout(args, "gpu_scale")
     out = Path(args.out)
     if args.report:
         try:

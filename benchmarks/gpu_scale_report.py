@@ -17,6 +17,7 @@ from statistics import fmean
 
 from benchmarks import sampled_rows
 from benchmarks.gpu_check_report import paired, read_json
+from benchmarks.gpu_run_facts import not_evaluated
 from benchmarks.learning_signal import eval_row
 from benchmarks.training_stages import fmt
 from eval.significance import sign_test
@@ -106,8 +107,16 @@ def seed_dumps(seed_dir: Path) -> dict[str, Path]:
 
 def seed_result(seed_dir: Path) -> dict:
     dumps = seed_dumps(seed_dir)
+    rows = {name: row(path) for name, path in dumps.items()}
+    state = read_json(seed_dir.parent / "state.json")
     return {
-        "rows": {name: row(path) for name, path in dumps.items()},
+        "rows": rows,
+        # a row that is not there says why (not started, stopped before its first checkpoint, ...)
+        "missing": {
+            name: not_evaluated(seed_dir.parent, f"{seed_dir.name}/{name}", state)
+            for name, r in rows.items()
+            if r is None
+        },
         "sampled": sampled_rows.section(dumps, *TESTS),  # mean@K at T=0.5, tests on per-question means
         "steps": {arm: evaluated_step(seed_dir, arm) for arm in ARMS},
         "tests": {name: paired(dumps[a], dumps[b]) for name, (a, b) in TESTS.items()},
@@ -204,9 +213,10 @@ def print_report(result: dict) -> None:
 
     for name, s in result["seeds"].items():
         r = s["rows"]
-        acc = [fmt(r[k]["acc"]) if r[k] else "-" for k in ROWS]
-        acc[1] += f" ({s['steps']['pasr']})"
-        acc[2] += f" ({s['steps']['control']})"
+        missing = s.get("missing", {})
+        acc = [fmt(r[k]["acc"]) if r[k] else missing.get(k, {}).get("status", "-") for k in ROWS]
+        acc[1] += f" ({s['steps']['pasr']})" if r["pasr"] else ""
+        acc[2] += f" ({s['steps']['control']})" if r["control"] else ""
         fix = " ".join(
             f"{fmt(r[k]['refine_fix_rate'])}/{fmt(r[k]['refine_break_rate'])}" if r[k] else "-" for k in ROWS
         )
@@ -217,6 +227,9 @@ def print_report(result: dict) -> None:
         acc = [fmt(pool["rows"][k]["acc"]) for k in ROWS]
         cells = [*acc, test(pool["tests"]["pasr_vs_warmup"]), test(pool["tests"]["pasr_vs_control"]), ""]
         print(f"{'pooled':<8}" + "".join(f"  {c:>22}" for c in cells))
+    for name, s in result["seeds"].items():
+        for run, why in s.get("missing", {}).items():
+            print(f"{name} {run}: {why['status']} ({why['why']})")
     for name, s in [*result["seeds"].items(), ("pooled", result["pooled"])]:
         sampled_rows.print_report(s.get("sampled"), f"{name}: ")
     print(f"verdict: {result['verdict']}")

@@ -44,15 +44,16 @@ import time
 from pathlib import Path
 
 from benchmarks import ab_plan
-from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of
+from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of, measured_timings
 from benchmarks.ab_table import print_report
 from benchmarks.gpu_commands import eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
-from benchmarks.gpu_phases import Progress, device_name, git_commit, prepare_root
+from benchmarks.gpu_phases import Progress, device_name, fit_outer_timeout, git_commit, prepare_root
 from benchmarks.gpu_run_facts import write_result
 from benchmarks.gpu_scale import cmd_overrides, with_
 from benchmarks.learning_signal import PAPER_EXACT
-from benchmarks.report_files import ReportError, rebuild
+from benchmarks.report_files import ReportError, read_json, rebuild
 from benchmarks.watched_run import ROOT, WatchedRun
+from recipe.metrics_file import metric_lines
 
 DRIFT_OFFSET = 1000  # the drift arm's rollout.seed: the seed + this
 ARM_OVERRIDES = {
@@ -145,6 +146,12 @@ def pinned_dtype(args) -> list[str]:
 
 
 # --------------------------------------------------------------------------- running
+def basis(own: dict) -> str:
+    """Which of a run's expected parts were measured in this run."""
+    got = [k.removesuffix("_s") for k in ("start_s", "warmup_step_s", "rl_step_s") if own.get(k)]
+    return "this run's " + ", ".join(got) + " and the plan" if got else "the plan"
+
+
 def rl_step(root: Path, name: str) -> int:
     """The last RL step run ``name`` logged."""
     steps = curves(root / name)["step"]
@@ -162,19 +169,41 @@ class Runner:
         self.pending = list(cmds)  # names, in order: a seed's warm-up, its arms, then the next seed
         self.cmds, self.running, self.ended = cmds, {}, {}
         self.skipped = progress.state.setdefault("skipped", {})
+        self.starts: dict[str, float] = {}  # a run's seconds from its launch to its first step (own_times)
 
-    def expected_s(self, name: str) -> float:
-        """A run's expected seconds: the plan's, its RL steps scaled by the ones measured so far."""
-        p, measured = self.plan, []
-        for other in self.ended | self.running:
-            if not other.endswith("/warmup"):
-                measured += curves(self.root / other)["timing_s/step"][1:]
-        ratio = (sum(measured) / len(measured)) / p["rl_step_s"] if measured and p["rl_step_s"] else 1.0
-        rl = p["start_s"] + p["eval_s"] + p["steps_asked"] * p["rl_step_s"] * max(ratio, 0.1)
-        return p["warmup_run_s"] + rl if name.endswith("/warmup") else rl
+    def own_times(self) -> dict:
+        """This run's own start, warm-up step and RL step seconds so far (``None`` where nothing
+        was measured yet): the step times of every run's metrics
+        (:func:`~benchmarks.ab_report.measured_timings`) and the starts seen here, from a run's
+        launch to its first logged step less that step; a run still starting counts as a start
+        at least as long as its age."""
+        own = measured_timings(self.root, read_json(self.root / "settings.json"), self.args.seeds)
+        now, starting = time.monotonic(), []
+        for name, run in self.running.items():
+            if name in self.starts:
+                continue
+            first = next((m for m in metric_lines(self.root / name) if m.get("phase") in ("warmup", "pasr")), None)
+            if first is None:
+                starting.append(now - run.t0)
+            else:
+                step = first.get("timing_s/step") or first.get("timing_s/update") or 0.0
+                self.starts[name] = max(0.0, now - run.t0 - step)
+        seen = sorted(self.starts.values())
+        own["start_s"] = max(seen[len(seen) // 2] if seen else 0.0, *starting, 0.0) or None
+        return own
+
+    def expected_s(self, name: str, own: dict | None = None) -> float:
+        """A run's expected seconds: the plan's parts, each replaced by this run's own measurement
+        once there is one (:meth:`own_times`), so a fresh machine's slow start or a slower device
+        is seen from the first run instead of assumed from the last loan's."""
+        p, own = self.plan, own if own is not None else self.own_times()
+        start = own.get("start_s") or p["start_s"]
+        if name.endswith("/warmup"):
+            return start + p["warmup_steps"] * (own.get("warmup_step_s") or p["warmup_step_s"]) + p["eval_s"]
+        return start + p["eval_s"] + p["steps_asked"] * (own.get("rl_step_s") or p["rl_step_s"])
 
     def start_ready(self) -> None:
-        now = time.monotonic()
+        now, own = time.monotonic(), self.own_times()
         for name in list(self.pending):
             if len(self.running) >= self.args.parallel:
                 return
@@ -189,8 +218,9 @@ class Runner:
                 if not (warmup_checkpoint(self.root, seed, self.cfg) / "trainer_state.json").is_file():
                     self.skip(name, f"its warm-up left no checkpoint (see {log_of(self.root, warm).name})")
                     continue
-            if now + self.expected_s(name) > self.stop_at:
-                self.skip(name, f"expected to end after the budget's stop time (~{self.expected_s(name):.0f} s)")
+            expected = self.expected_s(name, own)
+            if now + expected > self.stop_at:
+                self.skip(name, f"expected to end after the budget's stop time (~{expected:.0f} s, from {basis(own)})")
                 continue
             run = WatchedRun(name, self.cmds[name], log_of(self.root, name)).start()
             self.running[name] = run
@@ -205,6 +235,12 @@ class Runner:
     def reap(self) -> None:
         for name, run in list(self.running.items()):
             if run.proc.poll() is not None:
+                if name not in self.starts:  # ended before its first step was seen: its wall less its work
+                    lines = metric_lines(self.root / name)
+                    spent = sum(m.get("timing_s/step") or m.get("timing_s/update") or 0.0 for m in lines)
+                    spent += sum(m.get("timing_s/eval") or 0.0 for m in lines)
+                    if lines:
+                        self.starts[name] = max(0.0, time.monotonic() - run.t0 - spent)
                 run.wait(time.monotonic())
                 self.ended[name] = self.running.pop(name)
                 self.prune(name)
@@ -395,6 +431,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.report:
         return report(args)
+    if not args.dry_run:
+        fit_outer_timeout(args, "pasr_ab")
     if args.device == "auto":
         from runtime.model_loading import resolve_device
 

@@ -2,7 +2,8 @@
 in milliseconds, logs ``--steps`` steps of ``--step-s`` each to ``metrics.jsonl`` as the local
 trainer does, and stops the way it stops: on SIGINT it finishes the step in flight, checkpoints
 it (``checkpoints/step_N``, ``checkpoints/latest``) and exits 130. A warm-up checkpoints its last
-step; ``--fail`` exits 1 at once. Each start and end is appended to ``<run-dir>/../../order.log``."""
+step; ``--fail`` exits 1 at once; ``--start-s`` sleeps first (a slow start). Each start and end
+is appended to ``<run-dir>/../../order.log``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--fail", action="store_true")
+    p.add_argument("--start-s", type=float, default=0.0, help="a slow start (model load, a fresh machine) first")
     args = p.parse_args()
     run = Path(args.run_dir)
     run.mkdir(parents=True, exist_ok=True)
@@ -43,11 +45,13 @@ def main() -> int:
         (d / "trainer_state.json").write_text(json.dumps({"step": step}))
         (run / "checkpoints" / "latest").write_text(d.name)
 
+    time.sleep(args.start_s)
     phase = "warmup" if args.kind == "warmup" else "pasr"
+    timing = "timing_s/update" if phase == "warmup" else "timing_s/step"  # as the local trainer logs them
     for step in range(1, args.steps + 1):
         time.sleep(args.step_s)
         with open(run / "metrics.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, "phase": phase, "timing_s/step": args.step_s}) + "\n")
+            f.write(json.dumps({"step": step, "phase": phase, timing: args.step_s}) + "\n")
         if stop:
             checkpoint(step)
             note("end")

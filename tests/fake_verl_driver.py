@@ -26,6 +26,7 @@ from recipe.verl_engine.stopping import DriverStopHandler, StopAwareLoader
 
 PREFIX = "(PasrTaskRunner pid=4242)"
 STEP_S = float(os.environ.get("FAKE_VERL_STEP_S", "0.4"))
+START_S = float(os.environ.get("FAKE_VERL_START_S", "0"))  # a slow start-up (workers, vLLM) before the loop
 ACC_REFINE = (0.5, 0.25, 0.75, 0.5)  # a sampled accuracy that wanders and does not trend
 
 
@@ -44,6 +45,7 @@ def main(argv: list[str]) -> int:
         print(f"GPU_CHECK_PROBE={os.environ['GPU_CHECK_PROBE']}", flush=True)
     print(f"{PREFIX} pasr verl: task runner on fakehost (pid 4242)", flush=True)
     wait_for_model(str(model), float(cfg.get("pasr_verl.wait_for_model_s", 0)))  # as the task runner does
+    time.sleep(START_S)
     tracker = ckpt / "latest_checkpointed_iteration.txt"
     start = int(tracker.read_text()) if tracker.is_file() else 0
     print(

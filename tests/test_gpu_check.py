@@ -318,33 +318,65 @@ def test_learn_runs_verl_beside_its_warm_up_and_compares_the_engines_at_the_same
         assert again[key] == result[key], key
 
 
+def _learn_under_timeout(tmp_path, tiny_cpu_args, timeout_s: int, env: dict, *extra):
+    """``--part learn`` as ``gpu_loan.sh`` runs it: under ``timeout``, with ``CHECK_TIMEOUT_S``
+    exported. Returns the exit code and the JSON."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "gpu_check.json"
+    cmd = ["timeout", str(timeout_s), sys.executable, "-m", "benchmarks.gpu_check", "--part", "learn"]
+    cmd += [*tiny_cpu_args, "--verl-driver", FAKE, "--eval-size", "4", "--run-dir", str(tmp_path / "run")]
+    cmd += ["--out", str(out), "--commit", "c0ffee", *extra]
+    env = {**os.environ, "CHECK_TIMEOUT_S": str(timeout_s), **env}
+    proc = subprocess.run(cmd, cwd=Path(gpu_check.__file__).parents[1], env=env, capture_output=True, text=True)
+    return proc.returncode, json.loads(out.read_text()), proc.stdout + proc.stderr
+
+
 @pytest.mark.slow  # minutes of subprocess training runs: make test-slow
-def test_learn_stops_verl_at_the_deadline_with_a_checkpoint_and_evaluates_both_there(
-    tmp_path, tiny_cpu_args, tiny_model_dir, monkeypatch
+def test_learn_under_a_slow_start_ends_itself_with_both_engines_evaluated_at_one_step(
+    tmp_path, tiny_cpu_args, tiny_model_dir
 ):
-    monkeypatch.setenv("FAKE_VERL_STEP_S", "1.0")  # verl outruns the local engine, as on the H200
-    result = _learn(
+    """A slow start-up (20 s, scaled down from a fresh H200's 254) and verl stepping faster than
+    the local engine (as on the H200): the check stops verl where the local engine, at the pace
+    it measures, can reach the same step and evaluate it, and ends itself inside the command's
+    timeout with every row, not by the timeout."""
+    rc, result, output = _learn_under_timeout(
         tmp_path,
         tiny_cpu_args,
-        "--warmup-model",
-        str(tiny_model_dir),
-        "--steps",
-        "40",
-        "--budget-s",
-        "45",
-        "--eval-reserve-s",
-        "30",
-        "--eval-grace-s",
-        "200",
+        130,
+        {"FAKE_VERL_START_S": "20", "FAKE_VERL_STEP_S": "0.5"},
+        *("--warmup-model", str(tiny_model_dir), "--steps", "60", "--budget-s", "400", "--eval-reserve-s", "10"),
     )
-    stop = result["stopped_by_deadline"]
+    assert rc != 124, output[-3000:]  # not ended by the timeout
+    assert "--budget-s 400 cut to 115" in output and result["settings"]["budget_s"] == 115
     k = result["steps"]
-    assert stop is not None and stop["signal_at_s"] > 0 and 1 <= k < 40
-    assert result["verl_step"] == k and result["curves"]["verl"]["step"][-1] == k
-    # the local engine, behind, is let catch up to verl's step (the grace allows it) and compared there
-    assert result["local_step"] == k and result["curves"]["local"]["step"][-1] >= k
+    assert result["verl_stop"] and "local engine" in result["verl_stop"] and 1 <= k < 60
+    assert result["complete"] and result["missing"] == {}
+    assert result["verl_step"] == result["local_step"] == k and result["curves"]["verl"]["step"][-1] == k
+    assert all(result[row]["n"] == 4 for row in ("warmup", "verl", "local"))
     assert dict(result["checks"])[f"the local engine evaluated at the same step ({k})"]
-    assert result["local"]["n"] == 4 and result["verl"]["n"] == 4
+
+
+@pytest.mark.slow  # a minute of subprocess runs: make test-slow
+def test_a_start_up_longer_than_the_budget_is_reported_as_stopped_before_its_first_checkpoint(
+    tmp_path, tiny_cpu_args, tiny_model_dir
+):
+    rc, result, output = _learn_under_timeout(
+        tmp_path,
+        tiny_cpu_args,
+        60,
+        {"FAKE_VERL_START_S": "300"},
+        *("--warmup-model", str(tiny_model_dir), "--steps", "6", "--eval-reserve-s", "10"),
+    )
+    assert rc not in (0, 124), output[-3000:]  # failed, by itself
+    assert result["steps"] is None and result["verl"] is None and result["local"] is None
+    assert result["missing"]["verl"]["status"] == "stopped before its first checkpoint"
+    assert "first step" in result["missing"]["verl"]["why"]
+    assert result["missing"]["local"] == {"status": "no checkpoint to compare", "why": "verl left none"}
+    assert result["warmup"]["n"] == 4  # what did run is kept
+    assert "verl       stopped before its first checkpoint" in output
 
 
 def test_verl_env_takes_key_value_pairs():

@@ -334,3 +334,43 @@ def test_the_report_pools_mean_at_k_and_its_tests_over_the_seeds(tmp_path, capsy
     out = capsys.readouterr().out
     assert "seed_1: mean@4 at T=0.5 (per-question means): warmup 0.417  pasr 0.583  control 0.333" in out
     assert "pooled: mean@4 at T=0.5" in out and "  pasr_vs_warmup: +0.167 (4 up, 0 down, 2 same)" in out
+
+
+def test_a_run_without_an_evaluation_is_reported_by_what_happened_to_it(tmp_path, capsys):
+    """No row of None (a fresh H200's gpu_scale, 2026-11-28): a run never started, one stopped
+    before its first checkpoint and one that checkpointed but was not evaluated each say so."""
+    root = tmp_path / "run"
+    d = root / "seed_1"
+    (root / "settings.json").parent.mkdir(parents=True)
+    (root / "settings.json").write_text('{"seeds": [1]}')
+    _dump(d / "warmup" / "eval" / "warmup.jsonl", ["q1", "q2"], {"q1"})
+    # pasr: stopped by the budget's SIGTERM during its first step, no checkpoint
+    (d / "pasr").mkdir(parents=True)
+    (root / "seed_1_pasr.log").write_text("    1.0 loading\n")
+    (root / "seed_1_pasr.log.events.json").write_text('{"cmd": [], "signals": [[9.0, "SIGTERM", 1]], "rc": -15}')
+    # control: never started (the command ended first)
+    result = gpu_scale.build_result(root)
+    missing = result["seeds"]["seed_1"]["missing"]
+    assert set(missing) == {"pasr", "control"}
+    stopped = {"status": "stopped before its first checkpoint", "why": "signal SIGTERM", "logged_step": 0}
+    assert missing["pasr"] == stopped
+    assert missing["control"]["status"] == "not started"
+    gpu_scale.print_report(result)
+    out = capsys.readouterr().out
+    seed_row = next(line for line in out.splitlines() if line.startswith("seed_1  "))
+    assert "None" not in seed_row and "stopped before its first checkpoint" in seed_row, seed_row
+    assert "seed_1 pasr: stopped before its first checkpoint (signal SIGTERM)" in out
+    assert "seed_1 control: not started (the command ended before it started)" in out
+
+
+def test_a_budget_past_the_commands_timeout_is_cut_to_end_inside_it(capsys):
+    from types import SimpleNamespace
+
+    from benchmarks.gpu_phases import OUTER_MARGIN_S, fit_outer_timeout
+
+    args = fit_outer_timeout(SimpleNamespace(budget_s=430.0, eval_grace_s=20.0), "gpu_check", "450")
+    assert args.budget_s == 450 - OUTER_MARGIN_S - 20.0  # the 2026-11-28 loan's 430 + 20 = 450 left no room
+    assert "--budget-s 430 cut to 415" in capsys.readouterr().err
+    kept = fit_outer_timeout(SimpleNamespace(budget_s=300.0, eval_grace_s=0.0), "gpu_check", "450")
+    assert kept.budget_s == 300.0
+    assert fit_outer_timeout(SimpleNamespace(budget_s=900.0, eval_grace_s=0.0), "x", "").budget_s == 900.0

@@ -256,8 +256,9 @@ def _runner(tmp_path, cmds, parallel=2, budget_s=60.0, stop_in_s=None, steps=3, 
     root = tmp_path / "run"
     root.mkdir(exist_ok=True)
     progress = Progress(root, "ab", tmp_path / "out.json", budget_s, name="pasr_ab", build=lambda _: {})
-    args = SimpleNamespace(parallel=parallel, steps=steps, keep_checkpoints=True)
-    plan = {"start_s": expected, "eval_s": 0.0, "steps_asked": steps, "rl_step_s": step_s, "warmup_run_s": expected}
+    args = SimpleNamespace(parallel=parallel, steps=steps, keep_checkpoints=True, seeds=[1, 2])
+    plan = {"start_s": expected, "eval_s": 0.0, "steps_asked": steps, "rl_step_s": step_s}
+    plan |= {"warmup_steps": 2, "warmup_step_s": 0.0}
     cfg = SimpleNamespace(warmup=SimpleNamespace(steps=2))
     stop_at = time.monotonic() + (stop_in_s if stop_in_s is not None else budget_s)
     return pasr_ab.Runner(args, root, cmds, cfg, plan, progress, stop_at), root
@@ -295,6 +296,25 @@ def test_a_run_that_cannot_end_before_the_stop_time_is_not_started(tmp_path):
     runner.loop()
     assert not (root / "order.log").exists()
     assert "expected to end after the budget's stop time" in runner.skipped["seed_1/warmup"]
+
+
+def test_a_slow_start_seen_in_the_first_run_keeps_later_runs_from_starting(tmp_path):
+    """The plan expects a start of 0 s (the last loan's machine); this one's runs take 3 s to
+    start. The warm-up shows it, so the arms, which the plan would start (3 steps of 1 s end
+    before the stop time), are expected to end after it and are not started: no run is cut."""
+    runner, root = _runner(tmp_path, {}, stop_in_s=8.5, steps=3, step_s=1.0)
+    runner.cmds = _fake_cmds(root, (1,), warm_steps=2, arm_steps=3, step_s=0.2)
+    for name, cmd in runner.cmds.items():
+        cmd += ["--start-s", "3.0"]
+        if not name.endswith("warmup"):
+            cmd[cmd.index("--step-s") + 1] = "1.0"
+    runner.pending = list(runner.cmds)
+    runner.loop()
+    assert runner.ended["seed_1/warmup"].rc == 0
+    for arm in ARMS:
+        why = runner.skipped[f"seed_1/{arm}"]
+        assert "expected to end after the budget's stop time" in why and "this run's start" in why, why
+    assert all(r.signals == [] for r in runner.ended.values())
 
 
 def test_at_the_stop_time_a_seeds_arms_stop_after_one_same_step(tmp_path):
