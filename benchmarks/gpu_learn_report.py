@@ -19,7 +19,15 @@ from pathlib import Path
 from statistics import fmean, variance
 
 from benchmarks import sampled_rows
-from benchmarks.gpu_run_facts import cell, eval_summary, latest_checkpoint, paired, startup, step_timings
+from benchmarks.gpu_run_facts import (
+    STEP_PARTS,
+    cell,
+    eval_summary,
+    latest_checkpoint,
+    paired,
+    startup,
+    step_timings,
+)
 from benchmarks.report_files import read_json
 from benchmarks.watched_run import WatchedRun
 
@@ -55,6 +63,32 @@ def local_curves(run_dir: Path, upto: int | None) -> dict[str, list]:
     lines = {m["step"]: m for m in metric_lines(run_dir) if TREND_KEY in m}
     steps = [s for s in sorted(lines) if upto is None or s <= upto]
     return {"step": steps, **{k: [lines[s].get(k) for s in steps] for k in CURVE_KEYS}}
+
+
+LOCAL_STEP_PARTS = ("timing_s/gen", "timing_s/reward", "timing_s/update", "timing_s/step")
+LOCAL_STEP_TARGET = 1.5  # issue #65: the local engine's step within 1.5x of verl's on the same batch
+
+
+def step_parts(verl: WatchedRun, local_dir: Path, upto: int | None) -> dict:
+    """Both engines' step parts side by side (mean seconds over steps 2..``upto``: the first pays
+    one-off costs) and the local engine's step over verl's, against :data:`LOCAL_STEP_TARGET`."""
+    from recipe.metrics_file import metric_lines
+
+    def means(rows: list[dict], keys) -> dict:
+        return {
+            k.removeprefix("timing_s/"): round(fmean(m[k] for m in rows if k in m), 2)
+            for k in keys
+            if any(k in m for m in rows)
+        }
+
+    v = [m for s, (_, m) in sorted(verl.steps.items()) if s > 1 and (upto is None or s <= upto)]
+    lines = {m["step"]: m for m in metric_lines(local_dir) if m.get("phase") == "pasr"}
+    loc = [m for s, m in sorted(lines.items()) if s > 1 and (upto is None or s <= upto)]
+    out = {"verl": means(v, STEP_PARTS), "local": means(loc, LOCAL_STEP_PARTS), "steps": [len(v), len(loc)]}
+    vs, ls = out["verl"].get("step"), out["local"].get("step")
+    out["local_over_verl"] = round(ls / vs, 2) if vs and ls else None
+    out["target"] = LOCAL_STEP_TARGET
+    return out
 
 
 def third_change(values: list[float]) -> dict | None:
@@ -158,6 +192,7 @@ def build_learn_result(root: Path) -> dict:
             "phases": state.get("phases", {}),
             "startup": startup(verl),
             **step_timings([verl]),
+            "step_parts": step_parts(verl, root / "local_pasr", k),
         },
         "settings": settings,
     }
@@ -250,6 +285,18 @@ def print_learn_report(result: dict) -> None:
     print(f"start-up: {json.dumps(result['timings']['startup'])}")
     print(f"phases: {json.dumps(result['timings']['phases'])}")
     print(f"steps: first {result['timings']['first_step']}, mean {result['timings']['mean_step']}")
+    parts = result["timings"].get("step_parts")
+    if parts:
+        ratio = parts["local_over_verl"]
+        print(
+            f"step parts (mean s, steps 2..{result['steps']}): verl {json.dumps(parts['verl'])}  local "
+            f"{json.dumps(parts['local'])}  local/verl "
+            + (
+                "-"
+                if ratio is None
+                else f"{ratio:.2f}x (target <= {parts['target']}x: {'met' if ratio <= parts['target'] else 'missed'})"
+            )
+        )
     for name, ok in result["checks"]:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}")
     print(("PASS" if result["passed"] else "FAIL") + f" ({result['wall_s']:.0f} s)")

@@ -478,3 +478,26 @@ def test_the_reports_have_mean_at_k_and_paired_tests_on_question_means(tmp_path,
     bare.mkdir()
     (bare / "settings.json").write_text('{"part": "learn"}')
     assert gpu_check_report.sampled_rows.report_lines(gpu_check_report.build_result(bare)["sampled"]) == []
+
+
+def test_both_engines_step_parts_side_by_side(tmp_path):
+    """Issue #65's third target read from one run: verl's step parts from its console lines, the
+    local engine's from its metrics, both over steps 2..k, and the local step over verl's."""
+    from benchmarks.gpu_learn_report import step_parts
+    from benchmarks.watched_run import WatchedRun
+
+    verl = WatchedRun("verl", [], tmp_path / "verl.log")
+    for s, step in ((1, 40.0), (2, 7.0), (3, 6.0), (4, 9.0)):  # step 4: past k, left out
+        verl._take(float(s), f"(TaskRunner pid=1) step:{s} - timing_s/gen:{step - 3} - timing_s/step:{step}")
+    local = tmp_path / "local"
+    local.mkdir()
+    rows = [
+        {"step": s, "phase": "pasr", "timing_s/gen": g, "timing_s/update": 4.0, "timing_s/step": g + 4.0}
+        for s, g in ((1, 30.0), (2, 9.0), (3, 11.0))
+    ]
+    rows.append({"step": 3, "phase": "eval", "timing_s/eval": 20.0})
+    (local / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    parts = step_parts(verl, local, upto=3)
+    assert parts["verl"] == {"gen": 3.5, "step": 6.5} and parts["steps"] == [2, 2]
+    assert parts["local"] == {"gen": 10.0, "update": 4.0, "step": 14.0}
+    assert parts["local_over_verl"] == round(14.0 / 6.5, 2) and parts["target"] == 1.5
