@@ -133,25 +133,24 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
     samples from its fp32 policy), verl shuffles the training set with its own sampler, and it
     keeps zero-advantage rows in the loss's token mean (the check's local runs do too: :data:`PARITY`). The ramp
     matches: verl logged lr 1e-6, 2e-6, ... at steps 1, 2, ... on the H100 run.
-    Start-up choices for a small model on one GPU: eager vLLM (no CUDA-graph capture), no
-    torch.compile in the actor, no parameter offload, one agent-loop worker, no DataLoader worker
-    processes, no validation (this check evaluates on its own held-out set), and no FlashInfer
-    autotune in vLLM's kernel warm-up (``--no-enable-flashinfer-autotune``, what vLLM's own ``-O0``
-    does): on the H100 it ran in the last seconds before the engine was ready, tuning kernels for
-    batch shapes a 135M model on 48-96 sequences never reaches."""
+    Start-up choices for a small model on one GPU are the setup ``small_one_gpu``
+    (recipe/config/setup/small_one_gpu.yaml: eager vLLM, no torch.compile, no offload, one
+    agent-loop worker, no DataLoader workers, no FlashInfer autotune, no dashboard); here also no
+    validation (this check evaluates on its own held-out set). ``--enforce-eager false`` turns graph
+    capture and the autotune back on."""
     p = cfg.pasr
     algo = cfg.algo
     out = [
+        # verl's start-up choices for a small model on one GPU (recipe/config/setup/small_one_gpu.yaml)
+        "setup=small_one_gpu",
         "method=pasr",
         f"data.train_files={train_file}",
         f"data.val_files={val_file}",
         f"data.train_batch_size={cfg.rollout.queries_per_step}",
         "data.max_prompt_length=512",
         f"data.max_response_length={cfg.rollout.max_new_tokens}",
-        "data.dataloader_num_workers=0",
         f"data.seed={args.seed}",
         f"actor_rollout_ref.model.path={model}",
-        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         f"actor_rollout_ref.actor.optim.lr={algo.lr}",
         f"actor_rollout_ref.actor.optim.lr_warmup_steps={algo.lr_warmup_steps if algo.lr_warmup_steps > 0 else -1}",
         "actor_rollout_ref.actor.optim.weight_decay=0.0",
@@ -165,18 +164,12 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"actor_rollout_ref.actor.kl_loss_coef={algo.kl_coef}",
         f"actor_rollout_ref.actor.kl_loss_type={algo.kl_type}",
         f"actor_rollout_ref.actor.loss_agg_mode={algo.loss_agg_mode}",
-        "actor_rollout_ref.actor.use_torch_compile=false",
-        "actor_rollout_ref.actor.fsdp_config.param_offload=false",
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
-        "actor_rollout_ref.ref.fsdp_config.param_offload=false",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
         f"actor_rollout_ref.rollout.enforce_eager={str(args.enforce_eager).lower()}",
-        "+actor_rollout_ref.rollout.engine_kwargs.vllm.enable_flashinfer_autotune="
+        "actor_rollout_ref.rollout.engine_kwargs.vllm.enable_flashinfer_autotune="
         f"{str(not args.enforce_eager).lower()}",
         f"actor_rollout_ref.rollout.temperature={cfg.rollout.temperature}",
         f"actor_rollout_ref.rollout.top_p={cfg.rollout.top_p}",
-        "actor_rollout_ref.rollout.agent.num_workers=1",
         f"algorithm.norm_adv_by_std_in_grpo={str(algo.norm_adv_by_std).lower()}",
         f"pasr.n_refine={p.n_refine}",
         f"pasr.n_plain={p.n_plain}",
@@ -192,8 +185,6 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"pasr.prefill_think={str(p.prefill_think).lower()}",
         f"pasr.judge.kind={p.judge.kind}",
         "pasr_verl.dump_validation=false",
-        "trainer.n_gpus_per_node=1",
-        "trainer.nnodes=1",
         "trainer.total_epochs=1",
         f"trainer.total_training_steps={args.steps}",
         # learn: a checkpoint at the end (or at the deadline's stop) only; each costs seconds
@@ -205,8 +196,6 @@ def verl_overrides(args, cfg, train_file: Path, val_file: Path, model: Path, ckp
         f"trainer.default_local_dir={ckpt_dir}",
         "trainer.experiment_name=gpu-check",
         "trainer.logger=[console]",
-        # one machine, one job: Ray's dashboard (a process of its own at start-up) serves nobody here
-        "+ray_kwargs.ray_init.include_dashboard=false",
     ]
     if args.part == "learn":  # verl starts before its model is written: the warm-up runs beside its start-up
         out.append(f"pasr_verl.wait_for_model_s={args.budget_s}")

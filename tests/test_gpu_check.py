@@ -66,8 +66,12 @@ def test_verl_runs_train_what_the_local_engine_trains(tmp_path):
     assert ar.actor.kl_loss_coef == cfg.algo.kl_coef and ar.actor.use_kl_loss
     assert config.trainer.total_training_steps == 10 and config.trainer.n_gpus_per_node == 1
     assert not config.trainer.val_before_train and config.trainer.test_freq == -1
-    # the small-model start-up: eager vLLM without the FlashInfer autotune (verl passes it to vllm serve)
+    # the small-model start-up (setup=small_one_gpu): eager vLLM without the FlashInfer autotune (verl
+    # passes it to vllm serve), one agent-loop worker, no DataLoader workers, no compile, no dashboard
     assert ar.rollout.enforce_eager and ar.rollout.engine_kwargs.vllm.enable_flashinfer_autotune is False
+    assert ar.rollout.agent.num_workers == 1 and config.data.dataloader_num_workers == 0
+    assert not ar.actor.use_torch_compile and config.ray_kwargs.ray_init.include_dashboard is False
+    assert ar.rollout.tensor_model_parallel_size == 1 and config.trainer.nnodes == 1
     assert cfg.rollout.queries_per_step == args.queries_per_step == 16
 
 
