@@ -188,6 +188,43 @@ def test_the_local_engine_logs_and_warns(tiny_model_dir, tmp_path, monkeypatch, 
     assert [r["live_share"] for r in run_steps(tmp_path / "run", "run")] == live
 
 
+def test_the_bf16_rollout_copy_is_let_go_before_the_update_and_made_again_from_it(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """On the bf16 path the generator is a bf16 copy of the policy. A PASR step lets it go before
+    its update (its memory is not held beside the gradients: the run's peak), and the next step
+    generates from a new copy of the updated weights."""
+    import torch
+
+    from recipe.local_engine import pasr_step as step_mod
+    from recipe.local_engine.config import load_config
+    from recipe.local_engine.trainer import LocalPasrTrainer
+
+    seen = []
+    scripted = _scripted_generation(all_refine=False)
+
+    def generate(model, *args, **kw):
+        seen.append((id(model), model.dtype, {n: p.detach().clone() for n, p in model.named_parameters()}))
+        return scripted(model, *args, **kw)
+
+    monkeypatch.setattr(step_mod, "generate_step", generate)
+    overrides = ["warmup.steps=0", "trainer.steps=2", "rollout.queries_per_step=2", "pasr.n_refine=4"]
+    overrides += ["pasr.n_plain=2", "algo.kl_coef=0", "model.rollout_dtype=bfloat16", "algo.bf16_autocast=false"]
+    cfg = load_config(overrides=[f"model.path={tiny_model_dir}", *overrides, "algo.lr=1e-3"])
+    trainer = LocalPasrTrainer(cfg, tmp_path / "run")
+    trainer.setup()
+    trainer.judge = ExactJudge()
+    trainer.optimizer = trainer._make_optimizer("pasr")
+    trainer.pasr_step(1)
+    assert trainer.rollout_model is None  # let go before the update, not made again after it
+    after_first = {n: p.detach().to(torch.bfloat16) for n, p in trainer.model.named_parameters()}
+    trainer.pasr_step(2)
+    (_, dtype1, w1), (_, dtype2, w2) = seen
+    assert dtype1 == dtype2 == torch.bfloat16
+    assert any(not torch.equal(w1[n], w2[n]) for n in w1)  # the update moved the weights
+    assert all(torch.equal(w2[n], after_first[n]) for n in w2)  # the second copy is the updated policy
+
+
 # --------------------------------------------------------------------------- pasr stats
 def test_pasr_stats_reports_the_reach_and_the_constant_rate_warmup(tmp_path, capsys):
     """A run's metrics.jsonl with the refine-term keys: one terminal line with its mean reach and

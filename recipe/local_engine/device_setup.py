@@ -63,8 +63,9 @@ def choose_dtypes(m: ModelConfig, a: AlgoConfig, device: str) -> tuple[str, Algo
 
 def generator(model, rollout_dtype: str, rollout_model):
     """The policy for generation, synced with the trained weights: ``model`` itself when it
-    is in ``rollout_dtype``, else its copy in that dtype (``rollout_model``, made at the first
-    call and then only refreshed). Returns the generator and the copy to keep (None if none)."""
+    is in ``rollout_dtype``, else its copy in that dtype (``rollout_model``: made when there is
+    none, else refreshed; a PASR step lets it go before its update). Returns the generator and
+    the copy to keep (None if none)."""
     dtype = getattr(torch, rollout_dtype)
     if dtype == model.dtype:
         return model, rollout_model
