@@ -19,14 +19,22 @@ from benchmarks import sampled_rows
 VERL_DRIVER = "recipe.main_pasr"
 
 
+GPU_GEN_BATCH = 256
+
+
 def local_common(args) -> list[str]:
     """Overrides every local-engine run of the check shares (warm-up, parity run, evaluations).
     The ``<think>`` prefill (``pasr.prefill_think``) is the preset's, and :func:`verl_overrides`
     gives verl the same: both engines put it in the prompt, so the warm-up, both RL phases and
     every evaluation here prompt the model alike."""
     qps = [] if not args.queries_per_step else [f"rollout.queries_per_step={args.queries_per_step}"]
+    # on a GPU a step's rollouts in one generation batch (as vLLM takes them all): decoding a 135M
+    # model is latency-bound there, and the preset's 64 made two rounds of a 96-rollout step
+    # (the local engine stepped 13-23 s against verl's 6.85 on the H200, issue #65); pasr_ab does the same
+    gen = [f"rollout.gen_batch_size={GPU_GEN_BATCH}"] if str(args.device).startswith("cuda") else []
     return [
         f"model.device={args.device}",
+        *gen,
         f"data.eval_size={args.eval_size}",
         *qps,
         f"trainer.seed={args.seed}",

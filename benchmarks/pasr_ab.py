@@ -46,7 +46,7 @@ from pathlib import Path
 from benchmarks import ab_plan
 from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of, measured_timings
 from benchmarks.ab_table import print_report
-from benchmarks.gpu_commands import eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
+from benchmarks.gpu_commands import GPU_GEN_BATCH, eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
 from benchmarks.gpu_phases import Progress, device_name, fit_outer_timeout, git_commit, prepare_root
 from benchmarks.gpu_run_facts import write_result
 from benchmarks.gpu_scale import cmd_overrides, with_
@@ -439,7 +439,7 @@ def main(argv=None) -> int:
         args.device = resolve_device("auto")
     on_cpu = args.device == "cpu"
     args.parallel = args.parallel or (cores() if on_cpu else len(args.seeds) * len(ARMS))
-    args.gen_batch_size = args.gen_batch_size or (None if on_cpu else 256)
+    args.gen_batch_size = args.gen_batch_size or (None if on_cpu else GPU_GEN_BATCH)
     args.dtype_overrides = [] if args.dry_run else pinned_dtype(args)
     cfg = local_settings(run_args(args, args.seeds[0]))  # the sizes and the warm-up every run shares
     args.steps = cfg.trainer.steps if args.steps is None else args.steps

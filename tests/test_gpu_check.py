@@ -83,6 +83,15 @@ def test_dry_run_prints_every_command(capsys):
     assert "recipe.main_pasr" in out
     # the <think> prefill in both engines (the local preset's, given to verl), turned off nowhere
     assert "pasr.prefill_think=true" in out and "prefill_think=false" not in out
+    # on the GPU (the default device) the local engine generates a step's rollouts in one batch
+    local = next(line for line in out.splitlines() if line.startswith("local:"))
+    assert "rollout.gen_batch_size=256" in local
+
+
+def test_on_the_cpu_the_local_engine_keeps_its_presets_generation_batch(capsys):
+    assert gpu_check.main(["--dry-run", "--device", "cpu"]) == 0
+    local = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("local:"))
+    assert "model.device=cpu" in local and "gen_batch_size" not in local
 
 
 def test_stop_at_must_fall_inside_the_run():
