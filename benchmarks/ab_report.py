@@ -184,10 +184,19 @@ def refine_term(seeds: dict[str, dict], curves_by_run: dict[str, dict]) -> dict:
     return out
 
 
-def measured_timings(root: Path, settings: dict, seeds: list[int]) -> dict:
+def work_s(lines: list[dict]) -> float:
+    """The seconds a run's metrics account for: its warm-up and RL steps and its evaluations (its
+    wall time less this is its start and checkpoint writes)."""
+    steps = sum(m.get("timing_s/update", 0.0) for m in lines if m.get("phase") == "warmup")
+    steps += sum(m.get("timing_s/step", 0.0) for m in lines if m.get("phase") == "pasr")
+    return steps + sum(m.get("timing_s/eval", 0.0) for m in lines if m.get("phase") == "eval")
+
+
+def measured_timings(root: Path, settings: dict, seeds: list[int], starts: bool = True) -> dict:
     """This run's own step, evaluation and start times (per run, at ``parallel`` side by side):
-    the basis of a later ``--dry-run --plan-from`` plan."""
-    warm, rl, ev, samp, starts = [], [], [], [], []
+    the basis of a later ``--dry-run --plan-from`` plan. ``starts=False`` leaves the starts out
+    (``start_s`` None) and reads no logs: the runner's poll measures starts itself."""
+    warm, rl, ev, samp, begun = [], [], [], [], []
     n, k = settings.get("eval_size") or 1, settings.get("eval_sampled_k") or 0
     for s in seeds:
         for run in RUNS:
@@ -201,9 +210,8 @@ def measured_timings(root: Path, settings: dict, seeds: list[int]) -> dict:
             ev += [(m["timing_s/eval"] - m.get("timing_s/eval_sampled", 0.0)) / n for m in e if m.get("timing_s/eval")]
             samp += [m["timing_s/eval_sampled"] / (n * k) for m in e if m.get("timing_s/eval_sampled") and k]
             log = log_of(root, f"seed_{s}/{run}")
-            if log.is_file() and lines:
-                spent = sum(w) + sum(r) + sum(m.get("timing_s/eval", 0.0) for m in e)
-                starts.append(max(0.0, WatchedRun.load(log).wall_s - spent))
+            if starts and log.is_file() and lines:
+                begun.append(max(0.0, WatchedRun.load(log).wall_s - work_s(lines)))
 
     def avg(xs, f=fmean):
         return round(f(xs), 4) if xs else None
@@ -219,7 +227,7 @@ def measured_timings(root: Path, settings: dict, seeds: list[int]) -> dict:
         "rl_step_s": avg(rl),
         "eval_s": avg(ev),
         "sampled_s": avg(samp),
-        "start_s": avg(starts, median),
+        "start_s": avg(begun, median),
     }
 
 

@@ -232,8 +232,9 @@ def learn_plan(args, measured: dict) -> list[str]:
             else f"(verl waits {lag:.0f} s more for it)"
         ),
         f"  verl start-up {start['to_first_step']:.0f} s -> first step at ~{steps_from:.0f} s",
-        f"  first step {first:.0f} s, then {mean:.1f} s a step; SIGTERM at {stop_at:.0f} s "
-        f"(budget {args.budget_s:.0f} - reserve {args.eval_reserve_s:.0f})",
+        f"  first step {first:.0f} s, then {mean:.1f} s a step; SIGTERM by {stop_at:.0f} s at the latest "
+        f"(budget {args.budget_s:.0f} - reserve {args.eval_reserve_s:.0f}; sooner if the local engine's "
+        "measured pace needs it: benchmarks/learn_deadline.py)",
         f"  -> about {min(fit, args.steps)} verl steps (at most {args.steps}); "
         f"merge ~{phases.get('merge', 18.0):.0f} s and the evaluations "
         f"~{phases.get('final_evals', 30.0) + sampled_rows.extra_s(args):.0f} s after",

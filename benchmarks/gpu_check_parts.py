@@ -24,8 +24,8 @@ from benchmarks.gpu_phases import Progress
 from benchmarks.learn_deadline import LearnDeadline, Pace
 from benchmarks.watched_run import WatchedRun, run_to_end, stop_during
 
-# --part learn: the local engine must reach verl's last step this long before the evaluations' grace
-# ends (--eval-grace-s past the budget): its evaluation of the 300 held-out problems, start-up
+# --part learn: the local engine must reach verl's last step this long before the command's end
+# (the budget, plus --eval-grace-s): its evaluation of the 300 held-out problems, start-up
 # included, took 30.4 s beside verl's on the H200.
 LOCAL_EVAL_S = 35.0
 

@@ -19,15 +19,7 @@ from pathlib import Path
 from statistics import fmean, variance
 
 from benchmarks import sampled_rows
-from benchmarks.gpu_run_facts import (
-    STEP_PARTS,
-    cell,
-    eval_summary,
-    latest_checkpoint,
-    paired,
-    startup,
-    step_timings,
-)
+from benchmarks.gpu_run_facts import cell, eval_summary, latest_checkpoint, mean_parts, paired, startup, step_timings
 from benchmarks.report_files import read_json
 from benchmarks.watched_run import WatchedRun
 
@@ -74,17 +66,10 @@ def step_parts(verl: WatchedRun, local_dir: Path, upto: int | None) -> dict:
     one-off costs) and the local engine's step over verl's, against :data:`LOCAL_STEP_TARGET`."""
     from recipe.metrics_file import metric_lines
 
-    def means(rows: list[dict], keys) -> dict:
-        return {
-            k.removeprefix("timing_s/"): round(fmean(m[k] for m in rows if k in m), 2)
-            for k in keys
-            if any(k in m for m in rows)
-        }
-
     v = [m for s, (_, m) in sorted(verl.steps.items()) if s > 1 and (upto is None or s <= upto)]
     lines = {m["step"]: m for m in metric_lines(local_dir) if m.get("phase") == "pasr"}
     loc = [m for s, m in sorted(lines.items()) if s > 1 and (upto is None or s <= upto)]
-    out = {"verl": means(v, STEP_PARTS), "local": means(loc, LOCAL_STEP_PARTS), "steps": [len(v), len(loc)]}
+    out = {"verl": mean_parts(v), "local": mean_parts(loc, LOCAL_STEP_PARTS), "steps": [len(v), len(loc)]}
     vs, ls = out["verl"].get("step"), out["local"].get("step")
     out["local_over_verl"] = round(ls / vs, 2) if vs and ls else None
     out["target"] = LOCAL_STEP_TARGET

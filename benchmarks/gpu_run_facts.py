@@ -69,15 +69,16 @@ def step_timings(runs: list[WatchedRun]) -> dict:
     pays one-off warm-ups, is reported alone)."""
     rows = [m for r in runs for s, (_, m) in sorted(r.steps.items())[1:]]
     firsts = [sorted(r.steps.items())[0][1][1] for r in runs if r.steps]
+    return {"mean_step": mean_parts(rows), "first_step": mean_parts(firsts), "n_steps_averaged": len(rows)}
 
-    def means(ms):
-        return {
-            k.removeprefix("timing_s/"): round(fmean(m[k] for m in ms if k in m), 2)
-            for k in STEP_PARTS
-            if any(k in m for m in ms)
-        }
 
-    return {"mean_step": means(rows), "first_step": means(firsts), "n_steps_averaged": len(rows)}
+def mean_parts(rows: list[dict], keys=STEP_PARTS) -> dict:
+    """The mean of each timing key over the step rows that have it (``timing_s/`` dropped)."""
+    return {
+        k.removeprefix("timing_s/"): round(fmean(m[k] for m in rows if k in m), 2)
+        for k in keys
+        if any(k in m for m in rows)
+    }
 
 
 def startup(run: WatchedRun) -> dict:

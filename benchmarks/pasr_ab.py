@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from benchmarks import ab_plan
-from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of, measured_timings
+from benchmarks.ab_report import ARMS, build_result, curves, eval_dump, log_of, measured_timings, work_s
 from benchmarks.ab_table import print_report
 from benchmarks.gpu_commands import GPU_GEN_BATCH, eval_cmd, local_pasr_cmd, local_settings, warmup_cmd
 from benchmarks.gpu_phases import Progress, device_name, fit_outer_timeout, git_commit, prepare_root
@@ -171,23 +171,26 @@ class Runner:
         self.skipped = progress.state.setdefault("skipped", {})
         self.starts: dict[str, float] = {}  # a run's seconds from its launch to its first step (own_times)
 
-    def own_times(self) -> dict:
-        """This run's own start, warm-up step and RL step seconds so far (``None`` where nothing
-        was measured yet): the step times of every run's metrics
-        (:func:`~benchmarks.ab_report.measured_timings`) and the starts seen here, from a run's
-        launch to its first logged step less that step; a run still starting counts as a start
-        at least as long as its age."""
-        own = measured_timings(self.root, read_json(self.root / "settings.json"), self.args.seeds)
-        now, starting = time.monotonic(), []
+    def note_starts(self) -> None:
+        """Each running run's start, once its first step is logged: from its launch to that step
+        less the step's own time (every poll, so the first step is seen as it comes)."""
+        now = time.monotonic()
         for name, run in self.running.items():
             if name in self.starts:
                 continue
             first = next((m for m in metric_lines(self.root / name) if m.get("phase") in ("warmup", "pasr")), None)
-            if first is None:
-                starting.append(now - run.t0)
-            else:
+            if first is not None:
                 step = first.get("timing_s/step") or first.get("timing_s/update") or 0.0
                 self.starts[name] = max(0.0, now - run.t0 - step)
+
+    def own_times(self) -> dict:
+        """This run's own start, warm-up step and RL step seconds so far (``None`` where nothing
+        was measured yet): the step times of every run's metrics
+        (:func:`~benchmarks.ab_report.measured_timings`) and the starts :meth:`note_starts` saw;
+        a run still starting counts as a start at least as long as its age."""
+        own = measured_timings(self.root, read_json(self.root / "settings.json"), self.args.seeds, starts=False)
+        now = time.monotonic()
+        starting = [now - r.t0 for name, r in self.running.items() if name not in self.starts]
         seen = sorted(self.starts.values())
         own["start_s"] = max(seen[len(seen) // 2] if seen else 0.0, *starting, 0.0) or None
         return own
@@ -203,7 +206,8 @@ class Runner:
         return start + p["eval_s"] + p["steps_asked"] * (own.get("rl_step_s") or p["rl_step_s"])
 
     def start_ready(self) -> None:
-        now, own = time.monotonic(), self.own_times()
+        self.note_starts()
+        now, own = time.monotonic(), None  # this run's own times: read only when a run could start
         for name in list(self.pending):
             if len(self.running) >= self.args.parallel:
                 return
@@ -218,6 +222,7 @@ class Runner:
                 if not (warmup_checkpoint(self.root, seed, self.cfg) / "trainer_state.json").is_file():
                     self.skip(name, f"its warm-up left no checkpoint (see {log_of(self.root, warm).name})")
                     continue
+            own = own if own is not None else self.own_times()
             expected = self.expected_s(name, own)
             if now + expected > self.stop_at:
                 self.skip(name, f"expected to end after the budget's stop time (~{expected:.0f} s, from {basis(own)})")
@@ -235,12 +240,9 @@ class Runner:
     def reap(self) -> None:
         for name, run in list(self.running.items()):
             if run.proc.poll() is not None:
-                if name not in self.starts:  # ended before its first step was seen: its wall less its work
-                    lines = metric_lines(self.root / name)
-                    spent = sum(m.get("timing_s/step") or m.get("timing_s/update") or 0.0 for m in lines)
-                    spent += sum(m.get("timing_s/eval") or 0.0 for m in lines)
-                    if lines:
-                        self.starts[name] = max(0.0, time.monotonic() - run.t0 - spent)
+                lines = metric_lines(self.root / name) if name not in self.starts else []
+                if lines:  # ended before its first step was seen: its wall less its work
+                    self.starts[name] = max(0.0, time.monotonic() - run.t0 - work_s(lines))
                 run.wait(time.monotonic())
                 self.ended[name] = self.running.pop(name)
                 self.prune(name)
